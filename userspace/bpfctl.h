@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* bpfctl: loads, pins, takes over and removes kvsplice's BPF interception (bpf/), and gives the
+ * daemon what it needs from it: the proxy listener registration (which is what turns interception
+ * on; the kernel drops it when the process dies, which turns it off with no window), the selected
+ * Services, the original destination of an accepted connection, and the counters. Pinned state
+ * lives under pin_dir (default /sys/fs/bpf/kvsplice) and survives the daemon. Not thread-safe:
+ * call from the daemon's main thread. */
+#ifndef KVS_BPFCTL_H
+#define KVS_BPFCTL_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+struct bpfctl;
+
+struct bpfctl_opts {
+	const char *cgroup_path; /* cgroup v2 directory the programs attach to */
+	const char *pin_dir;	 /* bpffs directory for pinned maps and links */
+	struct sockaddr_in proxy; /* node-local address connects are rewritten to */
+	uint32_t own_mark;	 /* SO_MARK on the daemon's own upstream sockets (never rewritten) */
+};
+
+/* Loads the programs, or takes over the ones pinned under pin_dir (maps reused, links updated
+ * in place), and attaches them. Returns 0 and *out, or a negative errno (message logged). */
+int bpfctl_open(const struct bpfctl_opts *opts, struct bpfctl **out);
+
+/* Registers the proxy's listening socket: rewriting starts now and stops by itself when the
+ * socket closes (process exit, crash). Returns 0 or a negative errno. */
+int bpfctl_set_listener(struct bpfctl *b, int listen_fd);
+
+/* Selects / unselects a Service (addresses and ports in network byte order). */
+int bpfctl_service_add(struct bpfctl *b, uint32_t ip, uint16_t port, uint32_t service_id);
+int bpfctl_service_del(struct bpfctl *b, uint32_t ip, uint16_t port);
+
+/* Original destination (ClusterIP:port) of an accepted connection whose client address is peer.
+ * Removes the entry. Returns 0, or -ENOENT when the connection was not intercepted. */
+int bpfctl_origdst_take(struct bpfctl *b, const struct sockaddr_in *peer, struct sockaddr_in *orig);
+
+/* Copies the per-reason counters (summed over CPUs) into out[n]; returns the number of reasons. */
+int bpfctl_stats(struct bpfctl *b, uint64_t *out, int n);
+/* The name of counter i ("rewritten", "not_service", "proxy_absent", ...). */
+const char *bpfctl_stat_name(int i);
+
+/* Closes the daemon's handles; pinned programs, maps and links stay (interception falls open
+ * while no listener is registered). */
+void bpfctl_close(struct bpfctl *b);
+
+/* Detaches and unpins everything under pin_dir. Returns 0 or a negative errno. */
+int bpfctl_detach(const char *pin_dir);
+
+#endif
