@@ -13,6 +13,7 @@
 
 .DELETE_ON_ERROR:
 .SUFFIXES:
+.SECONDARY:
 .DEFAULT_GOAL := all
 
 BUILD    ?= build
