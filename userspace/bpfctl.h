@@ -28,6 +28,10 @@ int bpfctl_open(const struct bpfctl_opts *opts, struct bpfctl **out);
  * socket closes (process exit, crash). Returns 0 or a negative errno. */
 int bpfctl_set_listener(struct bpfctl *b, int listen_fd);
 
+/* Is a proxy listener registered right now (by this or any process)? Returns 1, 0, or a negative
+ * errno. */
+int bpfctl_listener_registered(struct bpfctl *b);
+
 /* Selects / unselects a Service (addresses and ports in network byte order). */
 int bpfctl_service_add(struct bpfctl *b, uint32_t ip, uint16_t port, uint32_t service_id);
 int bpfctl_service_del(struct bpfctl *b, uint32_t ip, uint16_t port);

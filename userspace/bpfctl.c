@@ -1,0 +1,432 @@
+// SPDX-License-Identifier: Apache-2.0
+/* bpfctl: see bpfctl.h. Lifecycle of the pinned state under pin_dir:
+ *   maps   services, proxy_listener, origdst_cookie, origdst, stats: pinned by libbpf at the first
+ *          load, reused by every later load whose definitions match (recreated otherwise);
+ *   links  link_connect4, link_getpeername4, link_sockops: cgroup bpf_links pinned after the first
+ *          attach; a later daemon swaps its freshly loaded programs into them in place
+ *          (bpf_link__update_program), so interception never goes through a detached state.
+ * Nothing here ever decides to intercept: that is the proxy listener's presence in the sockmap. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/magic.h>
+
+#include "bpfctl.h"
+#include "kvsplice_abi.h"
+#include "kvsplice.skel.h"
+#include "log.h"
+
+#define BPFCTL_DEFAULT_PIN_DIR "/sys/fs/bpf/kvsplice"
+#define NLINKS 3
+
+struct bpfctl {
+	struct kvsplice_bpf *skel;
+	struct bpf_link *links[NLINKS];
+	char pin_dir[PATH_MAX - 64];
+	int ncpus;
+	__u64 *percpu; /* scratch for one per-CPU stats value */
+};
+
+static const char *const map_names[] = {"services", "proxy_listener", "origdst_cookie", "origdst",
+					"stats"};
+static const char *const link_names[NLINKS] = {KVS_PIN_LINK_CONNECT4, KVS_PIN_LINK_GETPEERNAME4,
+					       KVS_PIN_LINK_SOCKOPS};
+
+static const char *const stat_names[KVS_STAT_MAX] = {
+    [KVS_STAT_REWRITTEN] = "rewritten",
+    [KVS_STAT_NOT_SERVICE] = "not_service",
+    [KVS_STAT_PROXY_ABSENT] = "proxy_absent",
+    [KVS_STAT_OWN_CONNECT] = "own_connect",
+    [KVS_STAT_NOT_TCP] = "not_tcp",
+    [KVS_STAT_ORIGDST_FULL] = "origdst_full",
+    [KVS_STAT_ORIGDST_STORED] = "origdst_stored",
+    [KVS_STAT_ORIGDST_LOST] = "origdst_lost",
+    [KVS_STAT_CLOSED] = "closed",
+    [KVS_STAT_PEER_RESTORED] = "peer_restored",
+    [KVS_STAT_PEER_UNKNOWN] = "peer_unknown",
+};
+
+/* libbpf's own messages: warnings (verifier logs, pin conflicts) as warnings, chatter as debug. */
+static int bpfctl_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char line[512];
+	size_t n;
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	n = strlen(line);
+	while (n && line[n - 1] == '\n')
+		line[--n] = 0;
+	if (level == LIBBPF_WARN)
+		log_warn("libbpf", "%s", line);
+	else
+		log_debug("libbpf", "%s", line);
+	return 0;
+}
+
+/* Builds dir/name into out (PATH_MAX). Returns 0 or -ENAMETOOLONG. */
+static int pin_path(char *out, const char *dir, const char *name)
+{
+	int n = snprintf(out, PATH_MAX, "%s/%s", dir, name);
+
+	return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* Creates pin_dir (one level) and refuses a directory that is not on bpffs, where pinning would
+ * fail later with a confusing error. */
+static int pin_dir_prepare(const char *dir)
+{
+	struct statfs st;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		log_error("bpfctl", "mkdir %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	if (statfs(dir, &st) < 0) {
+		log_error("bpfctl", "statfs %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	if (st.f_type != BPF_FS_MAGIC) {
+		log_error("bpfctl", "%s is not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)",
+			  dir);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void unpin_maps(const char *dir)
+{
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(map_names) / sizeof(map_names[0]); i++)
+		if (pin_path(path, dir, map_names[i]) == 0)
+			unlink(path);
+}
+
+/* Opens and loads a fresh skeleton whose maps are pinned under dir (reused when already there).
+ * Returns 0 and *out, or a negative errno. */
+static int skel_load(const struct bpfctl_opts *opts, const char *dir, struct kvsplice_bpf **out)
+{
+	char path[PATH_MAX];
+	struct kvsplice_bpf *skel;
+	struct bpf_map *map;
+	int err;
+
+	skel = kvsplice_bpf__open();
+	if (!skel) {
+		err = -errno;
+		log_error("bpfctl", "open BPF object: %s", strerror(-err));
+		return err;
+	}
+	skel->rodata->proxy_ip4 = opts->proxy.sin_addr.s_addr;
+	skel->rodata->proxy_port = opts->proxy.sin_port;
+	skel->rodata->own_mark = opts->own_mark;
+	bpf_object__for_each_map(map, skel->obj)
+	{
+		if (bpf_map__is_internal(map))
+			continue; /* .rodata: per load, never pinned */
+		err = pin_path(path, dir, bpf_map__name(map));
+		if (!err)
+			err = bpf_map__set_pin_path(map, path);
+		if (err)
+			goto cleanup;
+	}
+	err = kvsplice_bpf__load(skel);
+	if (err) {
+		log_error("bpfctl", "load BPF programs: %s", strerror(-err));
+		goto cleanup;
+	}
+	*out = skel;
+	return 0;
+cleanup:
+	kvsplice_bpf__destroy(skel);
+	return err;
+}
+
+/* Is the pinned link at path a cgroup link of this attach type on this cgroup? */
+static int link_matches(struct bpf_link *link, __u64 cgroup_id, enum bpf_attach_type type)
+{
+	struct bpf_link_info info;
+	__u32 len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(bpf_link__fd(link), &info, &len) < 0)
+		return 0;
+	return info.type == BPF_LINK_TYPE_CGROUP && info.cgroup.cgroup_id == cgroup_id &&
+	       info.cgroup.attach_type == type;
+}
+
+/* Attaches prog at the cgroup through the link pinned at path: updated in place when one is there
+ * for the same cgroup and hook, otherwise (first start, other cgroup, stale link) a new pinned
+ * link replaces it. Returns 0 and *out, or a negative errno. */
+static int link_take_over(struct bpf_program *prog, int cgroup_fd, __u64 cgroup_id,
+			  const char *path, struct bpf_link **out)
+{
+	enum bpf_attach_type type = bpf_program__expected_attach_type(prog);
+	struct bpf_link *link;
+	int err;
+
+	link = access(path, F_OK) == 0 ? bpf_link__open(path) : NULL;
+	if (link) {
+		if (link_matches(link, cgroup_id, type)) {
+			err = bpf_link__update_program(link, prog);
+			if (!err) {
+				log_info("bpfctl", "took over %s", path);
+				*out = link;
+				return 0;
+			}
+			log_warn("bpfctl", "update %s: %s; re-attaching", path, strerror(-err));
+		} else {
+			log_info("bpfctl", "%s is for another cgroup or hook; replacing it", path);
+		}
+		bpf_link_detach(bpf_link__fd(link));
+		bpf_link__unpin(link);
+		bpf_link__destroy(link);
+		unlink(path);
+	}
+	link = bpf_program__attach_cgroup(prog, cgroup_fd);
+	if (!link) {
+		err = -errno;
+		log_error("bpfctl", "attach %s: %s", bpf_program__name(prog), strerror(-err));
+		return err;
+	}
+	err = bpf_link__pin(link, path);
+	if (err) {
+		log_error("bpfctl", "pin %s: %s", path, strerror(-err));
+		bpf_link__destroy(link);
+		return err;
+	}
+	*out = link;
+	return 0;
+}
+
+int bpfctl_open(const struct bpfctl_opts *opts, struct bpfctl **out)
+{
+	struct bpf_program *progs[NLINKS];
+	char path[PATH_MAX];
+	struct bpfctl *b = NULL;
+	const char *dir;
+	int cgroup_fd = -1, err, n;
+	struct stat st;
+
+	if (!opts || !opts->cgroup_path || !out || opts->proxy.sin_family != AF_INET ||
+	    !opts->proxy.sin_port || !opts->proxy.sin_addr.s_addr) {
+		log_error("bpfctl", "need a cgroup path and an IPv4 proxy address with a port");
+		return -EINVAL;
+	}
+	dir = opts->pin_dir && *opts->pin_dir ? opts->pin_dir : BPFCTL_DEFAULT_PIN_DIR;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	n = snprintf(b->pin_dir, sizeof(b->pin_dir), "%s", dir);
+	if (n < 0 || (size_t)n >= sizeof(b->pin_dir)) {
+		err = -ENAMETOOLONG;
+		goto cleanup;
+	}
+	b->ncpus = libbpf_num_possible_cpus();
+	if (b->ncpus <= 0) {
+		err = b->ncpus ? b->ncpus : -EINVAL;
+		goto cleanup;
+	}
+	b->percpu = calloc((size_t)b->ncpus, sizeof(__u64));
+	if (!b->percpu) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	libbpf_set_print(bpfctl_libbpf_print);
+
+	cgroup_fd = open(opts->cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cgroup_fd < 0 || fstat(cgroup_fd, &st) < 0) {
+		err = -errno;
+		log_error("bpfctl", "cgroup %s: %s", opts->cgroup_path, strerror(-err));
+		goto cleanup;
+	}
+	err = pin_dir_prepare(b->pin_dir);
+	if (err)
+		goto cleanup;
+
+	err = skel_load(opts, b->pin_dir, &b->skel);
+	if (err == -EINVAL) {
+		/* Most likely pinned maps from an incompatible build: start over with fresh maps
+		 * (the old programs keep their own references until their links are updated). */
+		log_warn("bpfctl", "pinned maps under %s do not match this build; recreating them",
+			 b->pin_dir);
+		unpin_maps(b->pin_dir);
+		err = skel_load(opts, b->pin_dir, &b->skel);
+	}
+	if (err)
+		goto cleanup;
+
+	progs[0] = b->skel->progs.kvs_connect4;
+	progs[1] = b->skel->progs.kvs_getpeername4;
+	progs[2] = b->skel->progs.kvs_sockops;
+	for (int i = 0; i < NLINKS; i++) {
+		err = pin_path(path, b->pin_dir, link_names[i]);
+		if (!err)
+			/* cgroup v2 id == the directory's inode number on 64-bit kernels */
+			err = link_take_over(progs[i], cgroup_fd, (__u64)st.st_ino, path,
+					     &b->links[i]);
+		if (err)
+			goto cleanup;
+	}
+	log_info("bpfctl", "interception attached at %s, pinned under %s", opts->cgroup_path,
+		 b->pin_dir);
+	close(cgroup_fd);
+	*out = b;
+	return 0;
+cleanup:
+	if (cgroup_fd >= 0)
+		close(cgroup_fd);
+	bpfctl_close(b);
+	return err;
+}
+
+int bpfctl_set_listener(struct bpfctl *b, int listen_fd)
+{
+	__u32 key = 0;
+	__u64 val = (__u64)listen_fd;
+
+	if (!b || listen_fd < 0)
+		return -EINVAL;
+	if (bpf_map_update_elem(bpf_map__fd(b->skel->maps.proxy_listener), &key, &val, BPF_ANY)) {
+		int err = -errno;
+
+		log_error("bpfctl", "register listener fd %d: %s", listen_fd, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+int bpfctl_listener_registered(struct bpfctl *b)
+{
+	__u32 key = 0;
+	__u64 cookie = 0;
+
+	if (!b)
+		return -EINVAL;
+	if (bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.proxy_listener), &key, &cookie) == 0)
+		return 1;
+	return errno == ENOENT ? 0 : -errno;
+}
+
+int bpfctl_service_add(struct bpfctl *b, uint32_t ip, uint16_t port, uint32_t service_id)
+{
+	struct kvs_svc_key key = {.ip = ip, .port = port};
+	struct kvs_svc_val val = {.service_id = service_id};
+
+	if (!b || !ip || !port)
+		return -EINVAL;
+	if (bpf_map_update_elem(bpf_map__fd(b->skel->maps.services), &key, &val, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int bpfctl_service_del(struct bpfctl *b, uint32_t ip, uint16_t port)
+{
+	struct kvs_svc_key key = {.ip = ip, .port = port};
+
+	if (!b)
+		return -EINVAL;
+	if (bpf_map_delete_elem(bpf_map__fd(b->skel->maps.services), &key))
+		return -errno;
+	return 0;
+}
+
+int bpfctl_origdst_take(struct bpfctl *b, const struct sockaddr_in *peer, struct sockaddr_in *orig)
+{
+	struct kvs_peer_key key;
+	struct kvs_origdst od;
+
+	if (!b || !peer || !orig || peer->sin_family != AF_INET)
+		return -EINVAL;
+	memset(&key, 0, sizeof(key));
+	key.ip = peer->sin_addr.s_addr;
+	key.port = peer->sin_port;
+	if (bpf_map_lookup_and_delete_elem(bpf_map__fd(b->skel->maps.origdst), &key, &od))
+		return -errno;
+	memset(orig, 0, sizeof(*orig));
+	orig->sin_family = AF_INET;
+	orig->sin_addr.s_addr = od.ip;
+	orig->sin_port = od.port;
+	return 0;
+}
+
+int bpfctl_stats(struct bpfctl *b, uint64_t *out, int n)
+{
+	int fd;
+
+	if (!b || (n > 0 && !out))
+		return -EINVAL;
+	fd = bpf_map__fd(b->skel->maps.stats);
+	for (__u32 i = 0; i < KVS_STAT_MAX && (int)i < n; i++) {
+		out[i] = 0;
+		if (bpf_map_lookup_elem(fd, &i, b->percpu))
+			return -errno;
+		for (int c = 0; c < b->ncpus; c++)
+			out[i] += b->percpu[c];
+	}
+	return KVS_STAT_MAX;
+}
+
+const char *bpfctl_stat_name(int i)
+{
+	return i >= 0 && i < KVS_STAT_MAX ? stat_names[i] : NULL;
+}
+
+void bpfctl_close(struct bpfctl *b)
+{
+	if (!b)
+		return;
+	for (int i = 0; i < NLINKS; i++) {
+		if (!b->links[i])
+			continue;
+		/* pinned: closing our fd leaves the link attached */
+		bpf_link__disconnect(b->links[i]);
+		bpf_link__destroy(b->links[i]);
+	}
+	kvsplice_bpf__destroy(b->skel);
+	free(b->percpu);
+	free(b);
+}
+
+int bpfctl_detach(const char *pin_dir)
+{
+	const char *dir = pin_dir && *pin_dir ? pin_dir : BPFCTL_DEFAULT_PIN_DIR;
+	char path[PATH_MAX];
+	int err = 0, fd;
+
+	for (int i = 0; i < NLINKS; i++) {
+		if (pin_path(path, dir, link_names[i]))
+			return -ENAMETOOLONG;
+		fd = bpf_obj_get(path);
+		if (fd < 0) {
+			if (errno != ENOENT) {
+				err = -errno;
+				log_error("bpfctl", "open %s: %s", path, strerror(errno));
+			}
+			continue;
+		}
+		/* Detach now, even if a running daemon still holds the link open. */
+		if (bpf_link_detach(fd) && errno != ENOLINK)
+			log_warn("bpfctl", "detach %s: %s", path, strerror(errno));
+		close(fd);
+		if (unlink(path) < 0 && errno != ENOENT)
+			err = -errno;
+	}
+	unpin_maps(dir);
+	if (rmdir(dir) < 0 && errno != ENOENT) {
+		log_error("bpfctl", "rmdir %s: %s", dir, strerror(errno));
+		if (!err)
+			err = -errno;
+	}
+	return err;
+}
