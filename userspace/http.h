@@ -90,6 +90,15 @@ ssize_t http_chunked_feed(struct http_chunked *c, const char *p, size_t n, struc
 int http_write_error(struct buf *out, int status, const char *type, const char *message,
 		     bool close);
 
+/* Appends the head of request m as the proxy forwards it upstream: the request line, every
+ * end-to-end header (hop-by-hop and framing headers dropped: Connection and the headers it names,
+ * Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Content-Length, Expect, Upgrade, Trailer),
+ * then "Content-Length: body_len" when has_body, "Connection: upgrade" + the Upgrade header when
+ * upgrade, "Connection: keep-alive" for an HTTP/1.0 request, and the blank line. Returns 0 or
+ * -ENOMEM. */
+int http_write_request_head(struct buf *out, const struct http_msg *m, bool has_body,
+			    uint64_t body_len, bool upgrade);
+
 /* The standard reason phrase for a status ("Bad Request"), or "Unknown". */
 const char *http_reason(int status);
 
