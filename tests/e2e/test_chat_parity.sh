@@ -3,9 +3,10 @@
 # Chat-template parity: seeded conversations (multi-turn with reasoning, tool messages, list
 # content, unicode, other roles, enable_thinking true/false/absent, add_generation_prompt false,
 # plus requests that must be refused) rendered by userspace/chat.c (through the sanitizer build of
-# tests/unit/test_chat --render) and by the reference, tests/js/ref_chat.mjs (@huggingface/jinja
-# running models/qwen3/tokenizer_config.json's chat_template, with vLLM's request handling).
-# Compared as strings. CHAT_SEED / CHAT_COUNT change the corpus.
+# tests/unit/test_chat --render) and by two references running models/qwen3/tokenizer_config.json's
+# chat_template with vLLM's request handling: tests/js/ref_chat.mjs (@huggingface/jinja) and
+# tests/e2e/ref_chat.py (Python jinja2, configured as transformers configures it, i.e. what vLLM
+# runs). Compared as strings; all three must agree. CHAT_SEED / CHAT_COUNT change the corpus.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -26,6 +27,8 @@ check "generate $count seeded cases (seed $seed)" \
 	node tests/js/ref_chat.mjs --gen "$tmp" --seed "$seed" --count "$count"
 check "reference renders every case" \
 	bash -c 'node tests/js/ref_chat.mjs < "$1/requests.jsonl" > "$1/ref.jsonl"' _ "$tmp"
+check "Python jinja2 (as vLLM renders, tests/e2e/ref_chat.py) renders every case" \
+	bash -c 'python3 tests/e2e/ref_chat.py < "$1/requests.jsonl" > "$1/py.jsonl"' _ "$tmp"
 check "chat.c renders every case ($bin)" \
 	bash -c '"$2" --render < "$1/requests.jsonl" > "$1/c.jsonl"' _ "$tmp" "$bin"
 node tests/js/ref_chat.mjs --check "$tmp"

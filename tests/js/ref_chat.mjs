@@ -19,8 +19,9 @@
 //   node ref_chat.mjs [--config PATH] < requests.jsonl   one {"status":"ok","text":...} a line
 //                                                        ({"status":"error","why":...} if jinja throws)
 //   node ref_chat.mjs --gen DIR [--seed N] [--count N]   writes DIR/cases.jsonl, DIR/requests.jsonl
-//   node ref_chat.mjs --check DIR                        compares DIR/ref.jsonl and DIR/c.jsonl
-//                                                        against DIR/cases.jsonl, prints TAP lines
+//   node ref_chat.mjs --check DIR                        compares DIR/ref.jsonl, DIR/c.jsonl (and
+//                                                        DIR/py.jsonl if there) against
+//                                                        DIR/cases.jsonl, prints TAP lines
 import fs from "node:fs";
 import readline from "node:readline";
 import { Interpreter, Template } from "@huggingface/jinja";
@@ -200,6 +201,7 @@ function generate(seed, count) {
 		else if (k < 0.45) req.chat_template_kwargs = { enable_thinking: true };
 		else if (k < 0.5) req.chat_template_kwargs = { enable_thinking: null, unrelated: 1 };
 		else if (k < 0.55) req.chat_template_kwargs = {};
+		else if (k < 0.6) req.chat_template_kwargs = { enable_thinking: pick([0, "false", "auto", [], {}]) };
 		if (chance(0.25)) req.add_generation_prompt = chance(0.5);
 		if (chance(0.05)) req.reasoning_effort = "medium";
 		if (req.reasoning_effort && !(req.chat_template_kwargs && "enable_thinking" in req.chat_template_kwargs))
@@ -291,6 +293,8 @@ function checkMode(dir) {
 	const cases = readJsonl(`${dir}/cases.jsonl`);
 	const ref = readJsonl(`${dir}/ref.jsonl`);
 	const c = readJsonl(`${dir}/c.jsonl`);
+	// Optional second reference: Python's jinja2 (tests/e2e/ref_chat.py), as vLLM renders.
+	const py = fs.existsSync(`${dir}/py.jsonl`) ? readJsonl(`${dir}/py.jsonl`) : null;
 	let failed = 0;
 	const stats = new Map();
 	const report = (cat, ok, detail) => {
@@ -299,14 +303,16 @@ function checkMode(dir) {
 		if (!ok) s.bad.push(detail);
 		stats.set(cat, s);
 	};
-	if (ref.length !== cases.length || c.length !== cases.length) {
-		console.log(`not ok - parity: line counts differ (cases ${cases.length}, ref ${ref.length}, c ${c.length})`);
+	if (ref.length !== cases.length || c.length !== cases.length || (py && py.length !== cases.length)) {
+		console.log(`not ok - parity: line counts differ (cases ${cases.length}, ref ${ref.length}, c ${c.length}, py ${py?.length})`);
 		return 1;
 	}
 	cases.forEach((cs, i) => {
 		if (cs.expect === "ok") {
-			const good = ref[i].status === "ok" && c[i].status === "ok" && ref[i].text === c[i].text;
-			report(cs.category, good, `case ${i}: ref ${JSON.stringify(ref[i]).slice(0, 400)}\n#   c   ${JSON.stringify(c[i]).slice(0, 400)}`);
+			let good = ref[i].status === "ok" && c[i].status === "ok" && ref[i].text === c[i].text;
+			if (py) good &&= py[i].status === "ok" && py[i].text === c[i].text;
+			report(cs.category, good, `case ${i}: ref ${JSON.stringify(ref[i]).slice(0, 400)}\n#   c   ${JSON.stringify(c[i]).slice(0, 400)}` +
+				(py ? `\n#   py  ${JSON.stringify(py[i]).slice(0, 400)}` : ""));
 		} else {
 			report(cs.category, c[i].status === cs.expect, `case ${i}: want ${cs.expect}, c says ${JSON.stringify(c[i])}`);
 		}
@@ -323,11 +329,12 @@ function checkMode(dir) {
 		}
 	}
 	const okCases = cases.filter((x) => x.expect === "ok").length;
-	console.log(`${okCases >= 50 ? "ok" : "not ok"} - parity: ${okCases} rendered conversations compared (>= 50), ${total} cases in all`);
+	const refs = py ? "@huggingface/jinja and Python jinja2" : "@huggingface/jinja";
+	console.log(`${okCases >= 50 ? "ok" : "not ok"} - parity: ${okCases} rendered conversations compared with ${refs} (>= 50), ${total} cases in all`);
 	return failed || okCases < 50 ? 1 : 0;
 }
 const cats = {
-	basic: "conversations render as @huggingface/jinja renders them",
+	basic: "conversations render as the references render them",
 	reasoning: "multi-turn conversations with reasoning render identically",
 	tools: "conversations with tool messages render identically",
 	list: "conversations with list content render identically",
