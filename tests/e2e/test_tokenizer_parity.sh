@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Tokenizer parity: build/kvtok (C) against the reference (Hugging Face tokenizers 0.22 through
+# npm @anush008/tokenizers) on the generated corpus (tests/js/gen_corpus.mjs: >= 2,000 strings in
+# 15 categories). Expected ids are generated here, at test time, by the reference itself.
+# Env: TOK_SEEDS="1 2" to run more corpora (default: seed 1), KVTOK_TOKENIZER to use another file.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib/tap.sh
+
+tokjson=${KVTOK_TOKENIZER:-models/qwen3/tokenizer.json}
+tmp=$(mktemp -d /tmp/kvs-tokparity.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+if [ ! -f "$tokjson" ] || [ ! -x build/kvtok ]; then
+	ok 1 "tokenizer file ($tokjson) and build/kvtok present (run make deps && make)"
+	exit 1
+fi
+
+for seed in ${TOK_SEEDS:-1}; do
+	node tests/js/gen_corpus.mjs --seed "$seed" >"$tmp/corpus.jsonl" 2>"$tmp/gen.log"
+	n=$(wc -l <"$tmp/corpus.jsonl")
+	[ "$n" -ge 2000 ]
+	ok $? "corpus seed $seed has $n >= 2000 strings"
+	node tests/js/ref_tokenize.mjs --tokenizer "$tokjson" "$tmp/corpus.jsonl" >"$tmp/ref.jsonl"
+	ok $? "reference tokenized corpus seed $seed"
+	build/kvtok --tokenizer "$tokjson" <"$tmp/corpus.jsonl" >"$tmp/c.jsonl"
+	ok $? "kvtok tokenized corpus seed $seed with no line in error"
+	node tests/js/compare_ids.mjs "$tmp/corpus.jsonl" "$tmp/ref.jsonl" "$tmp/c.jsonl" "seed $seed"
+	TAP_FAILED=$((TAP_FAILED + $?))
+done
+
+# kvtok's line handling: order kept, errors as lines, a {"messages": ...} line is not guessed at.
+printf '%s\n' '{"text":"a"}' 'not json' '{"text":1}' '{"text":"b\u0000c"}' '' '{"text":""}' >"$tmp/lines.jsonl"
+build/kvtok --tokenizer "$tokjson" <"$tmp/lines.jsonl" >"$tmp/lines.out" 2>"$tmp/lines.err"
+rc=$?
+expect_eq "kvtok exits 1 when a line is in error" 1 "$rc"
+expect_eq "kvtok writes one line per non-empty input line" 5 "$(wc -l <"$tmp/lines.out")"
+node tests/js/ref_tokenize.mjs --tokenizer "$tokjson" <<<'{"text":"b\u0000c"}' >"$tmp/nul.ref"
+expect_eq "text after an escaped U+0000 is kept" "$(cat "$tmp/nul.ref")" "$(sed -n 4p "$tmp/lines.out")"
+expect_eq "empty text gives no ids" '{"ids":[]}' "$(sed -n 5p "$tmp/lines.out")"
+grep -q '"error"' <(sed -n 2p "$tmp/lines.out")
+ok $? "invalid JSON line answered with an error line"
+
+# A tokenizer.json whose pipeline is not implemented is refused, naming the part.
+node -e '
+const fs = require("fs");
+const j = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+j.normalizer = { type: "NFKC" };
+fs.writeFileSync(process.argv[2], JSON.stringify(j));
+' "$tokjson" "$tmp/nfkc.json"
+out=$(build/kvtok --tokenizer "$tmp/nfkc.json" </dev/null 2>&1)
+rc=$?
+[ "$rc" -ne 0 ] && [[ "$out" == *"normalizer"*"NFKC"* ]]
+ok $? "a NFKC tokenizer.json is refused at load naming the normalizer ($out)"
+tap_done

@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Unit tests of userspace/tokenizer: behaviour on the real Qwen3 tokenizer.json (models/qwen3, from
+ * `make deps`) and on small synthetic tokenizer.json files built here (loader generality and the
+ * refusals). Id-for-id parity with the reference on >= 2,000 strings is tests/e2e/
+ * test_tokenizer_parity.sh. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "tap.h"
+#include "tokenizer.h"
+
+#define QWEN3 "models/qwen3/tokenizer.json"
+
+static struct tokenizer *qwen;
+
+static int encode_str(const struct tokenizer *t, const char *s, size_t n, struct tok_ids *ids)
+{
+	ids->n = 0;
+	return tokenizer_encode(t, s, n, ids);
+}
+
+static int ids_equal(const struct tok_ids *a, const struct tok_ids *b)
+{
+	return a->n == b->n && (a->n == 0 || memcmp(a->v, b->v, a->n * sizeof(*a->v)) == 0);
+}
+
+/* encode(a) == encode(b) */
+static int same_ids(const char *a, size_t an, const char *b, size_t bn)
+{
+	struct tok_ids x = {0}, y = {0};
+	int eq = !encode_str(qwen, a, an, &x) && !encode_str(qwen, b, bn, &y) && ids_equal(&x, &y);
+	tok_ids_free(&x);
+	tok_ids_free(&y);
+	return eq;
+}
+#define SAME(a, b) same_ids(a, sizeof(a) - 1, b, sizeof(b) - 1)
+
+static void test_roundtrip(void)
+{
+	static const char *const texts[] = {
+		"Hello, world! It's a test.\n\n  Indented\tline\r\n",
+		"int main(void) { return 0; }",
+		"안녕하세요 世界 😀👍🏽 ü ß ſ",
+		"<|im_start|>user\nhi<|im_end|>\n<think>\n\n</think>",
+		"   trailing spaces   ",
+		"",
+	};
+	struct tok_ids ids = {0};
+	struct buf out = {0};
+
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		out.len = 0;
+		CHECK(encode_str(qwen, texts[i], strlen(texts[i]), &ids) == 0, "encode text %zu", i);
+		CHECK(tokenizer_decode(qwen, ids.v, ids.n, &out) == 0, "decode text %zu", i);
+		CHECK(out.len == strlen(texts[i]) && memcmp(out.data, texts[i], out.len) == 0,
+		      "decode(encode(text %zu)) gives the text back (%zu ids)", i, ids.n);
+	}
+	tok_ids_free(&ids);
+	buf_free(&out);
+}
+
+static void test_added_tokens(void)
+{
+	struct tok_ids ids = {0};
+	int64_t im_end = tokenizer_token_id(qwen, "<|im_end|>");
+
+	CHECK_EQ(tokenizer_vocab_size(qwen), 151669, "vocab size is 151,643 tokens plus 26 added");
+	CHECK_EQ(im_end, 151645, "<|im_end|> id");
+	CHECK_EQ(tokenizer_token_id(qwen, "<think>"), 151667, "<think> id (added, not special)");
+	CHECK_EQ(tokenizer_token_id(qwen, "<|no_such|>"), -1, "unknown content has no id");
+	encode_str(qwen, "<|im_end|>", 10, &ids);
+	CHECK(ids.n == 1 && ids.v[0] == (uint32_t)im_end, "an added token alone is its id");
+	encode_str(qwen, "a<|im_end|><|im_end|>b", 22, &ids);
+	CHECK(ids.n == 4 && ids.v[1] == (uint32_t)im_end && ids.v[2] == (uint32_t)im_end,
+	      "added tokens are found inside text and back to back");
+	encode_str(qwen, "<|im_end|", 9, &ids);
+	CHECK(ids.n >= 2, "a near miss is ordinary text (%zu ids)", ids.n);
+	tok_ids_free(&ids);
+}
+
+static void test_nfc(void)
+{
+	CHECK(SAME("caf\x65\xcc\x81", "caf\xc3\xa9"), "e + U+0301 encodes as U+00E9");
+	CHECK(SAME("\xe2\x84\xab", "\xc3\x85"), "U+212B ANGSTROM SIGN encodes as U+00C5");
+	CHECK(SAME("\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"), "Hangul jamo L V T compose");
+	CHECK(SAME("q\xcc\x87\xcc\xa3", "q\xcc\xa3\xcc\x87"), "U+0307 U+0323 reorder to U+0323 U+0307");
+	CHECK(!SAME("\xef\xac\x81", "fi"), "U+FB01 is not folded (NFC, not NFKC)");
+	/* U+1AC1 (Unicode 14) is a starter in the reference's Unicode 9.0 NFC: no reordering. */
+	CHECK(!SAME("a\xe1\xab\x81\xcc\x96", "a\xcc\x96\xe1\xab\x81"), "marks newer than Unicode 9.0 do not reorder");
+}
+
+static void test_invalid_utf8(void)
+{
+	/* maximal subparts: C3 alone; E2 82 truncated; ED A0 80 (surrogate) is three; F5 is one */
+	CHECK(SAME("a\xc3z", "a\xef\xbf\xbdz"), "a lone lead byte is one U+FFFD");
+	CHECK(SAME("a\xe2\x82z", "a\xef\xbf\xbdz"), "a truncated sequence is one U+FFFD");
+	CHECK(SAME("\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"), "an encoded surrogate is three U+FFFD");
+	CHECK(SAME("x\xf5\x80", "x\xef\xbf\xbd\xef\xbf\xbd"), "F5 80 is two U+FFFD");
+	CHECK(SAME("\xf0\x9f\x98", "\xef\xbf\xbd"), "a truncated 4-byte sequence at the end is one U+FFFD");
+	CHECK(SAME("\xc0\x80", "\xef\xbf\xbd\xef\xbf\xbd"), "an overlong NUL is two U+FFFD");
+}
+
+static void test_pretokenizer_rules(void)
+{
+	struct tok_ids ids = {0};
+
+	/* ids of "'s", "'S" and "'ſ" are one contraction piece each: the folded forms split alike */
+	encode_str(qwen, "it's", 4, &ids);
+	CHECK_EQ(ids.n, 2, "it's is two pieces");
+	encode_str(qwen, "it\x27\xc5\xbf", 5, &ids);
+	CHECK(ids.n >= 2, "it'ſ: U+017F matches the contraction rule");
+	CHECK(SAME("x\r\n\r\n  y", "x\r\n\r\n  y"), "deterministic");
+	encode_str(qwen, "a   b", 5, &ids);
+	CHECK_EQ(ids.n, 3, "a + '  ' + ' b' (whitespace run gives its last space to the word)");
+	encode_str(qwen, "12345", 5, &ids);
+	CHECK_EQ(ids.n, 5, "digits are single pieces");
+	tok_ids_free(&ids);
+}
+
+static void test_long_runs(void)
+{
+	size_t n = 100000;
+	char *s = malloc(n);
+	struct tok_ids ids = {0};
+	struct buf out = {0};
+	struct timespec t0, t1;
+	double ms;
+
+	memset(s, 'a', n);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	CHECK(encode_str(qwen, s, n, &ids) == 0, "100 KB run of one letter encodes");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	CHECK(ms < 2000, "100 KB run takes %.1f ms (n log n merges; < 2 s even under sanitizers)", ms);
+	CHECK(tokenizer_decode(qwen, ids.v, ids.n, &out) == 0 && out.len == n && memcmp(out.data, s, n) == 0,
+	      "and decodes back (%zu ids)", ids.n);
+	tok_ids_free(&ids);
+	buf_free(&out);
+	free(s);
+}
+
+static void test_decode_errors(void)
+{
+	struct buf out = {0};
+	uint32_t bad = 151669, ok = 151645;
+
+	CHECK_EQ(tokenizer_decode(qwen, &bad, 1, &out), -EINVAL, "an id outside the vocabulary is -EINVAL");
+	CHECK(tokenizer_decode(qwen, &ok, 1, &out) == 0 && strcmp(out.data, "<|im_end|>") == 0,
+	      "an added token decodes as its content");
+	CHECK(tokenizer_memory(qwen) > 1000000 && tokenizer_memory(qwen) < 64u << 20,
+	      "memory of the loaded tokenizer reported (%zu bytes)", tokenizer_memory(qwen));
+	buf_free(&out);
+}
+
+struct thr {
+	const char *text;
+	struct tok_ids want;
+	int ok;
+};
+
+static void *thr_run(void *arg)
+{
+	struct thr *th = arg;
+	struct tok_ids ids = {0};
+
+	th->ok = 1;
+	for (int i = 0; i < 50; i++)
+		if (encode_str(qwen, th->text, strlen(th->text), &ids) || !ids_equal(&ids, &th->want))
+			th->ok = 0;
+	tok_ids_free(&ids);
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	struct thr th[2] = {{.text = "The quick brown fox\n\njumps over 13 lazy dogs' backs. café 😀"},
+			    {.text = "def f(x):\n    return x  # 한국어 中文\r\n"}};
+	pthread_t tid[2];
+
+	for (int i = 0; i < 2; i++)
+		encode_str(qwen, th[i].text, strlen(th[i].text), &th[i].want);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&tid[i], NULL, thr_run, &th[i]);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(tid[i], NULL);
+		CHECK(th[i].ok, "thread %d: concurrent encodes give the same ids", i);
+		tok_ids_free(&th[i].want);
+	}
+}
+
+/* --- synthetic tokenizer.json ------------------------------------------------------------------ */
+
+/* byte -> GPT-2 byte-level code point */
+static unsigned b2u(int b)
+{
+	int n = 0;
+	for (int i = 0; i < 256; i++) {
+		int printable = (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || (i >= 0xAE && i <= 0xFF);
+		if (i == b)
+			return printable ? (unsigned)i : (unsigned)(256 + n);
+		if (!printable)
+			n++;
+	}
+	return 0;
+}
+
+static void bl(char *o, const char *bytes)
+{
+	for (; *bytes; bytes++) {
+		unsigned c = b2u((unsigned char)*bytes);
+		if (c < 0x80) {
+			*o++ = (char)c;
+		} else {
+			*o++ = (char)(0xC0 | (c >> 6));
+			*o++ = (char)(0x80 | (c & 0x3F));
+		}
+	}
+	*o = '\0';
+}
+
+/* A small byte-level BPE: 256 byte symbols, merges "a b"->"ab", "ab c"->"abc", " a"; one added token. */
+static cJSON *mini_json(void)
+{
+	cJSON *root = cJSON_Parse(
+		"{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,"
+		"\"added_tokens\":[{\"id\":260,\"content\":\"<|x|>\",\"single_word\":false,\"lstrip\":false,"
+		"\"rstrip\":false,\"normalized\":false,\"special\":true}],"
+		"\"normalizer\":{\"type\":\"NFC\"},"
+		"\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+		"\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+"
+		"[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},"
+		"{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":false,\"use_regex\":false}]},"
+		"\"post_processor\":{\"type\":\"ByteLevel\"},\"decoder\":{\"type\":\"ByteLevel\"},"
+		"\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,\"continuing_subword_prefix\":\"\","
+		"\"end_of_word_suffix\":\"\",\"fuse_unk\":false,\"byte_fallback\":false,\"ignore_merges\":false,"
+		"\"vocab\":{},\"merges\":[]}}");
+	cJSON *model = cJSON_GetObjectItem(root, "model");
+	cJSON *vocab = cJSON_GetObjectItem(model, "vocab"), *merges = cJSON_GetObjectItem(model, "merges");
+	char k[40], l[16], r[16];
+
+	for (int b = 0; b < 256; b++) {
+		char one[2] = {(char)b, 0};
+		if (b == 0) { /* bl() stops at NUL: spell byte 0 by hand (U+0100) */
+			strcpy(k, "\xc4\x80");
+		} else {
+			bl(k, one);
+		}
+		cJSON_AddNumberToObject(vocab, k, b);
+	}
+	bl(k, "ab"), cJSON_AddNumberToObject(vocab, k, 256);
+	bl(k, "abc"), cJSON_AddNumberToObject(vocab, k, 257);
+	bl(k, " a"), cJSON_AddNumberToObject(vocab, k, 258);
+	bl(k, "bc"), cJSON_AddNumberToObject(vocab, k, 259); /* in vocab but made by no merge */
+	bl(l, "a"), bl(r, "b"), snprintf(k, sizeof(k), "%s %s", l, r), cJSON_AddItemToArray(merges, cJSON_CreateString(k));
+	{
+		cJSON *pair = cJSON_CreateArray();
+		bl(l, "ab"), bl(r, "c");
+		cJSON_AddItemToArray(pair, cJSON_CreateString(l));
+		cJSON_AddItemToArray(pair, cJSON_CreateString(r));
+		cJSON_AddItemToArray(merges, pair);
+	}
+	bl(l, " "), bl(r, "a"), snprintf(k, sizeof(k), "%s %s", l, r), cJSON_AddItemToArray(merges, cJSON_CreateString(k));
+	return root;
+}
+
+static struct tokenizer *load_json(cJSON *j, char *err, size_t errlen)
+{
+	char path[] = "/tmp/kvs-test-tok-XXXXXX";
+	int fd = mkstemp(path);
+	char *s = cJSON_PrintUnformatted(j);
+	struct tokenizer *t;
+
+	if (fd < 0 || !s || write(fd, s, strlen(s)) != (ssize_t)strlen(s)) {
+		snprintf(err, errlen, "cannot write temp file");
+		t = NULL;
+	} else {
+		t = tokenizer_load(path, err, errlen);
+	}
+	if (fd >= 0) {
+		close(fd);
+		unlink(path);
+	}
+	free(s);
+	return t;
+}
+
+static void test_synthetic(void)
+{
+	cJSON *j = mini_json();
+	char err[512];
+	struct tokenizer *t = load_json(j, err, sizeof(err));
+	struct tok_ids ids = {0};
+
+	CHECK(t != NULL, "synthetic byte-level BPE loads (%s)", t ? "ok" : err);
+	if (!t) {
+		cJSON_Delete(j);
+		return;
+	}
+	encode_str(t, "abc", 3, &ids);
+	CHECK(ids.n == 1 && ids.v[0] == 257, "merges in rank order: a b -> ab, ab c -> abc");
+	encode_str(t, "bc", 2, &ids);
+	CHECK(ids.n == 2 && ids.v[0] == 'b' && ids.v[1] == 'c',
+	      "a vocab token no merge builds is not taken whole (bc -> b c)");
+	encode_str(t, "x ab<|x|>", 9, &ids);
+	CHECK(ids.n == 4 && ids.v[0] == 'x' && ids.v[1] == ' ' && ids.v[2] == 256 && ids.v[3] == 260,
+	      "lowest rank first: ' ab' -> ' ' ab (a b ranks before ' ' a); added token split out");
+	encode_str(t, "x a", 3, &ids);
+	CHECK(ids.n == 2 && ids.v[1] == 258, "' a' merges when nothing ranks lower");
+	tok_ids_free(&ids);
+	tokenizer_free(t);
+	cJSON_Delete(j);
+}
+
+/* Each mutation of the synthetic file must be refused, with a message naming the part. */
+static void test_refusals(void)
+{
+	static const struct {
+		const char *path, *json, *part;
+	} cases[] = {
+		{"normalizer", "{\"type\":\"NFKC\"}", "normalizer"},
+		{"normalizer", "{\"type\":\"Sequence\",\"normalizers\":[]}", "normalizer"},
+		{"truncation", "{\"max_length\":8}", "truncation"},
+		{"padding", "{\"length\":8}", "padding"},
+		{"pre_tokenizer", "{\"type\":\"ByteLevel\",\"add_prefix_space\":false}", "pre_tokenizer"},
+		{"pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"},"
+				  "\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\"}]}", "Qwen2 regex"},
+		{"post_processor", "{\"type\":\"TemplateProcessing\"}", "post_processor"},
+		{"decoder", "{\"type\":\"WordPiece\"}", "decoder"},
+		{"model.type", "\"WordPiece\"", "model"},
+		{"model.dropout", "0.1", "dropout"},
+		{"model.byte_fallback", "true", "byte_fallback"},
+		{"model.continuing_subword_prefix", "\"##\"", "continuing_subword_prefix"},
+		{"added.lstrip", "true", "lstrip"},
+		{"added.normalized", "true", "normalized"},
+	};
+	char err[512];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cJSON *j = mini_json(), *v = cJSON_Parse(cases[i].json), *parent = j;
+		const char *key = cases[i].path;
+		struct tokenizer *t;
+
+		if (!strncmp(key, "model.", 6)) {
+			parent = cJSON_GetObjectItem(j, "model");
+			key += 6;
+		} else if (!strncmp(key, "added.", 6)) {
+			parent = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "added_tokens"), 0);
+			key += 6;
+		}
+		cJSON_ReplaceItemInObject(parent, key, v);
+		err[0] = '\0';
+		t = load_json(j, err, sizeof(err));
+		CHECK(!t && strstr(err, cases[i].part), "refused: %s = %s (%s)", cases[i].path, cases[i].json, err);
+		tokenizer_free(t);
+		cJSON_Delete(j);
+	}
+	CHECK(!tokenizer_load("/nonexistent/tokenizer.json", err, sizeof(err)) && strstr(err, "cannot read"),
+	      "a missing file is refused (%s)", err);
+	{
+		char path[] = "/tmp/kvs-test-tok-XXXXXX";
+		int fd = mkstemp(path);
+		CHECK(fd >= 0 && write(fd, "{\"model\":", 9) == 9, "write broken file");
+		CHECK(!tokenizer_load(path, err, sizeof(err)) && strstr(err, "JSON"), "broken JSON is refused (%s)", err);
+		close(fd);
+		unlink(path);
+	}
+}
+
+int main(void)
+{
+	char err[512];
+
+	qwen = tokenizer_load(QWEN3, err, sizeof(err));
+	if (!CHECK(qwen != NULL, "load %s (%s; run make deps)", QWEN3, qwen ? "ok" : err))
+		return tap_done();
+	test_roundtrip();
+	test_added_tokens();
+	test_nfc();
+	test_invalid_utf8();
+	test_pretokenizer_rules();
+	test_long_runs();
+	test_decode_errors();
+	test_threads();
+	test_synthetic();
+	test_refusals();
+	tokenizer_free(qwen);
+	return tap_done();
+}

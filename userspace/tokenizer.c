@@ -1,0 +1,1168 @@
+// SPDX-License-Identifier: Apache-2.0
+/* tokenizer: Hugging Face byte-level BPE (Qwen2/Qwen3 family) in C, id-for-id equal to the
+ * reference `tokenizers` 0.22. The pipeline, for each encode:
+ *   1. added tokens are found in the raw text (leftmost, longest; all of them, special or not);
+ *   2. each segment between them: invalid UTF-8 becomes U+FFFD, then NFC (Unicode 9.0 data, as the
+ *      reference's normalizer) when the quick check says the segment may change;
+ *   3. the Qwen2 split regex, as a hand-written state machine (Unicode 16.0 classes);
+ *   4. each piece, as bytes: its vocab id when the whole piece is a token whose own merges lead
+ *      back to it (checked at load), else rank-ordered BPE merges with a heap (n log n).
+ * All work is in byte space: vocab tokens are stored as the bytes they stand for, so no byte-level
+ * characters are ever built while encoding. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cjson/cJSON.h>
+#include <xxhash.h>
+
+#include "tokenizer.h"
+#include "unicode_tables.h"
+
+/* The split regex this module implements as a state machine (tokenizer.json spelling). */
+#define QWEN2_SPLIT_REGEX                                                                           \
+	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+	"\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+/* Pieces up to this many bytes are merged with stack scratch; longer ones use the heap. */
+#ifndef TOK_STACK_PIECE
+#define TOK_STACK_PIECE 256
+#endif
+
+#define NO_ID UINT32_MAX
+
+struct merge_slot {
+	uint64_t key; /* (left id << 32 | right id) + 1; 0 = empty */
+	uint32_t rank;
+	uint32_t id;
+};
+
+struct added_tok {
+	const uint8_t *s; /* into the arena */
+	uint32_t len;
+	uint32_t id;
+};
+
+struct tokenizer {
+	uint8_t *arena;       /* bytes of every id, back to back */
+	uint32_t *tok_off;    /* id -> arena offset; tok_off[n_ids] = arena length */
+	uint8_t *whole_ok;    /* id -> 1 when BPE of the token's bytes gives the token itself */
+	uint32_t n_ids;       /* vocab and added tokens */
+	uint32_t *vhash;      /* open addressing, vocab ids by bytes, NO_ID = empty */
+	uint32_t vmask;
+	struct merge_slot *mtab;
+	uint32_t mmask;
+	uint32_t n_merges;
+	uint32_t byte_id[256];
+	struct added_tok *added;
+	uint32_t n_added;
+	uint8_t added_first[256]; /* bytes that start an added token */
+	int added_one_first;      /* the only first byte when all share it, else -1 */
+	uint32_t max_tok_len;
+	bool nfc;
+	size_t mem;
+};
+
+/* Scratch for one encode call: grows, reused by every piece of the call. */
+struct work {
+	uint8_t *norm; /* normalized segment (UTF-8) */
+	size_t norm_cap;
+	uint32_t *cps; /* code points during NFC */
+	size_t cps_cap;
+	void *bpe; /* symbols and heap for long pieces */
+	size_t bpe_cap;
+};
+
+/* --- small helpers -------------------------------------------------------------------------- */
+
+int tok_ids_push(struct tok_ids *ids, uint32_t id)
+{
+	if (ids->n == ids->cap) {
+		size_t cap = ids->cap ? ids->cap * 2 : 64;
+		uint32_t *v = realloc(ids->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		ids->v = v;
+		ids->cap = cap;
+	}
+	ids->v[ids->n++] = id;
+	return 0;
+}
+
+void tok_ids_free(struct tok_ids *ids)
+{
+	free(ids->v);
+	ids->v = NULL;
+	ids->n = ids->cap = 0;
+}
+
+static void *grow(void **p, size_t *cap, size_t need)
+{
+	size_t c;
+	void *q;
+
+	if (need <= *cap)
+		return *p;
+	c = *cap ? *cap : 1024;
+	while (c < need)
+		c *= 2;
+	q = realloc(*p, c);
+	if (!q)
+		return NULL;
+	*p = q;
+	*cap = c;
+	return q;
+}
+
+static void work_free(struct work *w)
+{
+	free(w->norm);
+	free(w->cps);
+	free(w->bpe);
+}
+
+static inline uint64_t hash_bytes(const uint8_t *s, size_t n)
+{
+	return XXH3_64bits(s, n);
+}
+
+static inline uint32_t hash_pair(uint64_t key)
+{
+	key *= 0x9E3779B97F4A7C15ull;
+	return (uint32_t)(key >> 32);
+}
+
+/* GPT-2 byte-level alphabet: byte -> code point, and the inverse. */
+static void byte_level_map(uint32_t b2u[256], int16_t u2b[512])
+{
+	int n = 0;
+
+	for (int i = 0; i < 512; i++)
+		u2b[i] = -1;
+	for (int b = 0; b < 256; b++) {
+		bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+		b2u[b] = printable ? (uint32_t)b : (uint32_t)(256 + n++);
+		u2b[b2u[b]] = (int16_t)b;
+	}
+}
+
+/* Decodes one UTF-8 sequence of s[0..n) (n >= 1) by Unicode's maximal-subpart rule: sets *cp
+ * (U+FFFD for an ill-formed subpart) and returns the bytes consumed (>= 1). Reads nothing past n. */
+static inline size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *cp)
+{
+	uint8_t b = s[0];
+	uint8_t lo = 0x80, hi = 0xBF;
+	size_t need;
+	uint32_t c;
+
+	if (b < 0x80) {
+		*cp = b;
+		return 1;
+	}
+	if (b >= 0xC2 && b <= 0xDF) {
+		need = 1;
+		c = b & 0x1F;
+	} else if (b >= 0xE0 && b <= 0xEF) {
+		need = 2;
+		c = b & 0x0F;
+		if (b == 0xE0)
+			lo = 0xA0;
+		else if (b == 0xED)
+			hi = 0x9F;
+	} else if (b >= 0xF0 && b <= 0xF4) {
+		need = 3;
+		c = b & 0x07;
+		if (b == 0xF0)
+			lo = 0x90;
+		else if (b == 0xF4)
+			hi = 0x8F;
+	} else {
+		*cp = 0xFFFD;
+		return 1;
+	}
+	for (size_t k = 1; k <= need; k++) {
+		if (k >= n || s[k] < lo || s[k] > hi) {
+			*cp = 0xFFFD;
+			return k;
+		}
+		c = (c << 6) | (s[k] & 0x3F);
+		lo = 0x80;
+		hi = 0xBF;
+	}
+	*cp = c;
+	return need + 1;
+}
+
+static inline size_t utf8_put(uint8_t *o, uint32_t c)
+{
+	if (c < 0x80) {
+		o[0] = (uint8_t)c;
+		return 1;
+	}
+	if (c < 0x800) {
+		o[0] = (uint8_t)(0xC0 | (c >> 6));
+		o[1] = (uint8_t)(0x80 | (c & 0x3F));
+		return 2;
+	}
+	if (c < 0x10000) {
+		o[0] = (uint8_t)(0xE0 | (c >> 12));
+		o[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+		o[2] = (uint8_t)(0x80 | (c & 0x3F));
+		return 3;
+	}
+	o[0] = (uint8_t)(0xF0 | (c >> 18));
+	o[1] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
+	o[2] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+	o[3] = (uint8_t)(0x80 | (c & 0x3F));
+	return 4;
+}
+
+/* --- lookups -------------------------------------------------------------------------------- */
+
+static inline uint32_t vocab_find(const struct tokenizer *t, const uint8_t *s, size_t n)
+{
+	uint32_t h = (uint32_t)hash_bytes(s, n) & t->vmask;
+
+	for (;;) {
+		uint32_t id = t->vhash[h];
+		if (id == NO_ID)
+			return NO_ID;
+		if (t->tok_off[id + 1] - t->tok_off[id] == n && memcmp(t->arena + t->tok_off[id], s, n) == 0)
+			return id;
+		h = (h + 1) & t->vmask;
+	}
+}
+
+/* The merge of (a, b): sets *id and returns its rank, or returns UINT32_MAX. */
+static inline uint32_t merge_find(const struct tokenizer *t, uint32_t a, uint32_t b, uint32_t *id)
+{
+	uint64_t key = (((uint64_t)a << 32) | b) + 1;
+	uint32_t h = hash_pair(key) & t->mmask;
+
+	for (;;) {
+		const struct merge_slot *m = &t->mtab[h];
+		if (m->key == key) {
+			*id = m->id;
+			return m->rank;
+		}
+		if (!m->key)
+			return UINT32_MAX;
+		h = (h + 1) & t->mmask;
+	}
+}
+
+/* --- BPE ------------------------------------------------------------------------------------ */
+
+struct sym {
+	uint32_t id;
+	int32_t prev, next;
+};
+
+/* Min-heap of (rank << 32 | position): lowest rank first, leftmost first among equal ranks, as
+ * the reference merges. */
+static inline void heap_push(uint64_t *h, size_t *n, uint64_t v)
+{
+	size_t i = (*n)++;
+
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+		if (h[p] <= v)
+			break;
+		h[i] = h[p];
+		i = p;
+	}
+	h[i] = v;
+}
+
+static inline uint64_t heap_pop(uint64_t *h, size_t *n)
+{
+	uint64_t top = h[0], v = h[--(*n)];
+	size_t i = 0;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= *n)
+			break;
+		if (c + 1 < *n && h[c + 1] < h[c])
+			c++;
+		if (v <= h[c])
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	h[i] = v;
+	return top;
+}
+
+/* Merges the bytes s[0..n) (n >= 2) with the BPE rules into syms; returns the first symbol index.
+ * syms holds n entries and heap 3 n. */
+static int32_t bpe_merge(const struct tokenizer *t, const uint8_t *s, size_t n, struct sym *syms,
+			 uint64_t *heap)
+{
+	size_t hn = 0;
+	uint32_t rank, id;
+
+	for (size_t i = 0; i < n; i++) {
+		syms[i].id = t->byte_id[s[i]];
+		syms[i].prev = (int32_t)i - 1;
+		syms[i].next = i + 1 < n ? (int32_t)i + 1 : -1;
+	}
+	for (size_t i = 0; i + 1 < n; i++) {
+		rank = merge_find(t, syms[i].id, syms[i + 1].id, &id);
+		if (rank != UINT32_MAX)
+			heap_push(heap, &hn, ((uint64_t)rank << 32) | i);
+	}
+	while (hn) {
+		uint64_t top = heap_pop(heap, &hn);
+		int32_t pos = (int32_t)(uint32_t)top, nx, nn, pv;
+		uint32_t want = (uint32_t)(top >> 32);
+
+		if (syms[pos].id == NO_ID || (nx = syms[pos].next) < 0)
+			continue;
+		rank = merge_find(t, syms[pos].id, syms[nx].id, &id);
+		if (rank != want)
+			continue; /* the pair at pos changed since this entry was pushed */
+		syms[pos].id = id;
+		syms[nx].id = NO_ID;
+		nn = syms[nx].next;
+		syms[pos].next = nn;
+		if (nn >= 0)
+			syms[nn].prev = pos;
+		pv = syms[pos].prev;
+		if (pv >= 0 && (rank = merge_find(t, syms[pv].id, id, &(uint32_t){0})) != UINT32_MAX)
+			heap_push(heap, &hn, ((uint64_t)rank << 32) | (uint32_t)pv);
+		if (nn >= 0 && (rank = merge_find(t, id, syms[nn].id, &(uint32_t){0})) != UINT32_MAX)
+			heap_push(heap, &hn, ((uint64_t)rank << 32) | (uint32_t)pos);
+	}
+	return 0;
+}
+
+/* Appends the ids of one piece. Returns 0 or -ENOMEM. */
+static int bpe_piece(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
+		     struct work *w)
+{
+	struct sym stack_syms[TOK_STACK_PIECE];
+	uint64_t stack_heap[3 * TOK_STACK_PIECE];
+	struct sym *syms = stack_syms;
+	uint64_t *heap = stack_heap;
+	uint32_t id;
+	int err;
+
+	if (n == 1)
+		return tok_ids_push(out, t->byte_id[s[0]]);
+	if (n <= t->max_tok_len) {
+		id = vocab_find(t, s, n);
+		if (id != NO_ID && t->whole_ok[id])
+			return tok_ids_push(out, id);
+	}
+	if (n > TOK_STACK_PIECE) {
+		if (!grow(&w->bpe, &w->bpe_cap, n * (sizeof(struct sym) + 3 * sizeof(uint64_t))))
+			return -ENOMEM;
+		heap = w->bpe;
+		syms = (struct sym *)(heap + 3 * n);
+	}
+	for (int32_t i = bpe_merge(t, s, n, syms, heap); i >= 0; i = syms[i].next)
+		if ((err = tok_ids_push(out, syms[i].id)))
+			return err;
+	return 0;
+}
+
+/* --- pre-tokenizer: the Qwen2 split regex as a state machine ------------------------------- */
+
+static inline int cls_of(uint32_t c)
+{
+	return unicode_cls(c) & UCLS_MASK;
+}
+
+/* The next code point at s[i] (valid UTF-8, i < n): class, and its length in *len. */
+static inline int next_cls(const uint8_t *s, size_t n, size_t i, uint32_t *cp, size_t *len)
+{
+	*len = utf8_decode(s + i, n - i, cp);
+	return cls_of(*cp);
+}
+
+/* End of the run of class k that starts at i. */
+static inline size_t run_end(const uint8_t *s, size_t n, size_t i, int k)
+{
+	uint32_t c;
+	size_t l;
+
+	while (i < n) {
+		if (s[i] < 0x80) {
+			if (cls_of(s[i]) != k)
+				break;
+			i++;
+			continue;
+		}
+		if (next_cls(s, n, i, &c, &l) != k)
+			break;
+		i += l;
+	}
+	return i;
+}
+
+static inline uint32_t fold_ascii(uint32_t c)
+{
+	if (c < 0x80)
+		return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+	return unicode_fold_ascii(c);
+}
+
+/* Matches (?i:'s|'t|'re|'ve|'m|'ll|'d) at i (s[i] is '\''): returns the end, or 0. */
+static size_t contraction(const uint8_t *s, size_t n, size_t i)
+{
+	uint32_t c2, c3;
+	size_t j = i + 1, l2, l3;
+
+	if (j >= n)
+		return 0;
+	l2 = utf8_decode(s + j, n - j, &c2);
+	c2 = fold_ascii(c2);
+	if (c2 == 's' || c2 == 't' || c2 == 'm' || c2 == 'd')
+		return j + l2;
+	if (c2 != 'r' && c2 != 'v' && c2 != 'l')
+		return 0;
+	if (j + l2 >= n)
+		return 0;
+	l3 = utf8_decode(s + j + l2, n - j - l2, &c3);
+	c3 = fold_ascii(c3);
+	if ((c2 == 'l' && c3 == 'l') || (c2 != 'l' && c3 == 'e'))
+		return j + l2 + l3;
+	return 0;
+}
+
+/* The end of the regex match that starts at i (< n) in valid UTF-8 s[0..n). The alternatives are
+ * tried in the regex's order, each with the backtracking the regex engine would do. */
+static size_t split_next(const uint8_t *s, size_t n, size_t i)
+{
+	uint32_t c, c2;
+	size_t l, l2, j, e, last_nl;
+	int k, k2;
+
+	k = next_cls(s, n, i, &c, &l);
+	/* (?i:'s|'t|'re|'ve|'m|'ll|'d) */
+	if (c == '\'' && (e = contraction(s, n, i)))
+		return e;
+	/* [^\r\n\p{L}\p{N}]?\p{L}+ */
+	if (k == UCLS_LETTER)
+		return run_end(s, n, i + l, UCLS_LETTER);
+	if (k != UCLS_NUMBER && c != '\r' && c != '\n' && i + l < n &&
+	    next_cls(s, n, i + l, &c2, &l2) == UCLS_LETTER)
+		return run_end(s, n, i + l + l2, UCLS_LETTER);
+	/* \p{N} */
+	if (k == UCLS_NUMBER)
+		return i + l;
+	/* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
+	j = i;
+	if (c == ' ' && i + 1 < n && next_cls(s, n, i + 1, &c2, &l2) == UCLS_OTHER)
+		j = i + 1;
+	if (j > i || k == UCLS_OTHER) {
+		j = run_end(s, n, j, UCLS_OTHER);
+		while (j < n && (s[j] == '\r' || s[j] == '\n'))
+			j++;
+		return j;
+	}
+	/* c is White_Space from here. \s*[\r\n]+ : up to the last \r or \n of the run. */
+	last_nl = 0;
+	for (e = i; e < n;) {
+		if (s[e] == '\r' || s[e] == '\n') {
+			e++;
+			last_nl = e;
+			continue;
+		}
+		k2 = next_cls(s, n, e, &c2, &l2);
+		if (k2 != UCLS_SPACE)
+			break;
+		e += l2;
+	}
+	if (last_nl)
+		return last_nl;
+	/* \s+(?!\S) : the whole run at the end of text, else all but its last character. */
+	if (e == n)
+		return e;
+	if (e > i + l) {
+		/* step back one character from e */
+		j = e - 1;
+		while ((s[j] & 0xC0) == 0x80)
+			j--;
+		return j;
+	}
+	/* \s+ */
+	return e;
+}
+
+/* --- NFC ------------------------------------------------------------------------------------ */
+
+#define HANGUL_S 0xAC00u
+#define HANGUL_L 0x1100u
+#define HANGUL_V 0x1161u
+#define HANGUL_T 0x11A7u
+#define HANGUL_LC 19u
+#define HANGUL_VC 21u
+#define HANGUL_TC 28u
+#define HANGUL_NC (HANGUL_VC * HANGUL_TC)
+#define HANGUL_SC (HANGUL_LC * HANGUL_NC)
+
+static uint32_t compose_pair(uint32_t a, uint32_t b)
+{
+	if (a - HANGUL_L < HANGUL_LC && b - HANGUL_V < HANGUL_VC)
+		return HANGUL_S + ((a - HANGUL_L) * HANGUL_VC + (b - HANGUL_V)) * HANGUL_TC;
+	if (a - HANGUL_S < HANGUL_SC && (a - HANGUL_S) % HANGUL_TC == 0 && b - HANGUL_T - 1 < HANGUL_TC - 1)
+		return a + (b - HANGUL_T);
+	return unicode_compose(a, b);
+}
+
+/* Appends the canonical decomposition of c to v (room for 7 more), keeping combining marks in
+ * canonical order (stable insertion by combining class). */
+static size_t decompose_push(uint32_t *v, size_t n, uint32_t c)
+{
+	const uint32_t *seq;
+	uint32_t one[3];
+	int len;
+
+	if (c - HANGUL_S < HANGUL_SC) {
+		uint32_t si = c - HANGUL_S;
+		one[0] = HANGUL_L + si / HANGUL_NC;
+		one[1] = HANGUL_V + (si % HANGUL_NC) / HANGUL_TC;
+		one[2] = HANGUL_T + si % HANGUL_TC;
+		seq = one;
+		len = one[2] == HANGUL_T ? 2 : 3;
+	} else if (!(len = unicode_decompose(c, &seq))) {
+		one[0] = c;
+		seq = one;
+		len = 1;
+	}
+	for (int k = 0; k < len; k++) {
+		uint32_t x = seq[k];
+		uint8_t cc = unicode_ccc(x);
+		size_t p = n++;
+		if (cc)
+			while (p > 0 && unicode_ccc(v[p - 1]) > cc) {
+				v[p] = v[p - 1];
+				p--;
+			}
+		v[p] = x;
+	}
+	return n;
+}
+
+/* Canonical composition of v[0..n) in place; returns the new length. */
+static size_t compose_all(uint32_t *v, size_t n)
+{
+	size_t starter = 0, o = 1;
+	int last;
+
+	if (!n)
+		return 0;
+	last = unicode_ccc(v[0]) ? 256 : 0;
+	for (size_t i = 1; i < n; i++) {
+		uint32_t c = v[i], comp;
+		int cc = unicode_ccc(c);
+		if ((last == 0 || last < cc) && last != 256 && (comp = compose_pair(v[starter], c))) {
+			v[starter] = comp;
+			continue;
+		}
+		if (cc == 0) {
+			starter = o;
+			last = 0;
+		} else if (last != 256) {
+			last = cc;
+		}
+		v[o++] = c;
+	}
+	return o;
+}
+
+/* Writes the segment s[0..n) with invalid UTF-8 replaced by U+FFFD and, when t->nfc, in NFC, to
+ * w->norm; returns its length, or -ENOMEM. */
+static ssize_t normalize(const struct tokenizer *t, const uint8_t *s, size_t n, struct work *w)
+{
+	size_t m = 0, o = 0;
+	uint32_t c;
+
+	/* up to 7 code points per input byte after decomposition, with a margin */
+	if (!grow((void **)&w->cps, &w->cps_cap, (n * 7 + 8) * sizeof(uint32_t)))
+		return -ENOMEM;
+	for (size_t i = 0; i < n;) {
+		i += utf8_decode(s + i, n - i, &c);
+		if (t->nfc)
+			m = decompose_push(w->cps, m, c);
+		else
+			w->cps[m++] = c;
+	}
+	if (t->nfc)
+		m = compose_all(w->cps, m);
+	if (!grow((void **)&w->norm, &w->norm_cap, m * 4 + 1))
+		return -ENOMEM;
+	for (size_t i = 0; i < m; i++)
+		o += utf8_put(w->norm + o, w->cps[i]);
+	return (ssize_t)o;
+}
+
+/* --- encode --------------------------------------------------------------------------------- */
+
+static int encode_segment(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
+			  struct work *w)
+{
+	bool slow = false;
+	uint32_t c;
+	size_t l;
+	int err;
+
+	for (size_t i = 0; i < n;) {
+		if (s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		l = utf8_decode(s + i, n - i, &c);
+		if ((c == 0xFFFD && l != 3) || (c == 0xFFFD && memcmp(s + i, "\xEF\xBF\xBD", 3)) ||
+		    (t->nfc && (unicode_cls(c) & UCLS_NFC))) {
+			slow = true;
+			break;
+		}
+		i += l;
+	}
+	if (slow) {
+		ssize_t m = normalize(t, s, n, w);
+		if (m < 0)
+			return (int)m;
+		s = w->norm;
+		n = (size_t)m;
+	}
+	for (size_t i = 0; i < n;) {
+		size_t e = split_next(s, n, i);
+		if ((err = bpe_piece(t, s + i, e - i, out, w)))
+			return err;
+		i = e;
+	}
+	return 0;
+}
+
+/* The leftmost-longest added token in s[from..n): sets *at and returns its index, or -1. */
+static int added_find(const struct tokenizer *t, const uint8_t *s, size_t n, size_t from, size_t *at)
+{
+	for (size_t i = from; i < n; i++) {
+		if (t->added_one_first >= 0) {
+			const uint8_t *p = memchr(s + i, t->added_one_first, n - i);
+			if (!p)
+				return -1;
+			i = (size_t)(p - s);
+		} else if (!t->added_first[s[i]]) {
+			continue;
+		}
+		int best = -1;
+		for (uint32_t k = 0; k < t->n_added; k++) {
+			const struct added_tok *a = &t->added[k];
+			if (a->len <= n - i && (best < 0 || a->len > t->added[best].len) &&
+			    memcmp(s + i, a->s, a->len) == 0)
+				best = (int)k;
+		}
+		if (best >= 0) {
+			*at = i;
+			return best;
+		}
+	}
+	return -1;
+}
+
+int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, struct tok_ids *out)
+{
+	const uint8_t *s = (const uint8_t *)text;
+	struct work w = {0};
+	size_t pos = 0, at;
+	int k, err = 0;
+
+	while (pos < len) {
+		k = t->n_added ? added_find(t, s, len, pos, &at) : -1;
+		if (k < 0)
+			at = len;
+		if (at > pos && (err = encode_segment(t, s + pos, at - pos, out, &w)))
+			goto cleanup;
+		if (k < 0)
+			break;
+		if ((err = tok_ids_push(out, t->added[k].id)))
+			goto cleanup;
+		pos = at + t->added[k].len;
+	}
+cleanup:
+	work_free(&w);
+	return err;
+}
+
+int tokenizer_decode(const struct tokenizer *t, const uint32_t *ids, size_t n, struct buf *out)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] >= t->n_ids || t->tok_off[ids[i] + 1] == t->tok_off[ids[i]])
+			return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (buf_append(out, t->arena + t->tok_off[ids[i]], t->tok_off[ids[i] + 1] - t->tok_off[ids[i]]))
+			return -ENOMEM;
+	return 0;
+}
+
+int64_t tokenizer_token_id(const struct tokenizer *t, const char *content)
+{
+	size_t n = strlen(content);
+	uint32_t id;
+
+	for (uint32_t k = 0; k < t->n_added; k++)
+		if (t->added[k].len == n && memcmp(t->added[k].s, content, n) == 0)
+			return t->added[k].id;
+	if (n == 0 || n > t->max_tok_len)
+		return -1;
+	id = vocab_find(t, (const uint8_t *)content, n);
+	return id == NO_ID ? -1 : (int64_t)id;
+}
+
+size_t tokenizer_vocab_size(const struct tokenizer *t)
+{
+	return t->n_ids;
+}
+
+size_t tokenizer_memory(const struct tokenizer *t)
+{
+	return t->mem;
+}
+
+void tokenizer_free(struct tokenizer *t)
+{
+	if (!t)
+		return;
+	free(t->arena);
+	free(t->tok_off);
+	free(t->whole_ok);
+	free(t->vhash);
+	free(t->mtab);
+	free(t->added);
+	free(t);
+}
+
+/* --- load ----------------------------------------------------------------------------------- */
+
+#define REFUSE(...)                                                                                 \
+	do {                                                                                        \
+		snprintf(err, errlen, __VA_ARGS__);                                                 \
+		goto cleanup;                                                                       \
+	} while (0)
+
+static bool is_null(const cJSON *j)
+{
+	return !j || cJSON_IsNull(j);
+}
+
+static bool is_false(const cJSON *j)
+{
+	return !j || cJSON_IsNull(j) || cJSON_IsFalse(j);
+}
+
+static bool is_empty_str(const cJSON *j)
+{
+	return !j || cJSON_IsNull(j) || (cJSON_IsString(j) && !j->valuestring[0]);
+}
+
+static bool type_is(const cJSON *j, const char *type)
+{
+	const cJSON *ty = cJSON_GetObjectItemCaseSensitive(j, "type");
+	return cJSON_IsString(ty) && strcmp(ty->valuestring, type) == 0;
+}
+
+static const char *type_of(const cJSON *j)
+{
+	const cJSON *ty = cJSON_GetObjectItemCaseSensitive(j, "type");
+	return cJSON_IsString(ty) ? ty->valuestring : "(no type)";
+}
+
+/* Checks the parts of tokenizer.json around the model; writes why to err and returns -1 when the
+ * pipeline is not the one this module reproduces. */
+static int check_pipeline(const cJSON *root, bool *nfc, char *err, size_t errlen)
+{
+	const cJSON *j, *a, *b;
+
+	j = cJSON_GetObjectItemCaseSensitive(root, "truncation");
+	if (!is_null(j))
+		REFUSE("truncation: must be null (truncation changes the ids)");
+	j = cJSON_GetObjectItemCaseSensitive(root, "padding");
+	if (!is_null(j))
+		REFUSE("padding: must be null (padding changes the ids)");
+	j = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+	if (is_null(j))
+		*nfc = false;
+	else if (type_is(j, "NFC"))
+		*nfc = true;
+	else
+		REFUSE("normalizer: only NFC or none is supported, not %s", type_of(j));
+	j = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+	if (!type_is(j, "Sequence"))
+		REFUSE("pre_tokenizer: only Sequence[Split(Qwen2 regex), ByteLevel] is supported, not %s",
+		       is_null(j) ? "none" : type_of(j));
+	j = cJSON_GetObjectItemCaseSensitive(j, "pretokenizers");
+	if (!cJSON_IsArray(j) || cJSON_GetArraySize(j) != 2)
+		REFUSE("pre_tokenizer: the Sequence must be exactly [Split, ByteLevel]");
+	a = cJSON_GetArrayItem(j, 0);
+	b = cJSON_GetArrayItem(j, 1);
+	if (!type_is(a, "Split"))
+		REFUSE("pre_tokenizer: first step must be Split, not %s", type_of(a));
+	{
+		const cJSON *pat = cJSON_GetObjectItemCaseSensitive(a, "pattern");
+		const cJSON *re = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
+		const cJSON *beh = cJSON_GetObjectItemCaseSensitive(a, "behavior");
+		if (!cJSON_IsString(re) || strcmp(re->valuestring, QWEN2_SPLIT_REGEX) != 0)
+			REFUSE("pre_tokenizer: Split pattern is not the Qwen2 regex (only that one is implemented)");
+		if (!cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated") != 0)
+			REFUSE("pre_tokenizer: Split behavior must be Isolated");
+		if (!is_false(cJSON_GetObjectItemCaseSensitive(a, "invert")))
+			REFUSE("pre_tokenizer: Split invert must be false");
+	}
+	if (!type_is(b, "ByteLevel"))
+		REFUSE("pre_tokenizer: second step must be ByteLevel, not %s", type_of(b));
+	if (!is_false(cJSON_GetObjectItemCaseSensitive(b, "add_prefix_space")))
+		REFUSE("pre_tokenizer: ByteLevel add_prefix_space must be false");
+	if (!is_false(cJSON_GetObjectItemCaseSensitive(b, "use_regex")))
+		REFUSE("pre_tokenizer: ByteLevel use_regex must be false");
+	j = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
+	if (!is_null(j) && !type_is(j, "ByteLevel"))
+		REFUSE("post_processor: only ByteLevel or none is supported (it adds no ids), not %s", type_of(j));
+	j = cJSON_GetObjectItemCaseSensitive(root, "decoder");
+	if (!is_null(j) && !type_is(j, "ByteLevel"))
+		REFUSE("decoder: only ByteLevel or none is supported, not %s", type_of(j));
+	j = cJSON_GetObjectItemCaseSensitive(root, "model");
+	if (!cJSON_IsObject(j) || !type_is(j, "BPE"))
+		REFUSE("model: only BPE is supported, not %s", cJSON_IsObject(j) ? type_of(j) : "none");
+	if (!is_null(cJSON_GetObjectItemCaseSensitive(j, "dropout")))
+		REFUSE("model: BPE dropout must be null (dropout is random)");
+	if (!is_empty_str(cJSON_GetObjectItemCaseSensitive(j, "continuing_subword_prefix")))
+		REFUSE("model: BPE continuing_subword_prefix is not supported");
+	if (!is_empty_str(cJSON_GetObjectItemCaseSensitive(j, "end_of_word_suffix")))
+		REFUSE("model: BPE end_of_word_suffix is not supported");
+	if (!is_false(cJSON_GetObjectItemCaseSensitive(j, "byte_fallback")))
+		REFUSE("model: BPE byte_fallback is not supported");
+	return 0;
+cleanup:
+	return -1;
+}
+
+static int vhash_insert(struct tokenizer *t, uint32_t id)
+{
+	const uint8_t *s = t->arena + t->tok_off[id];
+	size_t n = t->tok_off[id + 1] - t->tok_off[id];
+	uint32_t h = (uint32_t)hash_bytes(s, n) & t->vmask;
+
+	for (;;) {
+		uint32_t o = t->vhash[h];
+		if (o == NO_ID) {
+			t->vhash[h] = id;
+			return 0;
+		}
+		if (t->tok_off[o + 1] - t->tok_off[o] == n && memcmp(t->arena + t->tok_off[o], s, n) == 0)
+			return -EEXIST;
+		h = (h + 1) & t->vmask;
+	}
+}
+
+/* Converts a byte-level token string to its bytes at dst; returns the byte count or -1. */
+static int byte_level_decode(const char *str, const int16_t u2b[512], uint8_t *dst)
+{
+	const uint8_t *s = (const uint8_t *)str;
+	size_t n = strlen(str), o = 0;
+	uint32_t c;
+
+	for (size_t i = 0; i < n;) {
+		i += utf8_decode(s + i, n - i, &c);
+		if (c >= 512 || u2b[c] < 0)
+			return -1;
+		dst[o++] = (uint8_t)u2b[c];
+	}
+	return (int)o;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	struct stat st;
+	char *p = NULL;
+
+	if (!f)
+		return NULL;
+	if (fstat(fileno(f), &st) || st.st_size < 0 || !(p = malloc((size_t)st.st_size + 1)) ||
+	    fread(p, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+		free(p);
+		p = NULL;
+	} else {
+		p[st.st_size] = '\0';
+		*len = (size_t)st.st_size;
+	}
+	fclose(f);
+	return p;
+}
+
+struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
+{
+	struct tokenizer *t = NULL, *ret = NULL;
+	cJSON *root = NULL;
+	char *text = NULL;
+	size_t text_len = 0, arena_cap = 0, arena_len = 0;
+	uint32_t b2u[256];
+	int16_t u2b[512];
+	const cJSON *model, *vocab, *merges, *added, *it;
+	uint32_t n_vocab, max_id = 0;
+	const cJSON **items = NULL;
+
+	snprintf(err, errlen, "out of memory");
+	byte_level_map(b2u, u2b);
+	if (!(text = read_file(path, &text_len)))
+		REFUSE("%s: cannot read: %s", path, strerror(errno ? errno : EIO));
+	if (!(root = cJSON_ParseWithLength(text, text_len)))
+		REFUSE("%s: not valid JSON", path);
+	free(text);
+	text = NULL;
+	if (!(t = calloc(1, sizeof(*t))))
+		goto cleanup;
+	{
+		char why[256];
+		if (check_pipeline(root, &t->nfc, why, sizeof(why)))
+			REFUSE("%s: unsupported tokenizer pipeline: %s", path, why);
+	}
+	model = cJSON_GetObjectItemCaseSensitive(root, "model");
+	vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+	merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+	added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+	if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges))
+		REFUSE("%s: model: BPE needs a vocab object and a merges array", path);
+	if (!is_null(added) && !cJSON_IsArray(added))
+		REFUSE("%s: added_tokens: must be an array", path);
+
+	/* ids: vocab then added tokens; every id in [0, max] must be defined exactly once */
+	n_vocab = (uint32_t)cJSON_GetArraySize(vocab);
+	cJSON_ArrayForEach(it, vocab)
+	{
+		if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1e8)
+			REFUSE("%s: model: vocab id of \"%s\" is not a valid id", path, it->string);
+		if ((uint32_t)it->valueint > max_id)
+			max_id = (uint32_t)it->valueint;
+	}
+	cJSON_ArrayForEach(it, added)
+	{
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
+		if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 1e8)
+			REFUSE("%s: added_tokens: an entry has no valid id", path);
+		if ((uint32_t)id->valueint > max_id)
+			max_id = (uint32_t)id->valueint;
+	}
+	t->n_ids = max_id + 1;
+	if (!(items = calloc(t->n_ids, sizeof(*items))))
+		goto cleanup;
+	cJSON_ArrayForEach(it, vocab)
+	{
+		if (items[it->valueint])
+			REFUSE("%s: model: vocab id %d is used twice", path, it->valueint);
+		items[it->valueint] = it;
+	}
+	/* arena: every token's bytes by id (added tokens: their content) */
+	t->tok_off = calloc((size_t)t->n_ids + 1, sizeof(*t->tok_off));
+	t->whole_ok = calloc(t->n_ids, 1);
+	if (!t->tok_off || !t->whole_ok)
+		goto cleanup;
+	arena_cap = 1 << 20;
+	if (!(t->arena = malloc(arena_cap)))
+		goto cleanup;
+	{
+		uint32_t n_added = (uint32_t)cJSON_GetArraySize(added);
+		const cJSON **added_items = NULL;
+		if (n_added && !(added_items = calloc(t->n_ids, sizeof(*added_items))))
+			goto cleanup;
+		cJSON_ArrayForEach(it, added)
+		{
+			const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
+			const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
+			if (!cJSON_IsString(content) || !content->valuestring[0]) {
+				free(added_items);
+				REFUSE("%s: added_tokens: id %d has no content", path, id->valueint);
+			}
+			static const char *const flags[] = {"single_word", "lstrip", "rstrip", "normalized"};
+			for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++)
+				if (!is_false(cJSON_GetObjectItemCaseSensitive(it, flags[f]))) {
+					free(added_items);
+					REFUSE("%s: added_tokens: \"%s\" has %s set (not supported)", path,
+					       content->valuestring, flags[f]);
+				}
+			if (items[id->valueint] || added_items[id->valueint]) {
+				free(added_items);
+				REFUSE("%s: added_tokens: id %d is also a vocab token or added twice", path,
+				       id->valueint);
+			}
+			added_items[id->valueint] = content;
+		}
+		for (uint32_t id = 0; id < t->n_ids; id++) {
+			size_t need;
+			const char *str;
+			int n;
+			if (items[id])
+				str = items[id]->string;
+			else if (added_items && added_items[id])
+				str = added_items[id]->valuestring;
+			else
+				str = NULL;
+			need = str ? strlen(str) : 0;
+			if (arena_len + need > arena_cap) {
+				uint8_t *p;
+				while (arena_len + need > arena_cap)
+					arena_cap *= 2;
+				if (!(p = realloc(t->arena, arena_cap))) {
+					free(added_items);
+					goto cleanup;
+				}
+				t->arena = p;
+			}
+			t->tok_off[id] = (uint32_t)arena_len;
+			if (!str)
+				continue;
+			if (items[id]) {
+				n = byte_level_decode(str, u2b, t->arena + arena_len);
+				if (n <= 0) {
+					free(added_items);
+					REFUSE("%s: model: vocab token \"%s\" is not byte-level (ByteLevel BPE expected)",
+					       path, str);
+				}
+				if ((uint32_t)n > t->max_tok_len)
+					t->max_tok_len = (uint32_t)n;
+			} else {
+				n = (int)need;
+				memcpy(t->arena + arena_len, str, need);
+			}
+			arena_len += (size_t)n;
+		}
+		t->tok_off[t->n_ids] = (uint32_t)arena_len;
+		/* added tokens, in id order */
+		if (n_added && !(t->added = calloc(n_added, sizeof(*t->added)))) {
+			free(added_items);
+			goto cleanup;
+		}
+		t->added_one_first = -1;
+		for (uint32_t id = 0; added_items && id < t->n_ids; id++) {
+			if (!added_items[id])
+				continue;
+			struct added_tok *a = &t->added[t->n_added++];
+			a->id = id;
+			a->s = t->arena + t->tok_off[id];
+			a->len = t->tok_off[id + 1] - t->tok_off[id];
+			t->added_first[a->s[0]] = 1;
+		}
+		free(added_items);
+		for (int b = 0, seen = 0; b < 256; b++)
+			if (t->added_first[b])
+				t->added_one_first = seen++ ? -1 : b;
+	}
+	/* vocab hash */
+	for (t->vmask = 1; t->vmask < 2 * n_vocab; t->vmask <<= 1)
+		;
+	if (!(t->vhash = malloc((size_t)t->vmask * sizeof(*t->vhash))))
+		goto cleanup;
+	memset(t->vhash, 0xff, (size_t)t->vmask * sizeof(*t->vhash));
+	t->vmask--;
+	for (uint32_t id = 0; id < t->n_ids; id++)
+		if (items[id] && vhash_insert(t, id))
+			REFUSE("%s: model: two vocab tokens have the same bytes", path);
+	for (int b = 0; b < 256; b++) {
+		uint8_t one = (uint8_t)b;
+		if ((t->byte_id[b] = vocab_find(t, &one, 1)) == NO_ID)
+			REFUSE("%s: model: the vocab lacks the byte-level symbol of byte 0x%02x", path, b);
+	}
+	/* merges: (left id, right id) -> (rank, merged id) */
+	t->n_merges = (uint32_t)cJSON_GetArraySize(merges);
+	for (t->mmask = 1; t->mmask < 2 * t->n_merges + 2; t->mmask <<= 1)
+		;
+	if (!(t->mtab = calloc(t->mmask, sizeof(*t->mtab))))
+		goto cleanup;
+	t->mmask--;
+	{
+		uint32_t rank = 0;
+		uint8_t *tmp = malloc(4 * t->max_tok_len + 8);
+		if (!tmp)
+			goto cleanup;
+		cJSON_ArrayForEach(it, merges)
+		{
+			const char *l, *r;
+			char *sp = NULL;
+			uint32_t lid, rid, mid, h;
+			int ln, rn;
+			uint64_t key;
+			if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2 &&
+			    cJSON_IsString(cJSON_GetArrayItem(it, 0)) && cJSON_IsString(cJSON_GetArrayItem(it, 1))) {
+				l = cJSON_GetArrayItem(it, 0)->valuestring;
+				r = cJSON_GetArrayItem(it, 1)->valuestring;
+			} else if (cJSON_IsString(it) && (sp = strchr(it->valuestring, ' '))) {
+				*sp = '\0';
+				l = it->valuestring;
+				r = sp + 1;
+			} else {
+				free(tmp);
+				REFUSE("%s: model: merge %u is not a pair of tokens", path, rank);
+			}
+			ln = byte_level_decode(l, u2b, tmp);
+			lid = ln > 0 && (uint32_t)ln <= t->max_tok_len ? vocab_find(t, tmp, (size_t)ln) : NO_ID;
+			rn = byte_level_decode(r, u2b, tmp + (ln > 0 ? ln : 0));
+			rid = rn > 0 && (uint32_t)rn <= t->max_tok_len ? vocab_find(t, tmp + ln, (size_t)rn) : NO_ID;
+			mid = lid != NO_ID && rid != NO_ID && (uint32_t)(ln + rn) <= t->max_tok_len
+				      ? vocab_find(t, tmp, (size_t)(ln + rn))
+				      : NO_ID;
+			if (sp)
+				*sp = ' ';
+			if (mid == NO_ID) {
+				free(tmp);
+				REFUSE("%s: model: merge %u (\"%s\" \"%s\") uses or makes a token not in the vocab", path,
+				       rank, l, r);
+			}
+			key = (((uint64_t)lid << 32) | rid) + 1;
+			for (h = hash_pair(key) & t->mmask; t->mtab[h].key && t->mtab[h].key != key;
+			     h = (h + 1) & t->mmask)
+				;
+			if (!t->mtab[h].key) { /* a repeated pair keeps its first (best) rank */
+				t->mtab[h].key = key;
+				t->mtab[h].rank = rank;
+				t->mtab[h].id = mid;
+			}
+			rank++;
+		}
+		free(tmp);
+	}
+	/* The whole-piece shortcut is used only for tokens the merges themselves rebuild. */
+	{
+		struct tok_ids one = {0};
+		struct work w = {0};
+		int bad = 0;
+		for (uint32_t id = 0; id < t->n_ids && !bad; id++) {
+			uint32_t n = t->tok_off[id + 1] - t->tok_off[id];
+			if (!items[id])
+				continue;
+			if (n == 1) {
+				t->whole_ok[id] = 1;
+				continue;
+			}
+			one.n = 0;
+			if (bpe_piece(t, t->arena + t->tok_off[id], n, &one, &w))
+				bad = 1;
+			else
+				t->whole_ok[id] = one.n == 1 && one.v[0] == id;
+		}
+		tok_ids_free(&one);
+		work_free(&w);
+		if (bad)
+			goto cleanup;
+	}
+	t->mem = sizeof(*t) + arena_cap + ((size_t)t->n_ids + 1) * sizeof(*t->tok_off) + t->n_ids +
+		 ((size_t)t->vmask + 1) * sizeof(*t->vhash) + ((size_t)t->mmask + 1) * sizeof(*t->mtab) +
+		 (size_t)t->n_added * sizeof(*t->added);
+	ret = t;
+	t = NULL;
+	err[0] = '\0';
+cleanup:
+	free(items);
+	free(text);
+	cJSON_Delete(root);
+	tokenizer_free(t);
+	return ret;
+}
