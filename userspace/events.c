@@ -1,0 +1,1297 @@
+// SPDX-License-Identifier: Apache-2.0
+// events: vLLM KV events over ZMQ, decoded with msgpack-c, applied to the index.
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <msgpack.h>
+#include <zmq.h>
+
+#include "blockhash.h"
+#include "events.h"
+#include "log.h"
+
+/* ==== decoder ============================================================================ */
+
+struct events_decoder {
+	msgpack_zone zone;
+	uint64_t *hashes;
+	size_t hcap;
+	uint32_t *tokens;
+	size_t tcap;
+	const void **extra;
+	size_t *extra_len;
+	size_t *extra_off;
+	size_t ecap;
+	msgpack_sbuffer sbuf;
+};
+
+struct events_decoder *events_decoder_new(void)
+{
+	struct events_decoder *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return NULL;
+	if (!msgpack_zone_init(&d->zone, 64 * 1024)) {
+		free(d);
+		return NULL;
+	}
+	msgpack_sbuffer_init(&d->sbuf);
+	return d;
+}
+
+void events_decoder_free(struct events_decoder *d)
+{
+	if (!d)
+		return;
+	msgpack_zone_destroy(&d->zone);
+	msgpack_sbuffer_destroy(&d->sbuf);
+	free(d->hashes);
+	free(d->tokens);
+	free(d->extra);
+	free(d->extra_len);
+	free(d->extra_off);
+	free(d);
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap = *cap ? *cap : 64;
+	void *np;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	np = realloc(*p, ncap * elem);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+/* Checks that p[0..n) is exactly one msgpack object whose every container count and byte length
+ * fits in the bytes that remain. msgpack-c allocates a container's elements as soon as it reads
+ * the header, so a 5-byte "array of 4 G elements" would otherwise ask for ~100 GB. */
+static int mp_prescan(const uint8_t *p, size_t n)
+{
+	const uint8_t *end = p + n;
+	uint64_t todo = 1;
+
+	while (todo) {
+		uint8_t c;
+		uint64_t len = 0, items = 0;
+		size_t hdr = 0;
+
+		if (p >= end)
+			return -EBADMSG;
+		c = *p++;
+		todo--;
+		if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3)
+			continue;
+		if ((c & 0xf0) == 0x80) {
+			items = 2ULL * (c & 0x0f);
+		} else if ((c & 0xf0) == 0x90) {
+			items = c & 0x0f;
+		} else if ((c & 0xe0) == 0xa0) {
+			len = c & 0x1f;
+		} else {
+			switch (c) {
+			case 0xcc: case 0xd0: len = 1; break;
+			case 0xcd: case 0xd1: len = 2; break;
+			case 0xca: case 0xce: case 0xd2: len = 4; break;
+			case 0xcb: case 0xcf: case 0xd3: len = 8; break;
+			case 0xd4: len = 2; break;
+			case 0xd5: len = 3; break;
+			case 0xd6: len = 5; break;
+			case 0xd7: len = 9; break;
+			case 0xd8: len = 17; break;
+			case 0xc4: case 0xd9: hdr = 1; break;
+			case 0xc5: case 0xda: hdr = 2; break;
+			case 0xc6: case 0xdb: hdr = 4; break;
+			case 0xc7: hdr = 1; len = 1; break; /* ext 8: size, then type byte */
+			case 0xc8: hdr = 2; len = 1; break;
+			case 0xc9: hdr = 4; len = 1; break;
+			case 0xdc: case 0xde: hdr = 2; break;
+			case 0xdd: case 0xdf: hdr = 4; break;
+			default: return -EBADMSG; /* 0xc1 never used */
+			}
+			if (hdr) {
+				uint64_t v = 0;
+				if ((size_t)(end - p) < hdr)
+					return -EBADMSG;
+				for (size_t i = 0; i < hdr; i++)
+					v = v << 8 | *p++;
+				if (c == 0xdc || c == 0xdd)
+					items = v;
+				else if (c == 0xde || c == 0xdf)
+					items = 2 * v;
+				else
+					len += v;
+			}
+		}
+		if (len > (uint64_t)(end - p) || items > (uint64_t)(end - p))
+			return -EBADMSG;
+		p += len;
+		todo += items;
+	}
+	return p == end ? 0 : -EBADMSG;
+}
+
+uint64_t events_hash_u64(const void *bytes, size_t len)
+{
+	const uint8_t *b = bytes;
+	size_t from = len > 8 ? len - 8 : 0;
+	uint64_t v = 0;
+
+	for (size_t i = from; i < len; i++)
+		v = v << 8 | b[i];
+	return v;
+}
+
+static int obj_hash(const msgpack_object *o, uint64_t *out)
+{
+	switch (o->type) {
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		*out = o->via.u64;
+		return 0;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		*out = (uint64_t)o->via.i64;
+		return 0;
+	case MSGPACK_OBJECT_BIN:
+		if (!o->via.bin.size)
+			return -EBADMSG;
+		*out = events_hash_u64(o->via.bin.ptr, o->via.bin.size);
+		return 0;
+	case MSGPACK_OBJECT_STR: /* raw bytes packed without the bin type (old msgpack) */
+		if (!o->via.str.size)
+			return -EBADMSG;
+		*out = events_hash_u64(o->via.str.ptr, o->via.str.size);
+		return 0;
+	default:
+		return -EBADMSG;
+	}
+}
+
+static bool obj_is_str(const msgpack_object *o, const char *s)
+{
+	size_t n = strlen(s);
+
+	return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
+	       !memcmp(o->via.str.ptr, s, n);
+}
+
+static bool obj_nil(const msgpack_object *o)
+{
+	return !o || o->type == MSGPACK_OBJECT_NIL;
+}
+
+static int obj_int(const msgpack_object *o, int64_t *out)
+{
+	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
+		*out = (int64_t)o->via.u64;
+	else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+		*out = o->via.i64;
+	else
+		return -EBADMSG;
+	return 0;
+}
+
+/* Field names in vLLM's declaration order (the array form's positions after the tag). */
+static const char *const stored_fields[] = {
+	"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium",
+	"lora_name", "extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window",
+};
+enum { F_HASHES, F_PARENT, F_TOKENS, F_BS, F_LORA_ID, F_MEDIUM, F_LORA_NAME, F_EXTRA, F_GROUP,
+       F_KIND, F_NFIELDS = 11 };
+static const char *const removed_fields[] = {"block_hashes", "medium", "group_idx"};
+enum { R_HASHES, R_MEDIUM, R_GROUP };
+
+/* Fills f[0..nf) with the event's fields (NULL when absent) from either encoding. */
+static void event_fields(const msgpack_object *e, const char *const *names, size_t nf,
+			 const msgpack_object **f)
+{
+	memset(f, 0, nf * sizeof(*f));
+	if (e->type == MSGPACK_OBJECT_ARRAY) {
+		for (size_t i = 0; i < nf && i + 1 < e->via.array.size; i++)
+			f[i] = &e->via.array.ptr[i + 1];
+		return;
+	}
+	for (uint32_t k = 0; k < e->via.map.size; k++) {
+		const msgpack_object *key = &e->via.map.ptr[k].key;
+		for (size_t i = 0; i < nf; i++)
+			if (obj_is_str(key, names[i])) {
+				f[i] = &e->via.map.ptr[k].val;
+				break;
+			}
+	}
+}
+
+static int decode_hashes(struct events_decoder *d, const msgpack_object *o, struct events_event *ev)
+{
+	if (!o || o->type != MSGPACK_OBJECT_ARRAY)
+		return -EBADMSG;
+	if (grow((void **)&d->hashes, &d->hcap, o->via.array.size + 1, sizeof(*d->hashes)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < o->via.array.size; i++)
+		if (obj_hash(&o->via.array.ptr[i], &d->hashes[i]))
+			return -EBADMSG;
+	ev->hashes = d->hashes;
+	ev->n_hashes = o->via.array.size;
+	return 0;
+}
+
+static int decode_medium(const msgpack_object *o, unsigned *tier)
+{
+	if (obj_nil(o)) {
+		*tier = INDEX_TIER_GPU;
+		return 0;
+	}
+	if (o->type != MSGPACK_OBJECT_STR)
+		return -EBADMSG;
+	*tier = o->via.str.size == 3 && !strncasecmp(o->via.str.ptr, "GPU", 3) ? INDEX_TIER_GPU
+										 : INDEX_TIER_CPU;
+	return 0;
+}
+
+static int decode_group(const msgpack_object *o, struct events_event *ev)
+{
+	if (obj_nil(o))
+		return 0;
+	ev->has_group = true;
+	return obj_int(o, &ev->group_idx);
+}
+
+/* extra_keys: one element per block, null or an array of keys. Keys equal to the LoRA name are
+ * left out (the LoRA name is already the chain's root); what remains is re-packed as a msgpack
+ * array and hashed into that block's own hash, so e.g. multimodal blocks never match text. */
+static int decode_extra(struct events_decoder *d, const msgpack_object *o, struct events_event *ev)
+{
+	msgpack_packer pk;
+	size_t n = ev->n_hashes;
+	bool any = false;
+
+	if (obj_nil(o))
+		return 0;
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != n)
+		return -EBADMSG;
+	if (grow((void **)&d->extra, &d->ecap, n + 1, sizeof(*d->extra)))
+		return -ENOMEM;
+	d->ecap = 0; /* the three arrays share one capacity: grow them in step */
+	if (grow((void **)&d->extra_len, &d->ecap, n + 1, sizeof(*d->extra_len)))
+		return -ENOMEM;
+	d->ecap = 0;
+	if (grow((void **)&d->extra_off, &d->ecap, n + 1, sizeof(*d->extra_off)))
+		return -ENOMEM;
+	msgpack_sbuffer_clear(&d->sbuf);
+	msgpack_packer_init(&pk, &d->sbuf, msgpack_sbuffer_write);
+	for (size_t i = 0; i < n; i++) {
+		const msgpack_object *x = &o->via.array.ptr[i];
+		uint32_t keep = 0;
+
+		d->extra_off[i] = d->sbuf.size;
+		d->extra_len[i] = 0;
+		if (x->type == MSGPACK_OBJECT_NIL)
+			continue;
+		if (x->type != MSGPACK_OBJECT_ARRAY)
+			return -EBADMSG;
+		for (uint32_t k = 0; k < x->via.array.size; k++) {
+			const msgpack_object *y = &x->via.array.ptr[k];
+			if (!(ev->lora_name && y->type == MSGPACK_OBJECT_STR &&
+			      y->via.str.size == ev->lora_len &&
+			      !memcmp(y->via.str.ptr, ev->lora_name, ev->lora_len)))
+				keep++;
+		}
+		if (!keep)
+			continue;
+		if (msgpack_pack_array(&pk, keep))
+			return -ENOMEM;
+		for (uint32_t k = 0; k < x->via.array.size; k++) {
+			const msgpack_object *y = &x->via.array.ptr[k];
+			if (ev->lora_name && y->type == MSGPACK_OBJECT_STR &&
+			    y->via.str.size == ev->lora_len &&
+			    !memcmp(y->via.str.ptr, ev->lora_name, ev->lora_len))
+				continue;
+			if (msgpack_pack_object(&pk, *y))
+				return -ENOMEM;
+		}
+		d->extra_len[i] = d->sbuf.size - d->extra_off[i];
+		any = true;
+	}
+	if (!any)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		d->extra[i] = d->extra_len[i] ? d->sbuf.data + d->extra_off[i] : NULL;
+	ev->extra = d->extra;
+	ev->extra_len = d->extra_len;
+	return 0;
+}
+
+static int decode_stored(struct events_decoder *d, const msgpack_object *e, struct events_event *ev)
+{
+	const msgpack_object *f[F_NFIELDS];
+	const msgpack_object *t;
+	int64_t bs;
+	int rc;
+
+	event_fields(e, stored_fields, F_NFIELDS, f);
+	ev->type = EVENTS_BLOCK_STORED;
+	if ((rc = decode_hashes(d, f[F_HASHES], ev)))
+		return rc;
+	if (!f[F_PARENT] || !f[F_TOKENS] || !f[F_BS])
+		return -EBADMSG;
+	if (!obj_nil(f[F_PARENT])) {
+		if (obj_hash(f[F_PARENT], &ev->parent))
+			return -EBADMSG;
+		ev->has_parent = true;
+	}
+	if (obj_int(f[F_BS], &bs) || bs < 1 || bs > BLOCKHASH_MAX_BLOCK_SIZE)
+		return -EBADMSG;
+	ev->block_size = (uint32_t)bs;
+	t = f[F_TOKENS];
+	if (t->type != MSGPACK_OBJECT_ARRAY || t->via.array.size != ev->n_hashes * (uint64_t)bs)
+		return -EBADMSG;
+	if (grow((void **)&d->tokens, &d->tcap, t->via.array.size + 1, sizeof(*d->tokens)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->via.array.size; i++) {
+		const msgpack_object *x = &t->via.array.ptr[i];
+		if (x->type != MSGPACK_OBJECT_POSITIVE_INTEGER || x->via.u64 > UINT32_MAX)
+			return -EBADMSG;
+		d->tokens[i] = (uint32_t)x->via.u64;
+	}
+	ev->tokens = d->tokens;
+	ev->n_tokens = t->via.array.size;
+	if (!obj_nil(f[F_LORA_ID])) {
+		if (obj_int(f[F_LORA_ID], &ev->lora_id))
+			return -EBADMSG;
+		ev->has_lora_id = true;
+	}
+	if ((rc = decode_medium(f[F_MEDIUM], &ev->tier)))
+		return rc;
+	if (!obj_nil(f[F_LORA_NAME])) {
+		if (f[F_LORA_NAME]->type != MSGPACK_OBJECT_STR)
+			return -EBADMSG;
+		ev->lora_name = f[F_LORA_NAME]->via.str.ptr;
+		ev->lora_len = f[F_LORA_NAME]->via.str.size;
+	}
+	if ((rc = decode_group(f[F_GROUP], ev)))
+		return rc;
+	if (!obj_nil(f[F_KIND])) {
+		if (f[F_KIND]->type != MSGPACK_OBJECT_STR)
+			return -EBADMSG;
+		ev->other_kind = !obj_is_str(f[F_KIND], "full_attention");
+	}
+	return decode_extra(d, f[F_EXTRA], ev);
+}
+
+static int decode_removed(struct events_decoder *d, const msgpack_object *e,
+			  struct events_event *ev)
+{
+	const msgpack_object *f[3];
+	int rc;
+
+	event_fields(e, removed_fields, 3, f);
+	ev->type = EVENTS_BLOCK_REMOVED;
+	if ((rc = decode_hashes(d, f[R_HASHES], ev)))
+		return rc;
+	if ((rc = decode_medium(f[R_MEDIUM], &ev->tier)))
+		return rc;
+	return decode_group(f[R_GROUP], ev);
+}
+
+/* One event: 0 (ev filled), 1 (unknown type), -EBADMSG, -ENOMEM. */
+static int decode_event(struct events_decoder *d, const msgpack_object *e, struct events_event *ev)
+{
+	const msgpack_object *tag = NULL;
+
+	memset(ev, 0, sizeof(*ev));
+	ev->tier = INDEX_TIER_GPU;
+	if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size > 0) {
+		tag = &e->via.array.ptr[0];
+	} else if (e->type == MSGPACK_OBJECT_MAP) {
+		for (uint32_t k = 0; k < e->via.map.size; k++)
+			if (obj_is_str(&e->via.map.ptr[k].key, "type"))
+				tag = &e->via.map.ptr[k].val;
+	}
+	if (!tag || tag->type != MSGPACK_OBJECT_STR)
+		return -EBADMSG;
+	if (obj_is_str(tag, "BlockStored"))
+		return decode_stored(d, e, ev);
+	if (obj_is_str(tag, "BlockRemoved"))
+		return decode_removed(d, e, ev);
+	if (obj_is_str(tag, "AllBlocksCleared")) {
+		ev->type = EVENTS_ALL_CLEARED;
+		return 0;
+	}
+	return 1;
+}
+
+int events_decode(struct events_decoder *d, const void *p, size_t n,
+		  int (*fn)(void *arg, const struct events_event *ev), void *arg,
+		  struct events_decode_counts *c, double *batch_ts)
+{
+	struct events_decode_counts dummy = {0};
+	const msgpack_object *events = NULL, *ts = NULL;
+	msgpack_object root;
+	size_t off = 0;
+	int delivered = 0, rc;
+
+	if (!c)
+		c = &dummy;
+	if (!n || n > EVENTS_MAX_PAYLOAD || mp_prescan(p, n))
+		goto bad;
+	msgpack_zone_clear(&d->zone);
+	if (msgpack_unpack(p, n, &off, &d->zone, &root) != MSGPACK_UNPACK_SUCCESS)
+		goto bad;
+	if (root.type == MSGPACK_OBJECT_ARRAY && root.via.array.size >= 2) {
+		ts = &root.via.array.ptr[0];
+		events = &root.via.array.ptr[1];
+	} else if (root.type == MSGPACK_OBJECT_MAP) {
+		for (uint32_t k = 0; k < root.via.map.size; k++) {
+			if (obj_is_str(&root.via.map.ptr[k].key, "events"))
+				events = &root.via.map.ptr[k].val;
+			else if (obj_is_str(&root.via.map.ptr[k].key, "ts"))
+				ts = &root.via.map.ptr[k].val;
+		}
+	}
+	if (!events || events->type != MSGPACK_OBJECT_ARRAY)
+		goto bad;
+	if (batch_ts) {
+		*batch_ts = 0;
+		if (ts && ts->type == MSGPACK_OBJECT_FLOAT64)
+			*batch_ts = ts->via.f64;
+		else if (ts && ts->type == MSGPACK_OBJECT_FLOAT32)
+			*batch_ts = ts->via.f64;
+		else if (ts && ts->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+			*batch_ts = (double)ts->via.u64;
+	}
+	c->batches++;
+	for (uint32_t i = 0; i < events->via.array.size; i++) {
+		struct events_event ev;
+
+		rc = decode_event(d, &events->via.array.ptr[i], &ev);
+		if (rc == 1) {
+			c->unknown_events++;
+			continue;
+		}
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc) {
+			c->bad_events++;
+			continue;
+		}
+		c->events++;
+		delivered++;
+		if (fn && (rc = fn(arg, &ev)))
+			return rc;
+	}
+	return delivered;
+bad:
+	c->bad_batches++;
+	return -EBADMSG;
+}
+
+uint64_t events_event_root(const struct events_event *ev, uint64_t seed)
+{
+	if (ev->lora_name && ev->lora_len)
+		return blockhash_root(seed, ev->lora_name, ev->lora_len);
+	if (ev->has_lora_id)
+		return blockhash_root_lora_id(seed, ev->lora_id);
+	return 0;
+}
+
+int events_apply_event(struct index *idx, uint32_t w, const struct events_event *ev)
+{
+	struct index_stored s;
+
+	if (ev->other_kind)
+		return 0;
+	switch (ev->type) {
+	case EVENTS_BLOCK_STORED:
+		s = (struct index_stored){
+			.engine = ev->hashes,
+			.n = ev->n_hashes,
+			.has_parent = ev->has_parent,
+			.parent = ev->parent,
+			.tokens = ev->tokens,
+			.n_tokens = ev->n_tokens,
+			.block_size = ev->block_size,
+			.root = events_event_root(ev, index_seed(idx)),
+			.extra = ev->extra,
+			.extra_len = ev->extra_len,
+			.tier = ev->tier,
+		};
+		return index_block_stored(idx, w, &s);
+	case EVENTS_BLOCK_REMOVED:
+		return index_block_removed(idx, w, ev->tier, ev->hashes, ev->n_hashes);
+	case EVENTS_ALL_CLEARED:
+		return index_worker_clear(idx, w);
+	}
+	return -EINVAL;
+}
+
+/* ==== runtime ============================================================================ */
+
+/* A live batch kept while the worker's replay runs. */
+struct pend {
+	uint64_t seq;
+	size_t len;
+	unsigned char *data;
+};
+
+struct evw {
+	bool used;
+	char *name, *pub, *replay, *topic;
+	void *sub, *dealer;
+	bool have_seq;	      /* next_seq is meaningful */
+	uint64_t next_seq;    /* the seq expected next */
+	bool replaying;
+	bool initial;	      /* the running replay is an initial sync (from 0) */
+	bool got_replay;      /* the running replay delivered at least one batch */
+	bool skip_initial;    /* after a failed replay: take the stream as it comes */
+	uint64_t replay_from; /* first seq asked */
+	int64_t deadline_ms;
+	struct pend *pend;
+	size_t pend_head, pend_n, pend_cap;
+	struct events_worker_stats st;
+};
+
+struct events {
+	struct index *idx;
+	int replay_timeout_ms;
+	size_t max_pending;
+	int rcvhwm;
+	bool initial_replay;
+	void *zctx;
+	int epfd, tfd;
+	struct events_decoder *dec;
+	struct evw *w;
+	uint32_t nw;
+	/* current apply target (for the decode callback) */
+	struct evw *cur;
+	uint32_t cur_id;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t be64(const unsigned char *b)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | b[i];
+	return v;
+}
+
+struct events *events_create(const struct events_cfg *cfg)
+{
+	struct events *ev = calloc(1, sizeof(*ev));
+	struct epoll_event ee = {.events = EPOLLIN};
+
+	if (!ev || !cfg || !cfg->index) {
+		free(ev);
+		errno = EINVAL;
+		return NULL;
+	}
+	ev->idx = cfg->index;
+	ev->replay_timeout_ms =
+		cfg->replay_timeout_ms > 0 ? cfg->replay_timeout_ms : EVENTS_DEFAULT_REPLAY_TIMEOUT_MS;
+	ev->max_pending = cfg->max_pending ? cfg->max_pending : EVENTS_DEFAULT_MAX_PENDING;
+	ev->rcvhwm = cfg->rcvhwm > 0 ? cfg->rcvhwm : EVENTS_DEFAULT_RCVHWM;
+	ev->initial_replay = !cfg->no_initial_replay;
+	ev->epfd = ev->tfd = -1;
+	ev->nw = index_max_workers(cfg->index);
+	ev->w = calloc(ev->nw, sizeof(*ev->w));
+	ev->dec = events_decoder_new();
+	ev->zctx = zmq_ctx_new();
+	if (!ev->w || !ev->dec || !ev->zctx)
+		goto cleanup;
+	ev->epfd = epoll_create1(EPOLL_CLOEXEC);
+	ev->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (ev->epfd < 0 || ev->tfd < 0)
+		goto cleanup;
+	ee.data.u64 = UINT64_MAX;
+	if (epoll_ctl(ev->epfd, EPOLL_CTL_ADD, ev->tfd, &ee))
+		goto cleanup;
+	return ev;
+cleanup:
+	events_free(ev);
+	if (!errno)
+		errno = ENOMEM;
+	return NULL;
+}
+
+static void pend_clear(struct evw *w)
+{
+	for (size_t i = 0; i < w->pend_n; i++)
+		free(w->pend[(w->pend_head + i) % w->pend_cap].data);
+	w->pend_head = w->pend_n = 0;
+}
+
+static void close_sock(struct events *ev, void **s)
+{
+	int fd = -1;
+	size_t fl = sizeof(fd);
+	struct epoll_event dummy = {0};
+
+	if (!*s)
+		return;
+	if (!zmq_getsockopt(*s, ZMQ_FD, &fd, &fl) && fd >= 0)
+		epoll_ctl(ev->epfd, EPOLL_CTL_DEL, fd, &dummy);
+	zmq_close(*s);
+	*s = NULL;
+}
+
+static void worker_release(struct events *ev, struct evw *w)
+{
+	close_sock(ev, &w->sub);
+	close_sock(ev, &w->dealer);
+	pend_clear(w);
+	free(w->pend);
+	free(w->name);
+	free(w->pub);
+	free(w->replay);
+	free(w->topic);
+	memset(w, 0, sizeof(*w));
+}
+
+void events_free(struct events *ev)
+{
+	if (!ev)
+		return;
+	for (uint32_t i = 0; ev->w && i < ev->nw; i++)
+		if (ev->w[i].used)
+			worker_release(ev, &ev->w[i]);
+	if (ev->zctx)
+		zmq_ctx_term(ev->zctx);
+	if (ev->epfd >= 0)
+		close(ev->epfd);
+	if (ev->tfd >= 0)
+		close(ev->tfd);
+	events_decoder_free(ev->dec);
+	free(ev->w);
+	free(ev);
+}
+
+/* Opens a socket of type, registered in the epoll set with tag (worker id, bit 32 = dealer). */
+static void *open_sock(struct events *ev, int type, const char *ep, uint64_t tag)
+{
+	void *s = zmq_socket(ev->zctx, type);
+	int zero = 0, fd;
+	size_t fl = sizeof(fd);
+	struct epoll_event ee = {.events = EPOLLIN, .data.u64 = tag};
+
+	if (!s)
+		return NULL;
+	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+	if (type == ZMQ_SUB)
+		zmq_setsockopt(s, ZMQ_RCVHWM, &ev->rcvhwm, sizeof(ev->rcvhwm));
+	if (zmq_connect(s, ep) || zmq_getsockopt(s, ZMQ_FD, &fd, &fl) ||
+	    epoll_ctl(ev->epfd, EPOLL_CTL_ADD, fd, &ee)) {
+		zmq_close(s);
+		return NULL;
+	}
+	return s;
+}
+
+int events_worker_add(struct events *ev, uint32_t id, const char *name, const char *pub,
+		      const char *replay, const char *topic)
+{
+	struct evw *w;
+	const char *t = topic ? topic : "";
+
+	if (id >= ev->nw)
+		return -ERANGE;
+	w = &ev->w[id];
+	if (w->used)
+		return -EEXIST;
+	if (!pub || !name)
+		return -EINVAL;
+	w->used = true;
+	w->name = strdup(name);
+	w->pub = strdup(pub);
+	w->replay = replay && *replay ? strdup(replay) : NULL;
+	w->topic = strdup(t);
+	if (!w->name || !w->pub || !w->topic || (replay && *replay && !w->replay)) {
+		worker_release(ev, w);
+		return -ENOMEM;
+	}
+	w->sub = open_sock(ev, ZMQ_SUB, pub, id);
+	if (!w->sub || zmq_setsockopt(w->sub, ZMQ_SUBSCRIBE, t, strlen(t))) {
+		log_warn("events", "worker %s: cannot subscribe to %s: %s", name, pub,
+			 zmq_strerror(zmq_errno()));
+		worker_release(ev, w);
+		return -EINVAL;
+	}
+	log_info("events", "worker %s (id %u): subscribed to %s, replay %s", name, id, pub,
+		 w->replay ? w->replay : "none");
+	return 0;
+}
+
+/* Drops worker w's blocks (restart, lost events, failed replay). */
+static void worker_drop(struct events *ev, uint32_t id)
+{
+	index_write_lock(ev->idx);
+	index_worker_clear(ev->idx, id);
+	index_write_unlock(ev->idx);
+	ev->w[id].st.drops++;
+}
+
+int events_worker_remove(struct events *ev, uint32_t id)
+{
+	if (id >= ev->nw || !ev->w[id].used)
+		return -ENOENT;
+	log_info("events", "worker %s (id %u): removed", ev->w[id].name, id);
+	worker_release(ev, &ev->w[id]);
+	index_write_lock(ev->idx);
+	index_worker_clear(ev->idx, id);
+	index_write_unlock(ev->idx);
+	return 0;
+}
+
+int events_worker_find(const struct events *ev, const char *name)
+{
+	for (uint32_t i = 0; i < ev->nw; i++)
+		if (ev->w[i].used && !strcmp(ev->w[i].name, name))
+			return (int)i;
+	return -ENOENT;
+}
+
+int events_fd(const struct events *ev)
+{
+	return ev->epfd;
+}
+
+static int apply_cb(void *arg, const struct events_event *e)
+{
+	struct events *ev = arg;
+	struct evw *w = ev->cur;
+
+	if (e->other_kind) {
+		w->st.other_group_events++;
+		return 0;
+	}
+	switch (e->type) {
+	case EVENTS_BLOCK_STORED:
+		w->st.stored++;
+		break;
+	case EVENTS_BLOCK_REMOVED:
+		w->st.removed++;
+		break;
+	case EVENTS_ALL_CLEARED:
+		w->st.cleared++;
+		break;
+	}
+	return events_apply_event(ev->idx, ev->cur_id, e) == -ENOMEM ? -ENOMEM : 0;
+}
+
+/* Decodes and applies one batch for worker id. */
+static void apply_batch(struct events *ev, uint32_t id, const void *p, size_t n)
+{
+	struct evw *w = &ev->w[id];
+	struct events_decode_counts c = {0};
+	int rc;
+
+	ev->cur = w;
+	ev->cur_id = id;
+	index_write_lock(ev->idx);
+	rc = events_decode(ev->dec, p, n, apply_cb, ev, &c, NULL);
+	index_write_unlock(ev->idx);
+	if (rc == -ENOMEM)
+		log_warn("events", "worker %s: out of memory applying a batch", w->name);
+	w->st.batches += c.batches;
+	w->st.bad_batches += c.bad_batches;
+	w->st.events += c.events;
+	w->st.bad_events += c.bad_events;
+	w->st.unknown_events += c.unknown_events;
+	w->skip_initial = false;
+}
+
+static void arm_timer(struct events *ev)
+{
+	int64_t first = INT64_MAX, now = now_ms();
+	struct itimerspec its = {0};
+
+	for (uint32_t i = 0; i < ev->nw; i++)
+		if (ev->w[i].used && ev->w[i].replaying && ev->w[i].deadline_ms < first)
+			first = ev->w[i].deadline_ms;
+	if (first != INT64_MAX) {
+		int64_t d = first > now ? first - now : 1;
+		its.it_value.tv_sec = d / 1000;
+		its.it_value.tv_nsec = (d % 1000) * 1000000;
+	}
+	timerfd_settime(ev->tfd, 0, &its, NULL);
+}
+
+static int pend_push(struct events *ev, struct evw *w, uint64_t seq, const void *p, size_t n)
+{
+	struct pend *pe;
+
+	if (w->pend_n >= ev->max_pending)
+		return -ENOBUFS;
+	if (w->pend_n == w->pend_cap) {
+		size_t ncap = w->pend_cap ? w->pend_cap * 2 : 16;
+		struct pend *np = malloc(ncap * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		for (size_t i = 0; i < w->pend_n; i++)
+			np[i] = w->pend[(w->pend_head + i) % w->pend_cap];
+		free(w->pend);
+		w->pend = np;
+		w->pend_cap = ncap;
+		w->pend_head = 0;
+	}
+	pe = &w->pend[(w->pend_head + w->pend_n) % w->pend_cap];
+	pe->data = malloc(n ? n : 1);
+	if (!pe->data)
+		return -ENOMEM;
+	memcpy(pe->data, p, n);
+	pe->len = n;
+	pe->seq = seq;
+	w->pend_n++;
+	return 0;
+}
+
+static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void *p, size_t n);
+
+static int start_replay(struct events *ev, uint32_t id, uint64_t from, bool initial)
+{
+	struct evw *w = &ev->w[id];
+	unsigned char req[8];
+
+	if (!w->dealer)
+		w->dealer = open_sock(ev, ZMQ_DEALER, w->replay, (1ULL << 32) | id);
+	if (!w->dealer)
+		return -EIO;
+	for (int i = 0; i < 8; i++)
+		req[i] = (unsigned char)(from >> (56 - 8 * i));
+	if (zmq_send(w->dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+	    zmq_send(w->dealer, req, 8, ZMQ_DONTWAIT) < 0) {
+		close_sock(ev, &w->dealer);
+		return -EIO;
+	}
+	w->replaying = true;
+	w->initial = initial;
+	w->got_replay = false;
+	w->replay_from = from;
+	w->deadline_ms = now_ms() + ev->replay_timeout_ms;
+	if (!initial) {
+		index_write_lock(ev->idx);
+		index_worker_set_stale(ev->idx, id, true);
+		index_write_unlock(ev->idx);
+	}
+	arm_timer(ev);
+	log_info("events", "worker %s: replay from seq %llu%s", w->name, (unsigned long long)from,
+		 initial ? " (initial sync)" : "");
+	return 0;
+}
+
+/* Applies the queued live batches in order, until drained or a new replay starts. */
+static void drain_pending(struct events *ev, uint32_t id)
+{
+	struct evw *w = &ev->w[id];
+
+	while (w->pend_n && !w->replaying) {
+		struct pend pe = w->pend[w->pend_head];
+		w->pend_head = (w->pend_head + 1) % w->pend_cap;
+		w->pend_n--;
+		/* already delivered by the replay: skip (a real restart shows a seq below the
+		 * replay's start, and goes through handle_seq's restart rule) */
+		if (w->have_seq && pe.seq < w->next_seq && pe.seq >= w->replay_from)
+			;
+		else
+			handle_seq(ev, id, pe.seq, pe.data, pe.len);
+		free(pe.data);
+	}
+}
+
+static void replay_done(struct events *ev, uint32_t id, bool ok, const char *why)
+{
+	struct evw *w = &ev->w[id];
+
+	w->replaying = false;
+	if (ok) {
+		w->st.replays_ok++;
+		index_write_lock(ev->idx);
+		index_worker_set_stale(ev->idx, id, false);
+		index_write_unlock(ev->idx);
+		log_info("events", "worker %s: replay done, next seq %llu", w->name,
+			 (unsigned long long)w->next_seq);
+	} else {
+		w->st.replays_failed++;
+		close_sock(ev, &w->dealer); /* late answers to this request must not be read */
+		log_warn("events", "worker %s: replay failed (%s): its blocks are dropped", w->name,
+			 why);
+		worker_drop(ev, id);
+		w->have_seq = false;
+		w->skip_initial = true;
+	}
+	arm_timer(ev);
+	drain_pending(ev, id);
+}
+
+/* Sequence rules for one live batch (see events.h). */
+static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void *p, size_t n)
+{
+	struct evw *w = &ev->w[id];
+
+	if (w->replaying) {
+		if (pend_push(ev, w, seq, p, n)) {
+			pend_clear(w);
+			replay_done(ev, id, false, "live queue full");
+			/* the batch that did not fit is the newest: start again from it */
+			handle_seq(ev, id, seq, p, n);
+		}
+		return;
+	}
+	if (w->have_seq && seq < w->next_seq) {
+		w->st.restarts++;
+		log_info("events", "worker %s: seq went back from %llu to %llu: restart, blocks "
+				   "dropped",
+			 w->name, (unsigned long long)w->next_seq, (unsigned long long)seq);
+		worker_drop(ev, id);
+		w->have_seq = false;
+	}
+	if (!w->have_seq) {
+		if (seq > 0 && w->replay && ev->initial_replay && !w->skip_initial &&
+		    !start_replay(ev, id, 0, true)) {
+			pend_push(ev, w, seq, p, n);
+			return;
+		}
+		w->have_seq = true;
+		w->next_seq = seq;
+	} else if (seq > w->next_seq) {
+		w->st.gaps++;
+		log_warn("events", "worker %s: seq gap, expected %llu got %llu", w->name,
+			 (unsigned long long)w->next_seq, (unsigned long long)seq);
+		if (w->replay && !start_replay(ev, id, w->next_seq, false)) {
+			pend_push(ev, w, seq, p, n);
+			return;
+		}
+		/* nothing can fill the gap: the blocks held may be wrong, so none is kept */
+		worker_drop(ev, id);
+		w->next_seq = seq;
+	}
+	apply_batch(ev, id, p, n);
+	w->next_seq = seq + 1;
+}
+
+/* One replay answer [(empty)][seq][payload] for worker id. */
+static void handle_replay_msg(struct events *ev, uint32_t id, zmq_msg_t *parts, int np)
+{
+	struct evw *w = &ev->w[id];
+	uint64_t seq;
+	int k = 0;
+
+	if (np >= 1 && zmq_msg_size(&parts[0]) == 0)
+		k = 1; /* a delimiter frame, if the ROUTER sends one */
+	if (np - k < 1 || zmq_msg_size(&parts[k]) != 8) {
+		w->st.bad_frames++;
+		return;
+	}
+	seq = be64(zmq_msg_data(&parts[k]));
+	if (!w->replaying) /* an answer after we gave up */
+		return;
+	if (seq == UINT64_MAX) {
+		if (w->initial && !w->got_replay)
+			w->have_seq = false; /* nothing buffered there: take the live stream */
+		replay_done(ev, id, true, NULL);
+		return;
+	}
+	if (np - k < 2) {
+		w->st.bad_frames++;
+		return;
+	}
+	if (w->initial && !w->got_replay) {
+		/* joining a running worker: whatever the buffer still holds is the best start */
+		w->have_seq = true;
+		w->next_seq = seq;
+	}
+	w->got_replay = true;
+	if (seq < w->next_seq)
+		return;
+	if (seq > w->next_seq) {
+		replay_done(ev, id, false, "replay buffer no longer holds the gap");
+		return;
+	}
+	apply_batch(ev, id, zmq_msg_data(&parts[k + 1]), zmq_msg_size(&parts[k + 1]));
+	w->next_seq = seq + 1;
+}
+
+/* Receives one whole multipart message (at most 4 parts kept, the rest discarded). Returns the
+ * number of parts, 0 when nothing was ready. */
+static int recv_parts(void *s, zmq_msg_t *parts, int max, int *total)
+{
+	int np = 0, more;
+	size_t ml = sizeof(more);
+
+	*total = 0;
+	for (;;) {
+		zmq_msg_t m;
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&m, s, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&m);
+			return np;
+		}
+		(*total)++;
+		if (np < max)
+			parts[np++] = m;
+		else
+			zmq_msg_close(&m);
+		more = 0;
+		zmq_getsockopt(s, ZMQ_RCVMORE, &more, &ml);
+		if (!more)
+			return np;
+	}
+}
+
+static bool readable(void *s)
+{
+	int e = 0;
+	size_t l = sizeof(e);
+
+	return s && !zmq_getsockopt(s, ZMQ_EVENTS, &e, &l) && (e & ZMQ_POLLIN);
+}
+
+/* Handles up to *budget messages of worker id's sockets. */
+static void drain_worker(struct events *ev, uint32_t id, int *budget)
+{
+	struct evw *w = &ev->w[id];
+	zmq_msg_t parts[4];
+	int np, total;
+
+	while (*budget > 0 && w->used && readable(w->dealer)) {
+		np = recv_parts(w->dealer, parts, 4, &total);
+		if (!total)
+			break;
+		(*budget)--;
+		handle_replay_msg(ev, id, parts, np);
+		for (int i = 0; i < np; i++)
+			zmq_msg_close(&parts[i]);
+	}
+	while (*budget > 0 && w->used && readable(w->sub)) {
+		np = recv_parts(w->sub, parts, 4, &total);
+		if (!total)
+			break;
+		(*budget)--;
+		if (total != 3 || zmq_msg_size(&parts[1]) != 8) {
+			w->st.bad_frames++;
+		} else {
+			uint64_t seq = be64(zmq_msg_data(&parts[1]));
+			w->st.last_seq_seen = seq;
+			handle_seq(ev, id, seq, zmq_msg_data(&parts[2]), zmq_msg_size(&parts[2]));
+		}
+		for (int i = 0; i < np; i++)
+			zmq_msg_close(&parts[i]);
+	}
+}
+
+int events_poll(struct events *ev, int budget)
+{
+	struct epoll_event ees[64];
+	int64_t now = now_ms();
+	uint64_t exp;
+	bool more = false;
+
+	if (budget <= 0)
+		budget = EVENTS_DEFAULT_BUDGET;
+	/* readiness is re-read from ZMQ_EVENTS below; this only consumes the wake-ups */
+	while (epoll_wait(ev->epfd, ees, 64, 0) == 64)
+		;
+	if (read(ev->tfd, &exp, sizeof(exp)) < 0) {
+		/* EAGAIN: the timer did not fire */
+	}
+	for (uint32_t i = 0; i < ev->nw; i++) {
+		struct evw *w = &ev->w[i];
+		if (!w->used)
+			continue;
+		if (w->replaying && now >= w->deadline_ms)
+			replay_done(ev, i, false, "timeout");
+		drain_worker(ev, i, &budget);
+		if (w->used && (readable(w->sub) || readable(w->dealer)))
+			more = true;
+	}
+	return more;
+}
+
+int events_timeout_ms(const struct events *ev)
+{
+	int64_t first = INT64_MAX, now = now_ms();
+
+	for (uint32_t i = 0; i < ev->nw; i++)
+		if (ev->w[i].used && ev->w[i].replaying && ev->w[i].deadline_ms < first)
+			first = ev->w[i].deadline_ms;
+	if (first == INT64_MAX)
+		return -1;
+	return first > now ? (int)(first - now) : 0;
+}
+
+int events_worker_stats(const struct events *ev, uint32_t id, struct events_worker_stats *st)
+{
+	const struct evw *w;
+
+	if (id >= ev->nw || !ev->w[id].used)
+		return -ENOENT;
+	w = &ev->w[id];
+	*st = w->st;
+	st->next_seq = w->next_seq;
+	st->have_seq = w->have_seq;
+	st->replaying = w->replaying;
+	st->pending = w->pend_n;
+	return 0;
+}
+
+/* Names by worker id, for the index's labels. Caller frees the array (not the names). */
+static const char **name_table(const struct events *ev)
+{
+	const char **names = calloc(ev->nw, sizeof(*names));
+
+	for (uint32_t i = 0; names && i < ev->nw; i++)
+		names[i] = ev->w[i].used ? ev->w[i].name : NULL;
+	return names;
+}
+
+static int put_name(struct buf *out, const char *s)
+{
+	int rc = 0;
+
+	for (; *s && !rc; s++) {
+		if (*s == '"' || *s == '\\')
+			rc = buf_printf(out, "\\%c", *s);
+		else if (*s == '\n')
+			rc = buf_puts(out, "\\n");
+		else
+			rc = buf_append(out, s, 1);
+	}
+	return rc;
+}
+
+int events_metrics(const struct events *ev, struct buf *out)
+{
+	static const struct {
+		const char *name, *help, *type;
+		size_t off;
+		const char *label;
+	} m[] = {
+#define F(x) offsetof(struct events_worker_stats, x)
+		{"kvsplice_kv_batches_total", "Event batches applied.", "counter", F(batches), NULL},
+		{"kvsplice_kv_events_total", "Events decoded, by type.", "counter", F(stored),
+		 "type=\"BlockStored\""},
+		{"kvsplice_kv_events_total", NULL, NULL, F(removed), "type=\"BlockRemoved\""},
+		{"kvsplice_kv_events_total", NULL, NULL, F(cleared), "type=\"AllBlocksCleared\""},
+		{"kvsplice_kv_events_total", NULL, NULL, F(other_group_events),
+		 "type=\"other_kv_group\""},
+		{"kvsplice_kv_seq_gaps_total", "Sequence gaps (batches lost by PUB/SUB).", "counter",
+		 F(gaps), NULL},
+		{"kvsplice_kv_replays_total", "Replays from the worker's replay endpoint.", "counter",
+		 F(replays_ok), "result=\"ok\""},
+		{"kvsplice_kv_replays_total", NULL, NULL, F(replays_failed), "result=\"failed\""},
+		{"kvsplice_kv_restarts_total", "Worker restarts seen (sequence went back).",
+		 "counter", F(restarts), NULL},
+		{"kvsplice_kv_worker_drops_total",
+		 "Times a worker's blocks were dropped as untrustworthy.", "counter", F(drops), NULL},
+		{"kvsplice_kv_decode_errors_total", "Input that did not decode, by what.", "counter",
+		 F(bad_frames), "what=\"frames\""},
+		{"kvsplice_kv_decode_errors_total", NULL, NULL, F(bad_batches), "what=\"batch\""},
+		{"kvsplice_kv_decode_errors_total", NULL, NULL, F(bad_events), "what=\"event\""},
+		{"kvsplice_kv_unknown_events_total", "Events of unknown type (skipped).", "counter",
+		 F(unknown_events), NULL},
+		{"kvsplice_kv_last_seq", "Last sequence number received.", "gauge", F(last_seq_seen),
+		 NULL},
+#undef F
+	};
+	const char **names;
+	int rc = 0;
+
+	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+		if (m[k].help)
+			rc |= buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help,
+					 m[k].name, m[k].type);
+		for (uint32_t i = 0; i < ev->nw; i++) {
+			const struct evw *w = &ev->w[i];
+			if (!w->used)
+				continue;
+			rc |= buf_printf(out, "%s{worker=\"", m[k].name);
+			rc |= put_name(out, w->name);
+			rc |= buf_printf(out, "\"%s%s} %llu\n", m[k].label ? "," : "",
+					 m[k].label ? m[k].label : "",
+					 (unsigned long long)*(const uint64_t *)((const char *)&w->st +
+										   m[k].off));
+		}
+	}
+	rc |= buf_puts(out, "# HELP kvsplice_kv_replaying 1 while a worker's replay runs.\n"
+			    "# TYPE kvsplice_kv_replaying gauge\n");
+	for (uint32_t i = 0; i < ev->nw; i++) {
+		if (!ev->w[i].used)
+			continue;
+		rc |= buf_puts(out, "kvsplice_kv_replaying{worker=\"");
+		rc |= put_name(out, ev->w[i].name);
+		rc |= buf_printf(out, "\"} %d\n", ev->w[i].replaying);
+	}
+	names = name_table(ev);
+	if (!names)
+		return -ENOMEM;
+	rc |= index_metrics(ev->idx, names, ev->nw, out);
+	free(names);
+	return rc ? -ENOMEM : 0;
+}
+
+int events_debug_json(const struct events *ev, struct buf *out)
+{
+	const char **names;
+	int rc = 0, first = 1;
+
+	rc |= buf_puts(out, "{\"workers\":[");
+	for (uint32_t i = 0; i < ev->nw; i++) {
+		const struct evw *w = &ev->w[i];
+		uint64_t gpu = 0, cpu = 0;
+		if (!w->used)
+			continue;
+		index_worker_blocks(ev->idx, i, &gpu, &cpu);
+		rc |= buf_printf(out, "%s{\"id\":%u,\"name\":", first ? "" : ",", i);
+		rc |= buf_json_str(out, w->name, strlen(w->name));
+		rc |= buf_puts(out, ",\"pub\":");
+		rc |= buf_json_str(out, w->pub, strlen(w->pub));
+		rc |= buf_puts(out, ",\"replay\":");
+		rc |= w->replay ? buf_json_str(out, w->replay, strlen(w->replay))
+				: buf_puts(out, "null");
+		rc |= buf_printf(
+			out,
+			",\"state\":\"%s\",\"next_seq\":%llu,\"pending\":%zu,\"blocks_gpu\":%llu,"
+			"\"blocks_cpu\":%llu,\"stale\":%s,\"batches\":%llu,\"events\":%llu,"
+			"\"gaps\":%llu,\"replays_ok\":%llu,\"replays_failed\":%llu,\"restarts\":%llu,"
+			"\"drops\":%llu,\"bad_frames\":%llu,\"bad_batches\":%llu,\"bad_events\":%llu,"
+			"\"unknown_events\":%llu}",
+			w->replaying ? "replaying" : w->have_seq ? "live" : "waiting",
+			(unsigned long long)w->next_seq, w->pend_n, (unsigned long long)gpu,
+			(unsigned long long)cpu, index_worker_stale(ev->idx, i) ? "true" : "false",
+			(unsigned long long)w->st.batches, (unsigned long long)w->st.events,
+			(unsigned long long)w->st.gaps, (unsigned long long)w->st.replays_ok,
+			(unsigned long long)w->st.replays_failed, (unsigned long long)w->st.restarts,
+			(unsigned long long)w->st.drops, (unsigned long long)w->st.bad_frames,
+			(unsigned long long)w->st.bad_batches, (unsigned long long)w->st.bad_events,
+			(unsigned long long)w->st.unknown_events);
+		first = 0;
+	}
+	rc |= buf_puts(out, "],\"index\":");
+	names = name_table(ev);
+	if (!names)
+		return -ENOMEM;
+	rc |= index_debug_json(ev->idx, names, ev->nw, out);
+	free(names);
+	rc |= buf_puts(out, "}");
+	return rc ? -ENOMEM : 0;
+}
