@@ -560,7 +560,7 @@ int index_query(struct index *idx, const uint64_t *chain, size_t n, uint32_t *de
 		__builtin_prefetch(g_slot(idx, chain[i] & mask));
 	for (i = 0; i < n; i++) {
 		const uint64_t *s;
-		uint64_t any_act = 0, any_g = 0;
+		uint64_t any_act = 0;
 
 		if (i + QUERY_PREFETCH < n)
 			__builtin_prefetch(g_slot(idx, chain[i + QUERY_PREFETCH] & mask));
@@ -576,7 +576,6 @@ int index_query(struct index *idx, const uint64_t *chain, size_t n, uint32_t *de
 			act[k] = na;
 			gact[k] = ng;
 			any_act |= na;
-			any_g |= ng;
 		}
 		if (!any_act) /* no GPU bit without a holder bit, so gact is empty too */
 			break;

@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: Apache-2.0
+// events: the decoder on payloads built with msgpack-c's packer (both encodings, every hash
+// encoding, optional and unknown fields, malformed input), and the runtime against real ZMQ
+// sockets on 127.0.0.1 (a PUB and a ROUTER played by this test): in-order ingest, a gap
+// recovered by replay, a gap with a replay that cannot fill it, a restart, bad frames.
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <msgpack.h>
+#include <zmq.h>
+
+#include "blockhash.h"
+#include "events.h"
+#include "index.h"
+#include "tap.h"
+
+#define EQ(a, b, what)                                                                             \
+	do {                                                                                       \
+		long long eq_a_ = (long long)(a), eq_b_ = (long long)(b);                           \
+		CHECK_EQ(eq_a_, eq_b_, what);                                                      \
+	} while (0)
+
+#define BS 16
+
+enum henc { H_UINT, H_SINT, H_BYTES16, H_BYTES32 };
+
+static void pk_str(msgpack_packer *pk, const char *s)
+{
+	msgpack_pack_str(pk, strlen(s));
+	msgpack_pack_str_body(pk, s, strlen(s));
+}
+
+/* Engine hash value v encoded as henc (bytes: v in the last 8 bytes, big-endian). */
+static void pk_hash(msgpack_packer *pk, uint64_t v, enum henc e)
+{
+	unsigned char b[32] = {0};
+	size_t n = e == H_BYTES16 ? 16 : 32;
+
+	switch (e) {
+	case H_UINT:
+		msgpack_pack_uint64(pk, v);
+		return;
+	case H_SINT:
+		msgpack_pack_int64(pk, (int64_t)v);
+		return;
+	default:
+		memset(b, 0xa5, n - 8);
+		for (int i = 0; i < 8; i++)
+			b[n - 8 + i] = (unsigned char)(v >> (56 - 8 * i));
+		msgpack_pack_bin(pk, n);
+		msgpack_pack_bin_body(pk, b, n);
+	}
+}
+
+struct stored_spec {
+	const uint64_t *h;
+	size_t n;
+	int has_parent;
+	uint64_t parent;
+	const uint32_t *tok;
+	const char *medium;
+	const char *lora;
+	int extra_fields; /* map form: add group_idx, kind, an unknown key */
+};
+
+static void pk_stored(msgpack_packer *pk, const struct stored_spec *s, int map, enum henc e)
+{
+	if (map) {
+		msgpack_pack_map(pk, s->extra_fields ? 12 : 8);
+		pk_str(pk, "type");
+		pk_str(pk, "BlockStored");
+	} else {
+		msgpack_pack_array(pk, s->extra_fields ? 12 : 8);
+		pk_str(pk, "BlockStored");
+	}
+	if (map)
+		pk_str(pk, "block_hashes");
+	msgpack_pack_array(pk, s->n);
+	for (size_t i = 0; i < s->n; i++)
+		pk_hash(pk, s->h[i], e);
+	if (map)
+		pk_str(pk, "parent_block_hash");
+	if (s->has_parent)
+		pk_hash(pk, s->parent, e);
+	else
+		msgpack_pack_nil(pk);
+	if (map)
+		pk_str(pk, "token_ids");
+	msgpack_pack_array(pk, s->n * BS);
+	for (size_t i = 0; i < s->n * BS; i++)
+		msgpack_pack_uint32(pk, s->tok[i]);
+	if (map)
+		pk_str(pk, "block_size");
+	msgpack_pack_int(pk, BS);
+	if (map)
+		pk_str(pk, "lora_id");
+	msgpack_pack_nil(pk);
+	if (map)
+		pk_str(pk, "medium");
+	if (s->medium)
+		pk_str(pk, s->medium);
+	else
+		msgpack_pack_nil(pk);
+	if (map)
+		pk_str(pk, "lora_name");
+	if (s->lora)
+		pk_str(pk, s->lora);
+	else
+		msgpack_pack_nil(pk);
+	if (s->extra_fields) {
+		/* extra_keys (one null per block), group_idx, kv_cache_spec_kind, then something
+		 * unknown: a trailing element (array form) or an unknown key (map form) */
+		if (map)
+			pk_str(pk, "extra_keys");
+		msgpack_pack_array(pk, s->n);
+		for (size_t i = 0; i < s->n; i++)
+			msgpack_pack_nil(pk);
+		if (map)
+			pk_str(pk, "group_idx");
+		msgpack_pack_int(pk, 0);
+		if (map)
+			pk_str(pk, "kv_cache_spec_kind");
+		pk_str(pk, "full_attention");
+		if (map)
+			pk_str(pk, "future_field");
+		msgpack_pack_array(pk, 2);
+		msgpack_pack_int(pk, 1);
+		msgpack_pack_int(pk, 2);
+	}
+}
+
+static void pk_removed(msgpack_packer *pk, const uint64_t *h, size_t n, int map, enum henc e)
+{
+	if (map) {
+		msgpack_pack_map(pk, 3);
+		pk_str(pk, "type");
+		pk_str(pk, "BlockRemoved");
+		pk_str(pk, "block_hashes");
+	} else {
+		msgpack_pack_array(pk, 3);
+		pk_str(pk, "BlockRemoved");
+	}
+	msgpack_pack_array(pk, n);
+	for (size_t i = 0; i < n; i++)
+		pk_hash(pk, h[i], e);
+	if (map)
+		pk_str(pk, "medium");
+	pk_str(pk, "GPU");
+}
+
+/* batch header: array [ts, events(n), rank] or map {ts, events} */
+static void pk_batch(msgpack_packer *pk, int map, size_t nev)
+{
+	if (map) {
+		msgpack_pack_map(pk, 2);
+		pk_str(pk, "ts");
+		msgpack_pack_double(pk, 1.5);
+		pk_str(pk, "events");
+	} else {
+		msgpack_pack_array(pk, 3);
+		msgpack_pack_double(pk, 1.5);
+	}
+	msgpack_pack_array(pk, nev);
+}
+/* array-form batches carry the rank after the events: callers append it. */
+static void pk_batch_end(msgpack_packer *pk, int map)
+{
+	if (!map)
+		msgpack_pack_int(pk, 0);
+}
+
+struct got {
+	int n;
+	enum events_type type[8];
+	uint64_t h0[8], parent[8];
+	int has_parent[8];
+	size_t nh[8], nt[8];
+	uint32_t t0[8];
+	unsigned tier[8];
+	uint64_t root[8];
+};
+
+static int collect(void *arg, const struct events_event *e)
+{
+	struct got *g = arg;
+
+	if (g->n >= 8)
+		return 0;
+	g->type[g->n] = e->type;
+	g->h0[g->n] = e->n_hashes ? e->hashes[0] : 0;
+	g->nh[g->n] = e->n_hashes;
+	g->has_parent[g->n] = e->has_parent;
+	g->parent[g->n] = e->parent;
+	g->nt[g->n] = e->n_tokens;
+	g->t0[g->n] = e->n_tokens ? e->tokens[0] : 0;
+	g->tier[g->n] = e->tier;
+	g->root[g->n] = events_event_root(e, 1337);
+	g->n++;
+	return 0;
+}
+
+static uint32_t toks[BS * 64];
+
+static void decoder_tests(void)
+{
+	struct events_decoder *d = events_decoder_new();
+	static const char *const hn[] = {"uint", "sint", "bytes16", "bytes32"};
+	uint64_t h[3] = {0xfedcba9876543210ULL, 7, 0x8000000000000001ULL};
+
+	for (int map = 0; map < 2; map++)
+		for (int e = 0; e < 4; e++) {
+			msgpack_sbuffer sb;
+			msgpack_packer pk;
+			struct got g = {0};
+			struct events_decode_counts c = {0};
+			struct stored_spec s = {.h = h, .n = 2, .has_parent = 1, .parent = h[2],
+						.tok = toks, .medium = "CPU", .lora = "ad",
+						.extra_fields = e & 1};
+			double ts = 0;
+			int rc;
+
+			msgpack_sbuffer_init(&sb);
+			msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+			pk_batch(&pk, map, 4);
+			pk_stored(&pk, &s, map, (enum henc)e);
+			pk_removed(&pk, h + 1, 2, map, (enum henc)e);
+			/* AllBlocksCleared, then an event type from the future */
+			if (map) {
+				msgpack_pack_map(&pk, 1);
+				pk_str(&pk, "type");
+				pk_str(&pk, "AllBlocksCleared");
+				msgpack_pack_map(&pk, 2);
+				pk_str(&pk, "type");
+				pk_str(&pk, "BlockMoved");
+				pk_str(&pk, "x");
+				msgpack_pack_int(&pk, 1);
+			} else {
+				msgpack_pack_array(&pk, 1);
+				pk_str(&pk, "AllBlocksCleared");
+				msgpack_pack_array(&pk, 2);
+				pk_str(&pk, "BlockMoved");
+				msgpack_pack_int(&pk, 1);
+			}
+			pk_batch_end(&pk, map);
+			rc = events_decode(d, sb.data, sb.size, collect, &g, &c, &ts);
+			CHECK(rc == 3 && c.unknown_events == 1 && c.bad_events == 0 && ts == 1.5,
+			      "%s form, %s hashes: 3 events + 1 unknown (rc %d)",
+			      map ? "map" : "array", hn[e], rc);
+			CHECK(g.type[0] == EVENTS_BLOCK_STORED && g.nh[0] == 2 && g.h0[0] == h[0] &&
+				      g.has_parent[0] && g.parent[0] == h[2] && g.nt[0] == 2 * BS &&
+				      g.t0[0] == toks[0] && g.tier[0] == INDEX_TIER_CPU &&
+				      g.root[0] == blockhash_root(1337, "ad", 2),
+			      "%s/%s: BlockStored fields (hash %s as u64)", map ? "map" : "array",
+			      hn[e], e == H_SINT ? "signed" : "value");
+			CHECK(g.type[1] == EVENTS_BLOCK_REMOVED && g.nh[1] == 2 && g.h0[1] == 7 &&
+				      g.tier[1] == INDEX_TIER_GPU,
+			      "%s/%s: BlockRemoved", map ? "map" : "array", hn[e]);
+			CHECK(g.type[2] == EVENTS_ALL_CLEARED, "%s/%s: AllBlocksCleared",
+			      map ? "map" : "array", hn[e]);
+			msgpack_sbuffer_destroy(&sb);
+		}
+
+	/* malformed: counted, never delivered, never crashing */
+	{
+		static const struct {
+			const char *what;
+			const char *bytes;
+			size_t n;
+		} bad[] = {
+			{"empty payload", "", 0},
+			{"not msgpack (0xc1)", "\xc1", 1},
+			{"truncated array", "\x93\xcb", 2},
+			{"array32 claiming 4G elements", "\xdd\xff\xff\xff\xff", 5},
+			{"map32 claiming 4G pairs", "\xdf\xff\xff\xff\xff", 5},
+			{"str32 longer than payload", "\xdb\x00\x10\x00\x00" "ab", 7},
+			{"batch is an int", "\x05", 1},
+			{"events not an array", "\x93\xcb\0\0\0\0\0\0\0\0\x05\x00", 12},
+			{"trailing bytes", "\x92\x00\x90\x00", 4},
+		};
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			struct events_decode_counts c = {0};
+			int rc = events_decode(d, bad[i].bytes, bad[i].n, collect, &(struct got){0},
+					       &c, NULL);
+			CHECK(rc == -EBADMSG && c.bad_batches == 1, "bad batch refused: %s",
+			      bad[i].what);
+		}
+	}
+	/* bad events inside a good batch are skipped one by one */
+	{
+		msgpack_sbuffer sb;
+		msgpack_packer pk;
+		struct got g = {0};
+		struct events_decode_counts c = {0};
+		struct stored_spec s = {.h = h, .n = 1, .tok = toks};
+
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		pk_batch(&pk, 0, 6);
+		msgpack_pack_int(&pk, 3);	 /* event that is an int */
+		msgpack_pack_array(&pk, 0); /* empty array */
+		/* BlockStored with too few tokens */
+		msgpack_pack_array(&pk, 5);
+		pk_str(&pk, "BlockStored");
+		msgpack_pack_array(&pk, 1);
+		msgpack_pack_uint64(&pk, 1);
+		msgpack_pack_nil(&pk);
+		msgpack_pack_array(&pk, 3);
+		for (int i = 0; i < 3; i++)
+			msgpack_pack_int(&pk, i);
+		msgpack_pack_int(&pk, BS);
+		/* BlockStored with a negative token id */
+		msgpack_pack_array(&pk, 5);
+		pk_str(&pk, "BlockStored");
+		msgpack_pack_array(&pk, 1);
+		msgpack_pack_uint64(&pk, 1);
+		msgpack_pack_nil(&pk);
+		msgpack_pack_array(&pk, BS);
+		for (int i = 0; i < BS; i++)
+			msgpack_pack_int(&pk, -i);
+		msgpack_pack_int(&pk, BS);
+		/* hash as a float */
+		msgpack_pack_array(&pk, 2);
+		pk_str(&pk, "BlockRemoved");
+		msgpack_pack_array(&pk, 1);
+		msgpack_pack_double(&pk, 1.0);
+		/* and one good event, minimal trailing fields (array of 5: no medium, no lora) */
+		msgpack_pack_array(&pk, 5);
+		pk_str(&pk, "BlockStored");
+		msgpack_pack_array(&pk, 1);
+		msgpack_pack_uint64(&pk, 42);
+		msgpack_pack_nil(&pk);
+		msgpack_pack_array(&pk, BS);
+		for (int i = 0; i < BS; i++)
+			msgpack_pack_uint32(&pk, toks[i]);
+		msgpack_pack_int(&pk, BS);
+		pk_batch_end(&pk, 0);
+		int rc = events_decode(d, sb.data, sb.size, collect, &g, &c, NULL);
+		CHECK(rc == 1 && c.bad_events == 5 && g.n == 1 && g.h0[0] == 42 &&
+			      g.tier[0] == INDEX_TIER_GPU && g.root[0] == 0,
+		      "5 bad events skipped, the good one delivered (rc %d, bad %llu)", rc,
+		      (unsigned long long)c.bad_events);
+		(void)s;
+		msgpack_sbuffer_destroy(&sb);
+	}
+	CHECK(events_hash_u64("\x01\x02", 2) == 0x0102 &&
+		      events_hash_u64("\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 10) ==
+			      0xffffffffffffff01ULL,
+	      "raw hash bytes: last 8 big-endian");
+	events_decoder_free(d);
+}
+
+/* ---- runtime against real sockets ---- */
+
+struct peer {
+	void *ctx, *pub, *router;
+	char pub_ep[64], rep_ep[64];
+	/* what was published, for the replay */
+	unsigned char *buf[64];
+	size_t len[64];
+};
+
+static void peer_open(struct peer *p)
+{
+	size_t l;
+	int zero = 0;
+
+	p->ctx = zmq_ctx_new();
+	p->pub = zmq_socket(p->ctx, ZMQ_PUB);
+	p->router = zmq_socket(p->ctx, ZMQ_ROUTER);
+	zmq_setsockopt(p->pub, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_setsockopt(p->router, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_bind(p->pub, "tcp://127.0.0.1:*");
+	zmq_bind(p->router, "tcp://127.0.0.1:*");
+	l = sizeof(p->pub_ep);
+	zmq_getsockopt(p->pub, ZMQ_LAST_ENDPOINT, p->pub_ep, &l);
+	l = sizeof(p->rep_ep);
+	zmq_getsockopt(p->router, ZMQ_LAST_ENDPOINT, p->rep_ep, &l);
+}
+
+static void peer_close(struct peer *p)
+{
+	zmq_close(p->pub);
+	zmq_close(p->router);
+	zmq_ctx_term(p->ctx);
+	for (int i = 0; i < 64; i++)
+		free(p->buf[i]);
+}
+
+static void be(unsigned char *b, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		b[i] = (unsigned char)(v >> (56 - 8 * i));
+}
+
+/* Batch seq: BlockStored of block seq (chained to seq-1) of toks, engine hash 100 + seq. */
+static void make_batch(struct peer *p, uint64_t seq)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	uint64_t h = 100 + seq;
+	struct stored_spec s = {.h = &h, .n = 1, .has_parent = seq > 0, .parent = 99 + seq,
+				.tok = toks + seq * BS, .medium = "GPU"};
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	pk_batch(&pk, (int)(seq & 1), 1);
+	pk_stored(&pk, &s, (int)(seq & 1), H_UINT);
+	pk_batch_end(&pk, (int)(seq & 1));
+	free(p->buf[seq]);
+	p->buf[seq] = (unsigned char *)sb.data; /* take the buffer */
+	p->len[seq] = sb.size;
+}
+
+static void publish(struct peer *p, uint64_t seq)
+{
+	unsigned char b[8];
+
+	be(b, seq);
+	zmq_send(p->pub, "kv", 2, ZMQ_SNDMORE);
+	zmq_send(p->pub, b, 8, ZMQ_SNDMORE);
+	zmq_send(p->pub, p->buf[seq], p->len[seq], 0);
+}
+
+/* Answers one replay request with batches [start, upto), then the terminator. */
+static int serve_replay(struct peer *p, uint64_t upto, int timeout_ms)
+{
+	zmq_pollitem_t it = {.socket = p->router, .events = ZMQ_POLLIN};
+	unsigned char id[256], req[8], b[8];
+	int idn, n;
+
+	if (zmq_poll(&it, 1, timeout_ms) <= 0)
+		return -1;
+	idn = zmq_recv(p->router, id, sizeof(id), 0);
+	zmq_recv(p->router, req, 8, 0); /* empty delimiter */
+	n = zmq_recv(p->router, req, 8, 0);
+	if (idn <= 0 || n != 8)
+		return -1;
+	uint64_t start = 0;
+	for (int i = 0; i < 8; i++)
+		start = start << 8 | req[i];
+	for (uint64_t s = start; s < upto; s++) {
+		be(b, s);
+		zmq_send(p->router, id, (size_t)idn, ZMQ_SNDMORE);
+		zmq_send(p->router, "", 0, ZMQ_SNDMORE);
+		zmq_send(p->router, b, 8, ZMQ_SNDMORE);
+		zmq_send(p->router, p->buf[s], p->len[s], 0);
+	}
+	be(b, UINT64_MAX);
+	zmq_send(p->router, id, (size_t)idn, ZMQ_SNDMORE);
+	zmq_send(p->router, "", 0, ZMQ_SNDMORE);
+	zmq_send(p->router, b, 8, ZMQ_SNDMORE);
+	zmq_send(p->router, "", 0, 0);
+	return (int)start;
+}
+
+/* Runs the events loop for ms milliseconds. */
+static void pump(struct events *ev, int ms)
+{
+	struct timespec t0, t;
+	struct pollfd pfd = {.fd = events_fd(ev), .events = POLLIN};
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		long el = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+		if (el >= ms)
+			break;
+		poll(&pfd, 1, (int)(ms - el) < 20 ? (int)(ms - el) : 20);
+		while (events_poll(ev, 0) == 1)
+			;
+	}
+}
+
+static uint32_t depth_of(struct index *idx, uint32_t w, size_t upto)
+{
+	uint64_t chain[64];
+	uint32_t d[4];
+
+	blockhash_chain(index_seed(idx), BS, 0, toks, upto * BS, chain, 64);
+	index_query(idx, chain, upto, d, NULL, 4);
+	return d[w];
+}
+
+static void runtime_tests(void)
+{
+	struct index_cfg icfg = {.max_workers = 4};
+	struct index *idx = index_create(&icfg);
+	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 300, .no_initial_replay = true};
+	struct events *ev = events_create(&ecfg);
+	struct events_worker_stats st;
+	struct peer p = {0};
+	int start;
+
+	peer_open(&p);
+	for (uint64_t s = 0; s < 40; s++)
+		make_batch(&p, s);
+	EQ(events_worker_add(ev, 1, "w1", p.pub_ep, p.rep_ep, "kv"), 0, "worker added");
+	EQ(events_worker_add(ev, 1, "w1b", p.pub_ep, NULL, NULL), -EEXIST, "id in use refused");
+	EQ(events_worker_add(ev, 9, "w9", p.pub_ep, NULL, NULL), -ERANGE, "id out of range");
+	EQ(events_worker_add(ev, 2, "bad", "nonsense://x", NULL, NULL), -EINVAL,
+	   "bad endpoint refused");
+	pump(ev, 300); /* let the SUB connect (slow joiner) */
+	for (uint64_t s = 0; s < 5; s++)
+		publish(&p, s);
+	pump(ev, 200);
+	EQ(depth_of(idx, 1, 40), 5, "5 in-order batches: depth 5");
+
+	/* gap: 5 and 6 lost, 7 published; the replay serves 5..7 */
+	publish(&p, 7);
+	pump(ev, 50);
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.gaps == 1 && st.replaying, "gap seen, replay running");
+	start = serve_replay(&p, 8, 1000);
+	EQ(start, 5, "replay asked from seq 5");
+	publish(&p, 8);
+	pump(ev, 200);
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.replays_ok == 1 && !st.replaying && st.next_seq == 9,
+	      "replay ok, next seq 9 (got %llu)", (unsigned long long)st.next_seq);
+	EQ(depth_of(idx, 1, 40), 9, "after replay: depth 9 (5, 6 from replay; 7, 8 queued)");
+
+	/* gap the replay cannot fill (its buffer starts later): blocks dropped, not trusted */
+	publish(&p, 12);
+	pump(ev, 50);
+	zmq_pollitem_t it = {.socket = p.router, .events = ZMQ_POLLIN};
+	zmq_poll(&it, 1, 1000);
+	{
+		unsigned char id[256], b[8];
+		int idn = zmq_recv(p.router, id, sizeof(id), 0);
+		zmq_recv(p.router, b, 8, 0);
+		zmq_recv(p.router, b, 8, 0);
+		be(b, 11); /* buffer starts at 11: 9, 10 are gone */
+		zmq_send(p.router, id, (size_t)idn, ZMQ_SNDMORE);
+		zmq_send(p.router, "", 0, ZMQ_SNDMORE);
+		zmq_send(p.router, b, 8, ZMQ_SNDMORE);
+		zmq_send(p.router, p.buf[11], p.len[11], 0);
+	}
+	pump(ev, 200);
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.replays_failed == 1 && st.drops == 1, "unfillable gap: replay failed, dropped");
+	EQ(depth_of(idx, 1, 40), 0, "worker's blocks dropped");
+	publish(&p, 13);
+	pump(ev, 100);
+	events_worker_stats(ev, 1, &st);
+	EQ(st.next_seq, 14, "ingest goes on from the live stream");
+
+	/* no answer at all: timeout */
+	publish(&p, 20);
+	pump(ev, 500);
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.replays_failed == 2 && !st.replaying, "replay timeout counted as failed");
+	(void)serve_replay(&p, 0, 10); /* discard the request */
+
+	/* restart: seq back to 0 clears the worker, then ingest from 0 */
+	publish(&p, 21);
+	pump(ev, 100);
+	for (uint64_t s = 0; s < 3; s++)
+		publish(&p, s);
+	pump(ev, 200);
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.restarts == 1 && st.next_seq == 3, "restart seen, next seq 3");
+	EQ(depth_of(idx, 1, 40), 3, "after restart: only the new blocks (depth 3)");
+
+	/* bad frames and payloads: counted, skipped */
+	zmq_send(p.pub, "kv", 2, ZMQ_SNDMORE);
+	zmq_send(p.pub, "\0\0\0", 3, ZMQ_SNDMORE);
+	zmq_send(p.pub, "x", 1, 0);
+	{
+		unsigned char b[8];
+		be(b, 3);
+		zmq_send(p.pub, "kv", 2, ZMQ_SNDMORE);
+		zmq_send(p.pub, b, 8, ZMQ_SNDMORE);
+		zmq_send(p.pub, "\xc1\xc1", 2, 0);
+	}
+	zmq_send(p.pub, "kv-only-topic", 13, 0);
+	pump(ev, 200);
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.bad_frames == 2 && st.bad_batches == 1, "bad frames (%llu) and batch (%llu) counted",
+	      (unsigned long long)st.bad_frames, (unsigned long long)st.bad_batches);
+	publish(&p, 4); /* seq 3 was the bad payload: 4 is next in sequence */
+	pump(ev, 100);
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.gaps == 3 && st.next_seq == 5, "stream goes on after bad input");
+
+	{
+		struct buf m = {0};
+		CHECK(!events_metrics(ev, &m) &&
+			      strstr(m.data, "kvsplice_kv_seq_gaps_total{worker=\"w1\"} 3") &&
+			      strstr(m.data, "kvsplice_index_blocks{worker=\"w1\",tier=\"gpu\"}"),
+		      "metrics text per worker");
+		buf_reset(&m);
+		CHECK(!events_debug_json(ev, &m) && strstr(m.data, "\"name\":\"w1\"") &&
+			      strstr(m.data, "\"index\":{"),
+		      "debug JSON");
+		buf_free(&m);
+	}
+	EQ(events_worker_find(ev, "w1"), 1, "find by name");
+	EQ(events_worker_remove(ev, 1), 0, "worker removed");
+	uint64_t g = 1, c = 1;
+	index_worker_blocks(idx, 1, &g, &c);
+	CHECK(g == 0 && c == 0, "removed worker's blocks gone");
+	EQ(events_worker_remove(ev, 1), -ENOENT, "remove twice: ENOENT");
+	events_free(ev);
+	index_free(idx);
+	peer_close(&p);
+}
+
+int main(void)
+{
+	for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++)
+		toks[i] = (uint32_t)(i * 7919 + 3) % 151000;
+	decoder_tests();
+	runtime_tests();
+	return tap_done();
+}
