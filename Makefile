@@ -84,6 +84,14 @@ format:
 clean:
 	$(Q)rm -rf build build-asan
 
+# Helpers of the netns node testbed: tests/node/NAME.c -> $(BUILD)/tests/node/NAME
+NODE_SRCS := $(wildcard tests/node/*.c)
+tests: $(NODE_SRCS:tests/node/%.c=$(BUILD)/tests/node/%)
+$(BUILD)/tests/node/%: $(BUILD)/obj/tests/node/%.o $(LIB)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
 # --- BPF -------------------------------------------------------------------------------------
 $(BUILD)/bpf/vmlinux.h:
 	$(call msg,GEN,$@)

@@ -377,6 +377,46 @@ int bpfctl_stats(struct bpfctl *b, uint64_t *out, int n)
 	return KVS_STAT_MAX;
 }
 
+int bpfctl_stats_pinned(const char *pin_dir, uint64_t *out, int n)
+{
+	const char *dir = pin_dir && *pin_dir ? pin_dir : BPFCTL_DEFAULT_PIN_DIR;
+	char path[PATH_MAX];
+	__u64 *percpu = NULL;
+	int fd = -1, ncpus, err;
+
+	if (n > 0 && !out)
+		return -EINVAL;
+	err = pin_path(path, dir, "stats");
+	if (err)
+		return err;
+	ncpus = libbpf_num_possible_cpus();
+	if (ncpus <= 0)
+		return ncpus ? ncpus : -EINVAL;
+	percpu = calloc((size_t)ncpus, sizeof(*percpu));
+	if (!percpu)
+		return -ENOMEM;
+	fd = bpf_obj_get(path);
+	if (fd < 0) {
+		err = -errno;
+		goto cleanup;
+	}
+	for (__u32 i = 0; i < KVS_STAT_MAX && (int)i < n; i++) {
+		out[i] = 0;
+		if (bpf_map_lookup_elem(fd, &i, percpu)) {
+			err = -errno;
+			goto cleanup;
+		}
+		for (int c = 0; c < ncpus; c++)
+			out[i] += percpu[c];
+	}
+	err = KVS_STAT_MAX;
+cleanup:
+	if (fd >= 0)
+		close(fd);
+	free(percpu);
+	return err;
+}
+
 const char *bpfctl_stat_name(int i)
 {
 	return i >= 0 && i < KVS_STAT_MAX ? stat_names[i] : NULL;

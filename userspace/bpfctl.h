@@ -42,6 +42,9 @@ int bpfctl_origdst_take(struct bpfctl *b, const struct sockaddr_in *peer, struct
 
 /* Copies the per-reason counters (summed over CPUs) into out[n]; returns the number of reasons. */
 int bpfctl_stats(struct bpfctl *b, uint64_t *out, int n);
+/* Like bpfctl_stats, from the stats map pinned under pin_dir (NULL: the default), without loading
+ * or attaching anything: for tools and tests that only read. */
+int bpfctl_stats_pinned(const char *pin_dir, uint64_t *out, int n);
 /* The name of counter i ("rewritten", "not_service", "proxy_absent", ...). */
 const char *bpfctl_stat_name(int i);
 

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Builds a simulated Kubernetes node in network namespaces (see lib.sh for the layout):
+#   up.sh [--workers N] [--kvsplice|--no-kvsplice] [--worker-cmd CMD]
+# --workers N      worker pods (default 2)
+# --kvsplice       start build/kvsplice in the node namespace (default when it is built)
+# --no-kvsplice    the Service is served by the nftables DNAT only (plain kube-proxy behaviour)
+# --worker-cmd CMD what each worker pod runs; {id} {port} {events_port} {replay_port} are
+#                  replaced. Default: build/kvsim when built (env KVS_WORKER=kvsim|testworker
+#                  forces one), else tests/node/testworker.py. kvsim's --time-scale is
+#                  $KVS_TIME_SCALE (default 1).
+# Writes $RUN_DIR/services.json (what kvsplice serves), $RUN_DIR/env (names for scripts),
+# $RUN_DIR/kvsplice.pid. Set KVS_TESTBED_ID to run several testbeds side by side.
+# On any failure everything is removed again (down.sh).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+workers=2
+with_kvsplice=auto
+worker_cmd=${KVS_WORKER_CMD:-}
+while [ $# -gt 0 ]; do
+	case $1 in
+	--workers) workers=$2; shift ;;
+	--kvsplice) with_kvsplice=yes ;;
+	--no-kvsplice) with_kvsplice=no ;;
+	--worker-cmd) worker_cmd=$2; shift ;;
+	-h | --help) sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "up.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+[[ $workers =~ ^[0-9]+$ ]] && [ "$workers" -ge 1 ] && [ "$workers" -le 200 ] ||
+	{ echo "up.sh: --workers must be 1..200" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] || { echo "up.sh: needs root" >&2; exit 1; }
+[ -n "$CG2_ROOT" ] || { echo "up.sh: no cgroup2 mount" >&2; exit 1; }
+if [ "$with_kvsplice" = auto ]; then
+	[ -x "${KVSPLICE:-$KVS_ROOT/build/kvsplice}" ] && with_kvsplice=yes || with_kvsplice=no
+fi
+if [ -z "$worker_cmd" ]; then
+	case ${KVS_WORKER:-auto} in
+	kvsim) use_kvsim=yes ;;
+	testworker) use_kvsim=no ;;
+	auto) [ -x "$KVS_ROOT/build/kvsim" ] && use_kvsim=yes || use_kvsim=no ;;
+	*) echo "up.sh: KVS_WORKER must be kvsim or testworker" >&2; exit 2 ;;
+	esac
+	if [ "$use_kvsim" = yes ]; then
+		worker_cmd="$KVS_ROOT/build/kvsim --port {port} --worker-id {id}"
+		worker_cmd+=" --tokenizer $KVS_ROOT/models/qwen3/tokenizer.json"
+		worker_cmd+=" --time-scale ${KVS_TIME_SCALE:-1}"
+		worker_cmd+=" --events-endpoint tcp://*:{events_port} --replay-endpoint tcp://*:{replay_port}"
+	else
+		worker_cmd="python3 $KVS_ROOT/tests/node/testworker.py --port {port} --worker-id {id}"
+	fi
+fi
+
+# A testbed of the same id left over from an earlier run is removed first.
+"$KVS_ROOT/tests/node/down.sh" >/dev/null 2>&1 || true
+trap 'rc=$?; [ $rc -eq 0 ] || "$KVS_ROOT/tests/node/down.sh" >/dev/null 2>&1; exit $rc' EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$RUN_DIR"
+echo "$workers" >"$RUN_DIR/workers"
+
+# --- the node -----------------------------------------------------------------------------------
+ip netns add "$NS_NODE"
+ip -n "$NS_NODE" link set lo up
+kvs_in "$NS_NODE" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
+	net.ipv4.conf.default.rp_filter=0
+# The node-local proxy address (as node-local-dns does with 169.254.20.10).
+ip -n "$NS_NODE" addr add "$PROXY_IP/32" dev lo
+
+# add_pod NS IP NODE_DEV: a pod namespace wired to the node by a veth, routed via 10.244.0.1.
+add_pod() {
+	local ns=$1 ip=$2 dev=$3
+	ip netns add "$ns"
+	ip -n "$NS_NODE" -batch - <<-EOF
+		link add $dev type veth peer name eth0 netns $ns
+		addr add $NODE_POD_GW/32 dev $dev
+		link set $dev up
+		route add $ip/32 dev $dev
+	EOF
+	# Pods, Services and the node-local proxy address are reached through the node; nothing else.
+	ip -n "$ns" -batch - <<-EOF
+		link set lo up
+		addr add $ip/32 dev eth0
+		link set eth0 up
+		route add $NODE_POD_GW/32 dev eth0 scope link
+		route add 10.0.0.0/8 via $NODE_POD_GW dev eth0
+		route add $PROXY_IP/32 via $NODE_POD_GW dev eth0
+	EOF
+}
+add_pod "$NS_CLIENT" "$CLIENT_IP" vc
+for i in $(seq "$workers"); do
+	add_pod "$(ns_worker "$i")" "$(worker_ip "$i")" "vw$i"
+done
+
+# --- the Service: kube-proxy's nftables mode, a random endpoint per connection -------------------
+{
+	echo "table ip kvs_nat {"
+	echo "  chain prerouting {"
+	echo "    type nat hook prerouting priority dstnat; policy accept;"
+	echo "    ip daddr $SVC_IP tcp dport $SVC_PORT jump svc_qwen"
+	echo "  }"
+	echo "  chain output {"
+	echo "    type nat hook output priority -100; policy accept;"
+	echo "    ip daddr $SVC_IP tcp dport $SVC_PORT jump svc_qwen"
+	echo "  }"
+	vmap=""
+	for i in $(seq "$workers"); do
+		vmap+="${vmap:+, }$((i - 1)) : jump ep_w$i"
+	done
+	echo "  chain svc_qwen {"
+	echo "    numgen random mod $workers vmap { $vmap }"
+	echo "  }"
+	for i in $(seq "$workers"); do
+		echo "  chain ep_w$i {"
+		echo "    meta l4proto tcp dnat to $(worker_ip "$i"):$SVC_PORT"
+		echo "  }"
+	done
+	echo "}"
+} >"$RUN_DIR/nat.nft"
+kvs_in "$NS_NODE" nft -f "$RUN_DIR/nat.nft"
+
+# --- workers ------------------------------------------------------------------------------------
+eps=""
+for i in $(seq "$workers"); do
+	cmd=${worker_cmd//\{id\}/w$i}
+	cmd=${cmd//\{port\}/$SVC_PORT}
+	cmd=${cmd//\{events_port\}/$EVENTS_PORT}
+	cmd=${cmd//\{replay_port\}/$REPLAY_PORT}
+	# shellcheck disable=SC2086
+	setsid nsenter --net="/run/netns/$(ns_worker "$i")" -- $cmd >"$RUN_DIR/w$i.log" 2>&1 </dev/null &
+	echo $! >"$RUN_DIR/w$i.pid"
+	eps+="${eps:+,}{\"name\":\"w$i\",\"ip\":\"$(worker_ip "$i")\",\"port\":$SVC_PORT,"
+	eps+="\"events_port\":$EVENTS_PORT,\"replay_port\":$REPLAY_PORT}"
+done
+echo "{\"services\":[{\"name\":\"qwen\",\"cluster_ip\":\"$SVC_IP\",\"port\":$SVC_PORT,\"endpoints\":[$eps]}]}" \
+	>"$RUN_DIR/services.json"
+for i in $(seq "$workers"); do
+	ok=0
+	for _ in $(seq 150); do
+		if kvs_in "$NS_NODE" bash -c "exec 3<>/dev/tcp/$(worker_ip "$i")/$SVC_PORT" 2>/dev/null; then
+			ok=1
+			break
+		fi
+		kvs_alive "$(cat "$RUN_DIR/w$i.pid")" || break
+		sleep 0.1
+	done
+	if [ "$ok" != 1 ]; then
+		echo "up.sh: worker w$i did not start; log:" >&2
+		tail -n 20 "$RUN_DIR/w$i.log" >&2
+		false
+	fi
+done
+
+# --- the client pod's cgroup --------------------------------------------------------------------
+mkdir -p "$CG_CLIENTS"
+
+cat >"$RUN_DIR/env" <<EOF
+NS_NODE=$NS_NODE
+NS_CLIENT=$NS_CLIENT
+CG_CLIENTS=$CG_CLIENTS
+PIN_DIR=$PIN_DIR
+SVC=$SVC_IP:$SVC_PORT
+PROXY=$PROXY_IP:$PROXY_PORT
+ADMIN=$ADMIN_ADDR
+WORKERS=$workers
+WORKER_CMD="$worker_cmd"
+EOF
+
+if [ "$with_kvsplice" = yes ]; then
+	kvs_start_kvsplice
+fi
+echo "testbed${KVS_SFX:+ $KVS_SFX} up: $workers workers, Service $SVC_IP:$SVC_PORT," \
+	"kvsplice $([ "$with_kvsplice" = yes ] && echo "pid $(cat "$RUN_DIR/kvsplice.pid")" || echo off)"
