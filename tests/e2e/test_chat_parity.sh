@@ -6,7 +6,8 @@
 # tests/unit/test_chat --render) and by two references running models/qwen3/tokenizer_config.json's
 # chat_template with vLLM's request handling: tests/js/ref_chat.mjs (@huggingface/jinja) and
 # tests/e2e/ref_chat.py (Python jinja2, configured as transformers configures it, i.e. what vLLM
-# runs). Compared as strings; all three must agree. CHAT_SEED / CHAT_COUNT change the corpus.
+# runs). Compared as strings (all three must agree), then as token ids: build/kvtok's messages
+# mode against the reference rendering tokenized by Hugging Face tokenizers. CHAT_SEED / CHAT_COUNT change the corpus.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -32,5 +33,36 @@ check "Python jinja2 (as vLLM renders, tests/e2e/ref_chat.py) renders every case
 check "chat.c renders every case ($bin)" \
 	bash -c '"$2" --render < "$1/requests.jsonl" > "$1/c.jsonl"' _ "$tmp" "$bin"
 node tests/js/ref_chat.mjs --check "$tmp"
-ok $? "chat.c and the reference agree on every case"
+ok $? "chat.c and the references agree on every case"
+
+# Token ids: build/kvtok's {"messages": ...} mode (chat.c, then the C tokenizer) against the
+# reference rendering tokenized by Hugging Face tokenizers (tests/js/ref_tokenize.mjs).
+tokjson=models/qwen3/tokenizer.json
+if [ ! -x build/kvtok ]; then
+	ok 1 "build/kvtok present (make)"
+else
+	node tests/js/ref_chat.mjs --ids-inputs "$tmp"
+	check "kvtok renders and tokenizes every rendered case" \
+		bash -c 'build/kvtok --tokenizer "$2" < "$1/ok_requests.jsonl" > "$1/c_ids.jsonl"' _ "$tmp" "$tokjson"
+	check "the reference tokenizes every reference rendering" \
+		bash -c 'node tests/js/ref_tokenize.mjs --tokenizer "$2" "$1/ok_texts.jsonl" > "$1/ref_ids.jsonl"' \
+		_ "$tmp" "$tokjson"
+	node tests/js/compare_ids.mjs "$tmp/ok_texts.jsonl" "$tmp/ref_ids.jsonl" "$tmp/c_ids.jsonl" \
+		"chat ids, kvtok vs reference"
+	TAP_FAILED=$((TAP_FAILED + $?))
+	printf '%s\n' '{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}' |
+		build/kvtok --tokenizer "$tokjson" > "$tmp/tools.out" 2>/dev/null
+	grep -q '"error":"request with tools"' "$tmp/tools.out"
+	ok $? "kvtok answers a request it cannot render exactly with an error line"
+	mkdir "$tmp/other" && cp "$tokjson" "$tmp/other/" &&
+		node -e 'const f = require("fs"), [src, dst] = process.argv.slice(1);
+			const j = JSON.parse(f.readFileSync(src, "utf8"));
+			j.chat_template += " ";
+			f.writeFileSync(dst, JSON.stringify(j));' \
+			models/qwen3/tokenizer_config.json "$tmp/other/tokenizer_config.json" &&
+		printf '%s\n' '{"messages":[{"role":"user","content":"hi"}]}' |
+		build/kvtok --tokenizer "$tmp/other/tokenizer.json" > "$tmp/other.out" 2>/dev/null
+	grep -q 'not the Qwen3 template' "$tmp/other.out"
+	ok $? "kvtok refuses messages for a model with another chat template"
+fi
 tap_done

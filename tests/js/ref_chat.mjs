@@ -19,6 +19,7 @@
 //   node ref_chat.mjs [--config PATH] < requests.jsonl   one {"status":"ok","text":...} a line
 //                                                        ({"status":"error","why":...} if jinja throws)
 //   node ref_chat.mjs --gen DIR [--seed N] [--count N]   writes DIR/cases.jsonl, DIR/requests.jsonl
+//   node ref_chat.mjs --ids-inputs DIR                   writes DIR/ok_requests.jsonl, DIR/ok_texts.jsonl
 //   node ref_chat.mjs --check DIR                        compares DIR/ref.jsonl, DIR/c.jsonl (and
 //                                                        DIR/py.jsonl if there) against
 //                                                        DIR/cases.jsonl, prints TAP lines
@@ -349,6 +350,15 @@ if (args.includes("--gen")) {
 	const cases = generate(Number(opt("--seed", "1")), Number(opt("--count", "200")));
 	fs.writeFileSync(`${dir}/cases.jsonl`, cases.map((c) => JSON.stringify(c)).join("\n") + "\n");
 	fs.writeFileSync(`${dir}/requests.jsonl`, cases.map((c) => JSON.stringify(c.request)).join("\n") + "\n");
+} else if (args.includes("--ids-inputs")) {
+	// For the token-id comparison: the requests of the cases that render, and the reference's
+	// rendering of each as {"text", "cat"} (for ref_tokenize.mjs and compare_ids.mjs).
+	const dir = opt("--ids-inputs");
+	const cases = readJsonl(`${dir}/cases.jsonl`);
+	const ref = readJsonl(`${dir}/ref.jsonl`);
+	const keep = cases.map((c, i) => i).filter((i) => cases[i].expect === "ok" && ref[i].status === "ok");
+	fs.writeFileSync(`${dir}/ok_requests.jsonl`, keep.map((i) => JSON.stringify(cases[i].request)).join("\n") + "\n");
+	fs.writeFileSync(`${dir}/ok_texts.jsonl`, keep.map((i) => JSON.stringify({ text: ref[i].text, cat: cases[i].category })).join("\n") + "\n");
 } else if (args.includes("--check")) {
 	process.exitCode = checkMode(opt("--check"));
 } else {

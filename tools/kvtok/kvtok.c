@@ -19,7 +19,12 @@
 #include <cjson/cJSON.h>
 
 #include "buf.h"
+#include "chat.h"
 #include "tokenizer.h"
+
+/* tokenizer_config.json beside --tokenizer: its chat_template must be the one userspace/chat
+ * renders before {"messages": ...} lines are answered. */
+static char chat_config[4096];
 
 static void usage(FILE *f)
 {
@@ -212,15 +217,34 @@ cleanup:
 
 /* --- one line --------------------------------------------------------------------------------- */
 
-/* Renders a {"messages": ...} request and tokenizes it. The chat renderer plugs in here; until
- * then such lines get a clear error. Returns 0 and the ids, or sets *why. */
-static int kvtok_messages(const struct tokenizer *tok, const cJSON *req, struct tok_ids *ids, const char **why)
+/* Renders a {"messages": ...} request as vLLM does for /v1/chat/completions (userspace/chat: the
+ * Qwen3 template, add_generation_prompt default true, chat_template_kwargs) and tokenizes the
+ * prompt with add_special_tokens=false. A request the renderer does not reproduce exactly, or a
+ * model whose tokenizer_config.json has another template, gets an error line saying why.
+ * Returns 0 and the ids, or non-zero with *why. */
+static int kvtok_messages(const struct tokenizer *tok, const char *line, size_t n, const cJSON *req,
+			  struct tok_ids *ids, const char **why)
 {
-	(void)tok;
-	(void)req;
-	(void)ids;
-	*why = "messages: chat template rendering is not available in this build of kvtok yet";
-	return -ENOTSUP;
+	static const char *cfg_why;
+	static int cfg_rc = 1;
+	struct buf text = {0};
+	int rc;
+
+	if (cfg_rc == 1)
+		cfg_rc = chat_config_check(chat_config, &cfg_why);
+	if (cfg_rc) {
+		*why = cfg_why;
+		return cfg_rc;
+	}
+	rc = chat_raw_check(line, n, why);
+	if (rc == CHAT_OK)
+		rc = chat_render(req, &text, why);
+	if (rc == CHAT_OK && tokenizer_encode(tok, text.data ? text.data : "", text.len, ids))
+		rc = -ENOMEM;
+	if (rc == -ENOMEM)
+		*why = "out of memory";
+	buf_free(&text);
+	return rc;
 }
 
 static void put_error(struct buf *out, const char *why)
@@ -244,7 +268,7 @@ static int do_line(const struct tokenizer *tok, const char *line, size_t n, stru
 		goto cleanup;
 	}
 	if (cJSON_HasObjectItem(req, "messages")) {
-		if (kvtok_messages(tok, req, &ids, &why))
+		if (kvtok_messages(tok, line, n, req, &ids, &why))
 			goto cleanup;
 	} else if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(req, "text"))) {
 		if (json_key_string(line, n, "text", &text)) {
@@ -368,6 +392,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvtok: %s\n", err);
 		return 1;
 	}
+	snprintf(chat_config, sizeof(chat_config), "%.*stokenizer_config.json",
+		 strrchr(path, '/') ? (int)(strrchr(path, '/') - path + 1) : 0, path);
 	if (bench_file) {
 		c = bench(tok, bench_file, runs);
 		tokenizer_free(tok);
