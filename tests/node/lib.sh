@@ -122,3 +122,13 @@ for k in sys.argv[1].split("."):
     v = v.get(k, 0) if isinstance(v, dict) else 0
 print(v)' "$1"
 }
+
+# Waits (up to 15 s) until BPF counter NAME reaches at least MIN. Returns 1 on timeout.
+kvs_wait_stat() {
+	local i
+	for i in $(seq 150); do
+		[ "$(kvs_bpf_stat "$1")" -ge "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}

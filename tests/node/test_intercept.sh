@@ -52,7 +52,8 @@ link0=$(kvs_link_id link_connect4)
 rm -f "$tmp.stop"
 tests/node/client.sh python3 tests/node/connloop.py --seconds 20 --stop-file "$tmp.stop" >"$tmp.loop" &
 loop=$!
-sleep 0.8
+kvs_wait_stat rewritten $(($(kvs_bpf_stat rewritten) + 50))
+ok $? "the loop client is being served through the proxy"
 r_before=$(stat rewritten)
 a_before=$(stat proxy_absent)
 kvs_stop_kvsplice KILL

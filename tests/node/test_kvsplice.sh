@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Issue 2, must show 1, 3 and 4, with the real daemon (build/kvsplice) in the netns node:
+#  1. curl http://10.96.0.50:8000/... from the client pod is served through kvsplice (BPF counters
+#     and kvsplice's /metrics move) and getpeername() in the client shows 10.96.0.50:8000;
+#  3. a client connecting in a loop while kvsplice is SIGKILLed sees 0 failed connects (they go
+#     the DNAT way); a restarted kvsplice takes the connections back, reusing the pinned links
+#     and maps;
+#  4. two requests on one keep-alive connection can go to two different workers.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib/tap.sh
+export KVS_TESTBED_ID=${KVS_TESTBED_ID:+$KVS_TESTBED_ID-}tk$$
+source tests/node/lib.sh
+tmp=$(mktemp /tmp/kvs-kvsplice.XXXXXX)
+trap 'tests/node/down.sh >/dev/null 2>&1; rm -f "$tmp"*' EXIT
+
+bin=${KVSPLICE:-$KVS_ROOT/build/kvsplice}
+if [ ! -x "$bin" ]; then
+	skip "interception through kvsplice" "$bin is not built yet"
+	exit 0
+fi
+export KVS_WORKER=testworker # these tests are about the plumbing: the workers only say who they are
+check "testbed up with 2 workers and kvsplice" tests/node/up.sh --workers 2 --kvsplice || exit 1
+metric() {
+	kvs_in "$NS_NODE" curl -s -m 5 "http://$ADMIN_ADDR/metrics" |
+		awk -v m="$1" '$1 == m { v = $2 } END { print v + 0 }'
+}
+hdr() { tr -d '\r' | awk -v h="$1:" 'tolower($1) == h { print $2 }'; }
+
+# --- 1. served through kvsplice, ClusterIP seen by the client ------------------------------------
+r0=$(kvs_bpf_stat rewritten) a0=$(metric kvsplice_connections_accepted_total)
+q0=$(metric kvsplice_requests_total)
+out=$(tests/node/client.sh curl -s -m 10 -D - -o /dev/null -w 'remote=%{remote_ip}:%{remote_port}\n' \
+	"http://$SVC_IP:$SVC_PORT/v1/models")
+echo "# curl: $(tr -d '\r' <<<"$out" | grep -iE '^HTTP|x-kvsim|remote=' | tr '\n' ' ')"
+ok $([[ $(head -n 1 <<<"$out") == HTTP/1.1\ 200* ]] && [[ $(hdr x-kvsim-worker <<<"$out") == w[12] ]] && echo 0 || echo 1) \
+	"curl http://$SVC_IP:$SVC_PORT/v1/models from the client pod: 200 from a worker"
+expect_eq "curl's remote address (getpeername) is the ClusterIP" "remote=$SVC_IP:$SVC_PORT" "$(grep remote= <<<"$out")"
+expect_eq "BPF: the connect was rewritten to kvsplice" $((r0 + 1)) "$(kvs_bpf_stat rewritten)"
+expect_eq "kvsplice /metrics: one connection accepted" $((a0 + 1)) "$(metric kvsplice_connections_accepted_total)"
+expect_eq "kvsplice /metrics: one request proxied" $((q0 + 1)) "$(metric kvsplice_requests_total)"
+
+# --- 4. keep-alive: each request on one connection routed again ----------------------------------
+r0=$(kvs_bpf_stat rewritten) a0=$(metric kvsplice_connections_accepted_total)
+res=$(tests/node/client.sh python3 - "$SVC_IP" "$SVC_PORT" <<'EOF'
+import http.client, json, sys
+c = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=10)
+seen, socks = [], set()
+for i in range(8):
+    c.request("POST", "/v1/completions", body=json.dumps({"model": "qwen", "prompt": "hi %d" % i}),
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    r.read()
+    seen.append(r.getheader("x-kvsim-worker"))
+    socks.add(id(c.sock))
+print(json.dumps({"workers": seen, "connections": len(socks),
+                  "peer": "%s:%d" % c.sock.getpeername()}))
+EOF
+)
+echo "# keep-alive: $res"
+expect_eq "8 requests went over one client connection" 1 "$(json_get connections <<<"$res")"
+expect_eq "that connection was intercepted once" $((r0 + 1)) "$(kvs_bpf_stat rewritten)"
+expect_eq "and accepted once by kvsplice" $((a0 + 1)) "$(metric kvsplice_connections_accepted_total)"
+ok $(($(python3 -c 'import json,sys; print(len(set(json.loads(sys.argv[1])["workers"]) - {None}))' "$res") >= 2 ? 0 : 1)) \
+	"requests on that one connection reached two different workers"
+
+# --- 3. SIGKILL while a client connects in a loop, then a restart --------------------------------
+link0=$(kvs_link_id link_connect4)
+pid0=$(cat "$RUN_DIR/kvsplice.pid")
+rm -f "$tmp.stop"
+tests/node/client.sh python3 tests/node/connloop.py --seconds 30 --stop-file "$tmp.stop" >"$tmp.loop" &
+loop=$!
+kvs_wait_stat rewritten $(($(kvs_bpf_stat rewritten) + 50))
+ok $? "the loop client is being served through the proxy"
+r_kill=$(kvs_bpf_stat rewritten) p_kill=$(kvs_bpf_stat proxy_absent)
+kvs_stop_kvsplice KILL
+kvs_intercepting
+ok $((! $?)) "kvsplice SIGKILLed: the kernel dropped its listener, interception is off"
+sleep 1
+ok $(($(kvs_bpf_stat proxy_absent) > p_kill ? 0 : 1)) \
+	"meanwhile the loop's connects go the DNAT way (proxy_absent $p_kill -> $(kvs_bpf_stat proxy_absent))"
+check "kvsplice restarted" kvs_start_kvsplice
+r_restart=$(kvs_bpf_stat rewritten)
+sleep 1
+touch "$tmp.stop"
+wait "$loop"
+res=$(cat "$tmp.loop")
+echo "# loop: $res"
+expect_eq "0 failed connects across the SIGKILL and the restart" 0 "$(json_get connect_failed <<<"$res")"
+# SIGKILL loses what was in flight inside the proxy: the request being relayed, and a connection
+# the kernel had already queued on the dying listener. Nothing else may fail.
+ok $(($(json_get request_failed <<<"$res") <= 2 ? 0 : 1)) \
+	"only requests in flight at the instant of SIGKILL were lost ($(json_get request_failed <<<"$res"))"
+expect_eq "getpeername() showed the ClusterIP on every connection" 0 "$(json_get peer_mismatch <<<"$res")"
+ok $(($(kvs_bpf_stat rewritten) > r_restart && r_restart >= r_kill ? 0 : 1)) \
+	"the restarted kvsplice takes connections back (rewritten $r_kill -> $r_restart -> $(kvs_bpf_stat rewritten)): counters kept"
+expect_eq "the pinned connect4 link was updated in place, not re-created" "$link0" "$(kvs_link_id link_connect4)"
+ok $(($(metric kvsplice_requests_total) > 0 ? 0 : 1)) "the new kvsplice (pid $(cat "$RUN_DIR/kvsplice.pid"), was $pid0) serves requests"
+
+# --- SIGTERM falls open at once ------------------------------------------------------------------
+kill -TERM "$(cat "$RUN_DIR/kvsplice.pid")"
+for _ in $(seq 50); do kvs_intercepting || break; sleep 0.1; done
+kvs_intercepting
+ok $((! $?)) "after SIGTERM interception is off"
+w=$(tests/node/client.sh curl -s -m 5 -D - -o /dev/null "http://$SVC_IP:$SVC_PORT/health" | hdr x-kvsim-worker)
+ok $([[ $w == w[12] ]] && echo 0 || echo 1) "and the Service is still served (DNAT)"
+kvs_stop_kvsplice TERM
+tap_done
