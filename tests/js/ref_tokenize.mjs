@@ -25,7 +25,11 @@ if (!path) {
 	console.error('usage: ref_tokenize.mjs --tokenizer PATH [FILE] | --bench FILE [--runs N]');
 	process.exit(2);
 }
+const rss0 = process.memoryUsage().rss;
+const tl0 = process.hrtime.bigint();
 const tok = tk.Tokenizer.fromFile(path);
+const loadMs = Number(process.hrtime.bigint() - tl0) / 1e6;
+const loadRss = process.memoryUsage().rss - rss0;
 const encode = async (text) => (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
 
 if (benchFile) {
@@ -39,8 +43,7 @@ if (benchFile) {
 		t.push(Number(process.hrtime.bigint() - t0) / 1000);
 	}
 	t.sort((a, b) => a - b);
-	const rss = process.memoryUsage().rss;
-	console.log(JSON.stringify({ bytes: Buffer.byteLength(text), ids: n, runs, median_us: t[runs >> 1], min_us: t[0], p90_us: t[Math.floor(runs * 0.9)], rss_bytes: rss }));
+	console.log(JSON.stringify({ bytes: Buffer.byteLength(text), ids: n, runs, median_us: t[runs >> 1], min_us: t[0], p90_us: t[Math.floor(runs * 0.9)], load_rss_bytes: loadRss, load_ms: loadMs }));
 } else {
 	const data = args.length ? readFileSync(args[0]) : readFileSync(0);
 	const dec = new TextDecoder('utf-8');
