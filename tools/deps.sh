@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 debs=(
 	build-essential clang llvm libclang-rt-dev bpftool libbpf-dev libelf-dev zlib1g-dev
 	libzmq3-dev libcjson-dev libmsgpack-dev libxxhash-dev libssl-dev pkg-config
-	iproute2 nftables curl procps psmisc util-linux python3 python3-msgpack python3-zmq
+	iproute2 nftables curl procps psmisc util-linux python3 python3-msgpack python3-zmq python3-yaml
 	python3-jinja2 # tests/e2e/ref_chat.py: the chat template as vLLM renders it
 	python3-xxhash # tests/golden: own block hash computed independently
 )
