@@ -25,6 +25,7 @@
 //                                                        DIR/cases.jsonl, prints TAP lines
 import fs from "node:fs";
 import readline from "node:readline";
+import { pathToFileURL } from "node:url";
 import { Interpreter, Template } from "@huggingface/jinja";
 
 const args = process.argv.slice(2);
@@ -345,7 +346,10 @@ const cats = {
 	invalid: "malformed requests are refused as invalid",
 };
 
-if (args.includes("--gen")) {
+const isMain = process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href;
+if (!isMain) {
+	// imported (bench/chat/run.sh uses makeRenderer): no mode runs
+} else if (args.includes("--gen")) {
 	const dir = opt("--gen");
 	const cases = generate(Number(opt("--seed", "1")), Number(opt("--count", "200")));
 	fs.writeFileSync(`${dir}/cases.jsonl`, cases.map((c) => JSON.stringify(c)).join("\n") + "\n");
