@@ -7,6 +7,9 @@
  *   sockops             at ACTIVE_ESTABLISHED copy it to a (client ip, client port) key, which is
  *                       what the proxy sees as the accepted socket's peer; drop both on close
  *   cgroup/getpeername4 show the client the ClusterIP it asked for, not the proxy
+ *   cgroup/connect6,    the same for dual-stack IPv6 sockets connecting to an IPv4-mapped
+ *   cgroup/getpeername6 ClusterIP (::ffff:10.96.0.50; e.g. Java clients), which never reach
+ *                       the IPv4 hooks
  *
  * Every path bumps one counter in stats (enum kvs_stat), so "why was this connection (not)
  * intercepted?" always has an answer. Internal functions return a kvs_stat reason; only the
@@ -29,6 +32,7 @@
 #endif
 
 #define AF_INET 2
+#define AF_INET6 10
 #define SOCK_STREAM 1
 #define IPPROTO_TCP 6
 
@@ -102,12 +106,13 @@ static __always_inline int proxy_present(void)
 	return 1;
 }
 
-/* Decides one connect. Order matters: the cheap, common "not a Service" exit first; the proxy's
- * own sockets are excluded before the rewrite so an endpoint that is itself a Service address can
+/* Decides one connect to *ip:*port (network order); rewrites them to the proxy when it
+ * intercepts. Order matters: the cheap, common "not a Service" exit first; the proxy's own
+ * sockets are excluded before the rewrite so an endpoint that is itself a Service address can
  * never loop back into the proxy. */
-static __always_inline __u32 connect4_decide(struct bpf_sock_addr *ctx)
+static __always_inline __u32 connect_decide(struct bpf_sock_addr *ctx, __u32 *ip, __u16 *port)
 {
-	struct kvs_svc_key key = {.ip = ctx->user_ip4, .port = (__u16)ctx->user_port};
+	struct kvs_svc_key key = {.ip = *ip, .port = *port};
 	struct kvs_origdst od = {};
 	struct kvs_svc_val *svc;
 	struct bpf_sock *sk;
@@ -133,42 +138,101 @@ static __always_inline __u32 connect4_decide(struct bpf_sock_addr *ctx)
 	 * intercept at all. */
 	if (bpf_map_update_elem(&origdst_cookie, &cookie, &od, BPF_ANY))
 		return KVS_STAT_ORIGDST_FULL;
-	ctx->user_ip4 = proxy_ip4;
-	ctx->user_port = proxy_port;
+	*ip = proxy_ip4;
+	*port = proxy_port;
 	return KVS_STAT_REWRITTEN;
 }
 
 SEC("cgroup/connect4")
 int kvs_connect4(struct bpf_sock_addr *ctx)
 {
-	stat_inc(connect4_decide(ctx));
+	__u32 ip = ctx->user_ip4;
+	__u16 port = (__u16)ctx->user_port;
+	__u32 reason = connect_decide(ctx, &ip, &port);
+
+	if (reason == KVS_STAT_REWRITTEN) {
+		ctx->user_ip4 = ip;
+		ctx->user_port = port;
+	}
+	stat_inc(reason);
+	return 1;
+}
+
+/* ::ffff:a.b.c.d? */
+static __always_inline int v4mapped(struct bpf_sock_addr *ctx)
+{
+	return ctx->user_ip6[0] == 0 && ctx->user_ip6[1] == 0 &&
+	       ctx->user_ip6[2] == bpf_htonl(0x0000ffff);
+}
+
+SEC("cgroup/connect6")
+int kvs_connect6(struct bpf_sock_addr *ctx)
+{
+	__u32 ip, reason;
+	__u16 port;
+
+	if (!v4mapped(ctx)) {
+		stat_inc(KVS_STAT_NOT_IPV4);
+		return 1;
+	}
+	ip = ctx->user_ip6[3];
+	port = (__u16)ctx->user_port;
+	reason = connect_decide(ctx, &ip, &port);
+	if (reason == KVS_STAT_REWRITTEN) {
+		ctx->user_ip6[3] = ip;
+		ctx->user_port = port;
+	}
+	stat_inc(reason);
+	return 1;
+}
+
+/* The original destination of this socket if its peer is the proxy, else NULL. */
+static __always_inline struct kvs_origdst *peer_lookup(struct bpf_sock_addr *ctx, __u32 ip,
+						       __u16 port)
+{
+	struct kvs_origdst *od;
+	__u64 cookie;
+
+	if (ip != proxy_ip4 || port != proxy_port)
+		return NULL;
+	cookie = bpf_get_socket_cookie(ctx);
+	od = bpf_map_lookup_elem(&origdst_cookie, &cookie);
+	stat_inc(od ? KVS_STAT_PEER_RESTORED : KVS_STAT_PEER_UNKNOWN);
+	return od;
+}
+
+SEC("cgroup/getpeername6")
+int kvs_getpeername6(struct bpf_sock_addr *ctx)
+{
+	struct kvs_origdst *od;
+
+	if (!v4mapped(ctx))
+		return 1;
+	od = peer_lookup(ctx, ctx->user_ip6[3], (__u16)ctx->user_port);
+	if (od) {
+		ctx->user_ip6[3] = od->ip;
+		ctx->user_port = od->port;
+	}
 	return 1;
 }
 
 SEC("cgroup/getpeername4")
 int kvs_getpeername4(struct bpf_sock_addr *ctx)
 {
-	struct kvs_origdst *od;
-	__u64 cookie;
+	struct kvs_origdst *od = peer_lookup(ctx, ctx->user_ip4, (__u16)ctx->user_port);
 
-	if (ctx->user_ip4 != proxy_ip4 || (__u16)ctx->user_port != proxy_port)
-		return 1;
-	cookie = bpf_get_socket_cookie(ctx);
-	od = bpf_map_lookup_elem(&origdst_cookie, &cookie);
-	if (!od) {
-		stat_inc(KVS_STAT_PEER_UNKNOWN);
-		return 1;
+	if (od) {
+		ctx->user_ip4 = od->ip;
+		ctx->user_port = od->port;
 	}
-	ctx->user_ip4 = od->ip;
-	ctx->user_port = od->port;
-	stat_inc(KVS_STAT_PEER_RESTORED);
 	return 1;
 }
 
 static __always_inline struct kvs_peer_key peer_key_of(struct bpf_sock_ops *skops)
 {
 	/* This runs on the client's socket: its local end is the accepted socket's peer.
-	 * local_port is in host order (unlike remote_port). */
+	 * local_port is in host order (unlike remote_port). For a v4-mapped IPv6 socket
+	 * local_ip4 is its IPv4 source too. */
 	struct kvs_peer_key k = {.ip = skops->local_ip4,
 				 .port = bpf_htons((__u16)skops->local_port)};
 
@@ -206,7 +270,7 @@ int kvs_sockops(struct bpf_sock_ops *skops)
 	struct kvs_origdst *od;
 	__u64 cookie;
 
-	if (skops->family != AF_INET)
+	if (skops->family != AF_INET && skops->family != AF_INET6)
 		return 1;
 	switch (skops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:

@@ -45,17 +45,18 @@ struct kvs_peer_key {
 /* Why the programs did what they did: one per-CPU counter per path (the stats map's index).
  * Keep bpfctl_stat_name() in step. */
 enum kvs_stat {
-	KVS_STAT_REWRITTEN = 0,	 /* connect4: Service connect handed to the proxy */
-	KVS_STAT_NOT_SERVICE,	 /* connect4: destination is not a selected Service */
-	KVS_STAT_PROXY_ABSENT,	 /* connect4: Service, but no proxy listener: left to DNAT */
-	KVS_STAT_OWN_CONNECT,	 /* connect4: the proxy's own socket (SO_MARK): never rewritten */
-	KVS_STAT_NOT_TCP,	 /* connect4: not a TCP stream socket */
-	KVS_STAT_ORIGDST_FULL,	 /* connect4: cookie map update failed: left to DNAT */
+	KVS_STAT_REWRITTEN = 0,	 /* connect: Service connect handed to the proxy */
+	KVS_STAT_NOT_SERVICE,	 /* connect: destination is not a selected Service */
+	KVS_STAT_PROXY_ABSENT,	 /* connect: Service, but no proxy listener: left to DNAT */
+	KVS_STAT_OWN_CONNECT,	 /* connect: the proxy's own socket (SO_MARK): never rewritten */
+	KVS_STAT_NOT_TCP,	 /* connect: not a TCP stream socket */
+	KVS_STAT_ORIGDST_FULL,	 /* connect: cookie map update failed: left to DNAT */
 	KVS_STAT_ORIGDST_STORED, /* sockops: established, original destination keyed by peer */
 	KVS_STAT_ORIGDST_LOST,	 /* sockops: established, but peer key could not be stored */
 	KVS_STAT_CLOSED,	 /* sockops: intercepted connection closed, its entries removed */
-	KVS_STAT_PEER_RESTORED,	 /* getpeername4: ClusterIP shown instead of the proxy */
-	KVS_STAT_PEER_UNKNOWN,	 /* getpeername4: peer is the proxy but no record (evicted) */
+	KVS_STAT_PEER_RESTORED,	 /* getpeername: ClusterIP shown instead of the proxy */
+	KVS_STAT_PEER_UNKNOWN,	 /* getpeername: peer is the proxy but no record (evicted) */
+	KVS_STAT_NOT_IPV4,	 /* connect6: a real IPv6 destination (not v4-mapped): untouched */
 	KVS_STAT_MAX
 };
 
@@ -63,5 +64,7 @@ enum kvs_stat {
 #define KVS_PIN_LINK_CONNECT4 "link_connect4"
 #define KVS_PIN_LINK_GETPEERNAME4 "link_getpeername4"
 #define KVS_PIN_LINK_SOCKOPS "link_sockops"
+#define KVS_PIN_LINK_CONNECT6 "link_connect6"
+#define KVS_PIN_LINK_GETPEERNAME6 "link_getpeername6"
 
 #endif

@@ -2,7 +2,8 @@
 /* bpfctl: see bpfctl.h. Lifecycle of the pinned state under pin_dir:
  *   maps   services, proxy_listener, origdst_cookie, origdst, stats: pinned by libbpf at the first
  *          load, reused by every later load whose definitions match (recreated otherwise);
- *   links  link_connect4, link_getpeername4, link_sockops: cgroup bpf_links pinned after the first
+ *   links  link_connect4, link_getpeername4, link_sockops, link_connect6, link_getpeername6:
+ *          cgroup bpf_links pinned after the first
  *          attach; a later daemon swaps its freshly loaded programs into them in place
  *          (bpf_link__update_program), so interception never goes through a detached state.
  * Nothing here ever decides to intercept: that is the proxy listener's presence in the sockmap. */
@@ -27,7 +28,7 @@
 #include "log.h"
 
 #define BPFCTL_DEFAULT_PIN_DIR "/sys/fs/bpf/kvsplice"
-#define NLINKS 3
+#define NLINKS 5
 
 struct bpfctl {
 	struct kvsplice_bpf *skel;
@@ -40,7 +41,8 @@ struct bpfctl {
 static const char *const map_names[] = {"services", "proxy_listener", "origdst_cookie", "origdst",
 					"stats"};
 static const char *const link_names[NLINKS] = {KVS_PIN_LINK_CONNECT4, KVS_PIN_LINK_GETPEERNAME4,
-					       KVS_PIN_LINK_SOCKOPS};
+					       KVS_PIN_LINK_SOCKOPS, KVS_PIN_LINK_CONNECT6,
+					       KVS_PIN_LINK_GETPEERNAME6};
 
 static const char *const stat_names[KVS_STAT_MAX] = {
     [KVS_STAT_REWRITTEN] = "rewritten",
@@ -269,6 +271,8 @@ int bpfctl_open(const struct bpfctl_opts *opts, struct bpfctl **out)
 	progs[0] = b->skel->progs.kvs_connect4;
 	progs[1] = b->skel->progs.kvs_getpeername4;
 	progs[2] = b->skel->progs.kvs_sockops;
+	progs[3] = b->skel->progs.kvs_connect6;
+	progs[4] = b->skel->progs.kvs_getpeername6;
 	for (int i = 0; i < NLINKS; i++) {
 		err = pin_path(path, b->pin_dir, link_names[i]);
 		if (!err)

@@ -289,6 +289,37 @@ int main(void)
 	      "UDP connect untouched, counted not_tcp");
 	close(c);
 
+	/* 5b. dual-stack IPv6 sockets: v4-mapped ClusterIP intercepted, real IPv6 untouched */
+	{
+		struct sockaddr_in6 m = {.sin6_family = AF_INET6, .sin6_port = htons(SVC_PORT)};
+		struct sockaddr_in6 p6;
+		socklen_t l6 = sizeof(p6);
+
+		inet_pton(AF_INET6, "::ffff:" SVC_IP, &m.sin6_addr);
+		c = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		r = connect(c, (struct sockaddr *)&m, sizeof(m));
+		w = which(lp, ld, &a);
+		CHECK(r == 0 && w == 'p',
+		      "v4-mapped connect6 to the Service rewritten to the proxy");
+		memset(&p6, 0, sizeof(p6));
+		getpeername(c, (struct sockaddr *)&p6, &l6);
+		CHECK(!memcmp(&p6.sin6_addr, &m.sin6_addr, 16) && p6.sin6_port == m.sin6_port,
+		      "its getpeername shows ::ffff:" SVC_IP);
+		sl = sizeof(peer);
+		getpeername(a, (struct sockaddr *)&peer, &sl);
+		r = bpfctl_origdst_take(b, &peer, &orig);
+		CHECK(r == 0 && orig.sin_addr.s_addr == svc.sin_addr.s_addr,
+		      "origdst found for the v4-mapped connection");
+		close(a), close(c);
+		before = stat_of(b, KVS_STAT_NOT_IPV4);
+		inet_pton(AF_INET6, "::1", &m.sin6_addr);
+		c = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		connect(c, (struct sockaddr *)&m, sizeof(m));
+		close(c);
+		CHECK_EQ(stat_of(b, KVS_STAT_NOT_IPV4), before + 1,
+			 "a real IPv6 connect counted not_ipv4");
+	}
+
 	/* 6. a proxy killed with SIGKILL turns interception off at once */
 	if (pipe(pipefd) < 0)
 		goto out;
@@ -356,6 +387,25 @@ int main(void)
 	CHECK_EQ(r, -EINVAL, "service_add refuses a zero address");
 	r = bpfctl_detach(pin_dir);
 	CHECK_EQ(r, 0, "bpfctl_detach again is a no-op");
+	bpfctl_close(b);
+	b = NULL;
+
+	/* 9. pinned maps of another layout (older build) are replaced, not fatal */
+	mkdir(pin_dir, 0700);
+	{
+		char path[512];
+		int fd = bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "stats", 4, 8, 3, NULL);
+
+		snprintf(path, sizeof(path), "%s/stats", pin_dir);
+		CHECK(fd >= 0 && bpf_obj_pin(fd, path) == 0, "pinned a stats map of another size");
+		if (fd >= 0)
+			close(fd);
+	}
+	r = bpfctl_open(&opts, &b);
+	CHECK_EQ(r, 0, "bpfctl_open recreates incompatible pinned maps");
+	CHECK_EQ(b ? bpfctl_stats(b, NULL, 0) : -1, KVS_STAT_MAX, "stats readable after that");
+	r = bpfctl_detach(pin_dir);
+	CHECK_EQ(r, 0, "detach");
 out:
 	bpfctl_close(b);
 	close(lp), close(ld);
