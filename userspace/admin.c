@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "http.h"
+#include "log.h"
+
+/* Largest admin request head, bytes. */
+#define ADMIN_MAX_HEAD 8192
+/* An admin connection is closed after this long, ms. */
+#define ADMIN_TIMEOUT_MS 10000
+#define ADMIN_MAX_PATHS 16
+
+struct admin_conn {
+	struct loop_ev ev;
+	struct admin *a;
+	struct buf in, out;
+	uint64_t deadline;
+	struct admin_conn *next;
+};
+
+struct admin {
+	struct loop_ev lev;
+	struct loop *loop;
+	struct metrics *m;
+	struct sockaddr_in addr;
+	bool ready;
+	struct admin_conn *conns, *dead;
+	struct {
+		char *path;
+		admin_handler_fn fn;
+		void *arg;
+	} h[ADMIN_MAX_PATHS];
+	int nh;
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void ac_close(struct admin_conn *c)
+{
+	struct admin *a = c->a;
+
+	if (c->ev.fd < 0)
+		return;
+	loop_del(a->loop, &c->ev);
+	close(c->ev.fd);
+	c->ev.fd = -1;
+	for (struct admin_conn **pp = &a->conns; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	c->next = a->dead;
+	a->dead = c;
+}
+
+static void respond(struct admin_conn *c, int status, const char *ctype, const struct buf *body)
+{
+	buf_printf(&c->out,
+		   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+		   "Connection: close\r\n\r\n",
+		   status, http_reason(status), ctype, body->len);
+	buf_append(&c->out, body->data ? body->data : "", body->len);
+}
+
+static void route(struct admin_conn *c, const struct http_msg *m)
+{
+	struct admin *a = c->a;
+	struct buf body = {0};
+	char path[256], *q;
+	const char *ctype = "text/plain; charset=utf-8", *query = "";
+	int status = 200;
+
+	snprintf(path, sizeof(path), "%.*s", (int)m->target_len, m->target);
+	q = strchr(path, '?');
+	if (q) {
+		*q = '\0';
+		query = q + 1;
+	}
+	if (!(m->method_len == 3 && memcmp(m->method, "GET", 3) == 0) &&
+	    !(m->method_len == 4 && memcmp(m->method, "HEAD", 4) == 0)) {
+		status = 405;
+		buf_puts(&body, "method not allowed\n");
+	} else if (strcmp(path, "/healthz") == 0) {
+		buf_puts(&body, "ok\n");
+	} else if (strcmp(path, "/readyz") == 0) {
+		status = a->ready ? 200 : 503;
+		buf_puts(&body, a->ready ? "ready\n" : "not ready\n");
+	} else if (strcmp(path, "/metrics") == 0) {
+		ctype = "text/plain; version=0.0.4; charset=utf-8";
+		if (metrics_render(a->m, &body) < 0)
+			status = 500;
+	} else {
+		status = 404;
+		for (int i = 0; i < a->nh; i++)
+			if (strcmp(a->h[i].path, path) == 0) {
+				buf_reset(&body);
+				status = a->h[i].fn(&body, query, &ctype, a->h[i].arg);
+				break;
+			}
+		if (status == 404 && !body.len)
+			buf_puts(&body, "not found\n");
+	}
+	respond(c, status, ctype, &body);
+	if (m->method_len == 4) { /* HEAD: no body */
+		c->out.len -= body.len;
+		c->out.data[c->out.len] = '\0';
+	}
+	buf_free(&body);
+}
+
+static void ac_flush(struct admin_conn *c)
+{
+	while (buf_unread(&c->out)) {
+		ssize_t n = write(c->ev.fd, buf_rptr(&c->out), buf_unread(&c->out));
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR) {
+				if (loop_set(c->a->loop, &c->ev, EPOLLOUT) < 0)
+					ac_close(c);
+				return;
+			}
+			break;
+		}
+		buf_consume(&c->out, (size_t)n);
+	}
+	ac_close(c);
+}
+
+static void ac_cb(struct loop_ev *ev, uint32_t events)
+{
+	struct admin_conn *c = container_of(ev, struct admin_conn, ev);
+	struct http_msg m;
+	int rc;
+
+	if (buf_unread(&c->out) || (events & EPOLLOUT)) {
+		ac_flush(c);
+		return;
+	}
+	if (buf_reserve(&c->in, 4096) < 0) {
+		ac_close(c);
+		return;
+	}
+	ssize_t n = read(c->ev.fd, c->in.data + c->in.len, c->in.cap - c->in.len - 1);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		ac_close(c);
+		return;
+	}
+	c->in.len += (size_t)n;
+	c->in.data[c->in.len] = '\0';
+	rc = http_parse_request(buf_rptr(&c->in), buf_unread(&c->in), ADMIN_MAX_HEAD, &m);
+	if (rc == 0)
+		return;
+	if (rc < 0)
+		http_write_error(&c->out, -rc, "invalid_request_error", "bad request", true);
+	else
+		route(c, &m);
+	ac_flush(c);
+}
+
+static void accept_cb(struct loop_ev *ev, uint32_t events)
+{
+	struct admin *a = container_of(ev, struct admin, lev);
+
+	for (int i = 0; i < 16; i++) {
+		int fd = accept4(ev->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct admin_conn *c;
+
+		if (fd < 0)
+			return;
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			return;
+		}
+		c->a = a;
+		c->ev.fd = fd;
+		c->ev.cb = ac_cb;
+		c->deadline = mono_ms() + ADMIN_TIMEOUT_MS;
+		c->next = a->conns;
+		a->conns = c;
+		if (loop_set(a->loop, &c->ev, EPOLLIN) < 0)
+			ac_close(c);
+	}
+}
+
+int admin_new(struct loop *l, const struct sockaddr_in *addr, struct metrics *m,
+	      struct admin **out)
+{
+	struct admin *a = calloc(1, sizeof(*a));
+	socklen_t alen = sizeof(a->addr);
+	char s[INET_ADDRSTRLEN];
+	int one = 1, rc;
+
+	if (!a)
+		return -ENOMEM;
+	a->loop = l;
+	a->m = m;
+	a->lev.cb = accept_cb;
+	a->lev.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (a->lev.fd < 0 || setsockopt(a->lev.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(a->lev.fd, (const struct sockaddr *)addr, sizeof(*addr)) < 0 ||
+	    listen(a->lev.fd, 64) < 0 ||
+	    getsockname(a->lev.fd, (struct sockaddr *)&a->addr, &alen) < 0) {
+		rc = -errno;
+		inet_ntop(AF_INET, &addr->sin_addr, s, sizeof(s));
+		log_error("admin", "listen on %s:%u: %s", s, ntohs(addr->sin_port),
+			  strerror(errno));
+		goto fail;
+	}
+	rc = loop_set(l, &a->lev, EPOLLIN);
+	if (rc < 0)
+		goto fail;
+	*out = a;
+	return 0;
+fail:
+	if (a->lev.fd >= 0)
+		close(a->lev.fd);
+	free(a);
+	return rc;
+}
+
+void admin_tick(struct admin *a)
+{
+	uint64_t now = mono_ms();
+	struct admin_conn *c, *next;
+
+	for (c = a->conns; c; c = next) {
+		next = c->next;
+		if (c->deadline <= now)
+			ac_close(c);
+	}
+	while (a->dead) {
+		c = a->dead;
+		a->dead = c->next;
+		buf_free(&c->in);
+		buf_free(&c->out);
+		free(c);
+	}
+}
+
+void admin_free(struct admin *a)
+{
+	if (!a)
+		return;
+	while (a->conns)
+		ac_close(a->conns);
+	for (struct admin_conn *c = a->conns; c; c = c->next)
+		c->deadline = 0;
+	admin_tick(a);
+	loop_del(a->loop, &a->lev);
+	close(a->lev.fd);
+	for (int i = 0; i < a->nh; i++)
+		free(a->h[i].path);
+	free(a);
+}
+
+void admin_addr(const struct admin *a, struct sockaddr_in *out)
+{
+	*out = a->addr;
+}
+
+void admin_set_ready(struct admin *a, bool ready)
+{
+	a->ready = ready;
+}
+
+int admin_handle(struct admin *a, const char *path, admin_handler_fn fn, void *arg)
+{
+	for (int i = 0; i < a->nh; i++)
+		if (strcmp(a->h[i].path, path) == 0)
+			return -EEXIST;
+	if (a->nh == ADMIN_MAX_PATHS || !(a->h[a->nh].path = strdup(path)))
+		return -ENOMEM;
+	a->h[a->nh].fn = fn;
+	a->h[a->nh].arg = arg;
+	a->nh++;
+	return 0;
+}

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* admin: the daemon's small HTTP server on a local address (127.0.0.1:PORT): GET /healthz (200
+ * while the loop runs), /readyz (200 when ready and not draining, else 503), /metrics (the
+ * registry in Prometheus text format), and paths other modules register (e.g. /debug/route).
+ * One request per connection, answered then closed. Runs on the proxy's loop; never blocks. */
+#ifndef KVS_ADMIN_H
+#define KVS_ADMIN_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+
+#include "buf.h"
+#include "loop.h"
+#include "metrics.h"
+
+struct admin;
+
+/* A handler appends the response body to body and returns the HTTP status; query is the text
+ * after '?' (or ""). It may set *content_type to a static string (default text/plain). */
+typedef int (*admin_handler_fn)(struct buf *body, const char *query, const char **content_type,
+				void *arg);
+
+/* Listens on addr (port 0 picks one). Returns 0 and *out, or a negative errno (logged). */
+int admin_new(struct loop *l, const struct sockaddr_in *addr, struct metrics *m,
+	      struct admin **out);
+void admin_free(struct admin *a);
+/* The bound address. */
+void admin_addr(const struct admin *a, struct sockaddr_in *out);
+/* /readyz answers 200 only when ready is true. */
+void admin_set_ready(struct admin *a, bool ready);
+/* Registers path (exact match, e.g. "/debug/route"). Returns 0, -EEXIST or -ENOMEM. */
+int admin_handle(struct admin *a, const char *path, admin_handler_fn fn, void *arg);
+/* Frees closed connections and times out slow ones: call after every loop_run. */
+void admin_tick(struct admin *a);
+
+#endif

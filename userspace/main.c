@@ -1,0 +1,552 @@
+// SPDX-License-Identifier: Apache-2.0
+/* main: the kvsplice daemon. Parses flags, loads the Services, opens (or takes over) the BPF
+ * interception, runs the proxy and the admin server on one epoll loop, reloads the Services on
+ * SIGHUP or when the file changes, drains on SIGTERM/SIGINT. `kvsplice detach` removes the pinned
+ * BPF state. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "bpfctl.h"
+#include "discovery.h"
+#include "log.h"
+#include "loop.h"
+#include "metrics.h"
+#include "proxy.h"
+#include "router.h"
+
+#define DEFAULT_LISTEN "169.254.20.11:15001"
+#define DEFAULT_ADMIN "127.0.0.1:15000"
+#define DEFAULT_PIN_DIR "/sys/fs/bpf/kvsplice"
+#define DEFAULT_MARK 0x6b76 /* "kv" */
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+struct daemon {
+	struct loop *loop;
+	struct metrics *metrics;
+	struct router *router;
+	struct proxy *proxy;
+	struct admin *admin;
+	struct bpfctl *bpf;
+	struct discovery_source *src;
+	struct services *svcs;
+	struct loop_ev sig;
+	bool stop, hup;
+	uint64_t *reloads, *reload_errors;
+	int64_t *nservices, *nendpoints;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: kvsplice [OPTIONS]\n"
+		"       kvsplice detach [--pin-dir DIR]\n"
+		"\n"
+		"Transparent, KV-cache-aware router for vLLM workers behind a Kubernetes Service.\n"
+		"\n"
+		"Options:\n"
+		"  --services FILE          Services and endpoints (JSON; reloaded on SIGHUP and on\n"
+		"                           change) [required]\n"
+		"  --listen ADDR:PORT       proxy address connects are handed to; repeatable\n"
+		"                           (default " DEFAULT_LISTEN ")\n"
+		"  --admin ADDR:PORT        admin HTTP: /healthz /readyz /metrics (default " DEFAULT_ADMIN
+		")\n"
+		"  --no-bpf                 no interception: serve connections made to --listen\n"
+		"                           directly (Service = the one whose port is the listener's\n"
+		"                           port, else the only Service)\n"
+		"  --cgroup DIR             cgroup v2 directory the BPF programs attach to\n"
+		"                           (default: the cgroup2 mount root)\n"
+		"  --pin-dir DIR            bpffs directory of the pinned state (default " DEFAULT_PIN_DIR
+		")\n"
+		"  --mark N                 SO_MARK of upstream sockets, never intercepted (default "
+		"0x%x)\n"
+		"  --router POLICY          endpoint choice per request: round-robin (default)\n"
+		"  --relay copy|splice      how response bodies are moved (default splice)\n"
+		"  --max-head SIZE          request head limit, larger: 431 (default 64K)\n"
+		"  --max-body SIZE          request body limit, larger: 413 (default 32M)\n"
+		"  --header-timeout SECS    to read a whole request once it started (default 30)\n"
+		"  --idle-timeout SECS      keep-alive wait / relay silence (default 300)\n"
+		"  --connect-timeout SECS   per upstream connect attempt (default 3)\n"
+		"  --drain-timeout SECS     after SIGTERM, then close everything (default 30)\n"
+		"  --pool-size N            idle upstream connections kept per endpoint (default 64)\n"
+		"  --pool-idle-timeout SECS idle upstream connections closed after (default 4)\n"
+		"  --port-file FILE         write \"LISTEN_PORT ADMIN_PORT\" there once ready\n"
+		"  --log-level LEVEL        error|warn|info|debug (default info)\n"
+		"  -h, --help               this text\n"
+		"\n"
+		"Signals: SIGTERM/SIGINT stop accepting (interception falls open at once), drain,\n"
+		"exit; SIGHUP reloads --services.\n",
+		DEFAULT_MARK);
+}
+
+static int parse_addr(const char *s, struct sockaddr_in *out)
+{
+	char host[64];
+	const char *colon = strrchr(s, ':');
+	char *end;
+	long port;
+
+	if (!colon || (size_t)(colon - s) >= sizeof(host))
+		return -1;
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = '\0';
+	port = strtol(colon + 1, &end, 10);
+	if (*end || end == colon + 1 || port < 0 || port > 65535)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->sin_family = AF_INET;
+	out->sin_port = htons((uint16_t)port);
+	return inet_pton(AF_INET, host, &out->sin_addr) == 1 ? 0 : -1;
+}
+
+/* "1.5" seconds, "250ms", "2s" -> milliseconds, or -1. */
+static int parse_ms(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || v < 0)
+		return -1;
+	if (strcmp(end, "ms") == 0)
+		return (int)v;
+	if (*end && strcmp(end, "s") != 0)
+		return -1;
+	return v * 1000 > 2e9 ? -1 : (int)(v * 1000);
+}
+
+/* "4096", "64K", "32M", "1G" -> bytes, or 0 on error. */
+static size_t parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+	double mul = 1;
+
+	if (end == s || v <= 0)
+		return 0;
+	switch (*end) {
+	case 'k': case 'K': mul = 1024; end++; break;
+	case 'm': case 'M': mul = 1024 * 1024; end++; break;
+	case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
+	return *end ? 0 : (size_t)(v * mul);
+}
+
+static int find_cgroup2(char *out, size_t n)
+{
+	static const char *const cands[] = {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"};
+	struct statfs st;
+
+	for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++)
+		if (statfs(cands[i], &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC) {
+			snprintf(out, n, "%s", cands[i]);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+static void bpf_collector(struct buf *out, void *arg)
+{
+	struct daemon *d = arg;
+	uint64_t v[64];
+	int n;
+
+	if (!d->bpf)
+		return;
+	n = bpfctl_stats(d->bpf, v, 64);
+	if (n <= 0)
+		return;
+	buf_puts(out, "# HELP kvsplice_bpf_events_total BPF interception decisions, by reason "
+		      "(node-wide, since the programs were first loaded).\n"
+		      "# TYPE kvsplice_bpf_events_total counter\n");
+	for (int i = 0; i < n && i < 64; i++)
+		buf_printf(out, "kvsplice_bpf_events_total{reason=\"%s\"} %llu\n",
+			   bpfctl_stat_name(i), (unsigned long long)v[i]);
+	buf_printf(out,
+		   "# HELP kvsplice_bpf_listener_registered 1 when the proxy listener is in the "
+		   "BPF sockmap (interception on).\n# TYPE kvsplice_bpf_listener_registered "
+		   "gauge\nkvsplice_bpf_listener_registered %d\n",
+		   bpfctl_listener_registered(d->bpf) == 1);
+}
+
+/* Applies a new snapshot: BPF Service selection first (added, then removed), then the proxy. */
+static void services_apply(struct daemon *d, struct services *s)
+{
+	size_t neps = 0;
+
+	if (d->bpf) {
+		for (size_t i = 0; i < s->n; i++) {
+			int rc = bpfctl_service_add(d->bpf, s->v[i].vip.sin_addr.s_addr,
+						    s->v[i].vip.sin_port, s->v[i].id);
+
+			if (rc < 0)
+				log_error("main", "select service %s: %s", s->v[i].name,
+					  strerror(-rc));
+		}
+		for (size_t i = 0; d->svcs && i < d->svcs->n; i++) {
+			const struct service *o = &d->svcs->v[i];
+
+			if (!services_find_vip(s, o->vip.sin_addr.s_addr, o->vip.sin_port))
+				bpfctl_service_del(d->bpf, o->vip.sin_addr.s_addr, o->vip.sin_port);
+		}
+	}
+	proxy_set_services(d->proxy, s);
+	services_put(d->svcs);
+	d->svcs = s;
+	for (size_t i = 0; i < s->n; i++)
+		neps += s->v[i].nendpoints;
+	metrics_gauge_set(d->nservices, (int64_t)s->n);
+	metrics_gauge_set(d->nendpoints, (int64_t)neps);
+	log_info("main", "services: %zu service(s), %zu endpoint(s) (generation %llu)", s->n, neps,
+		 (unsigned long long)s->generation);
+}
+
+static void services_poll(struct daemon *d, bool force)
+{
+	struct services *s = NULL;
+	int rc = d->src->poll(d->src, force, &s);
+
+	if (rc == 1) {
+		metrics_inc(d->reloads);
+		services_apply(d, s);
+	} else if (rc < 0) {
+		metrics_inc(d->reload_errors);
+	}
+}
+
+static void signal_cb(struct loop_ev *ev, uint32_t events)
+{
+	struct daemon *d = container_of(ev, struct daemon, sig);
+	struct signalfd_siginfo si;
+
+	while (read(ev->fd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGHUP)
+			d->hup = true;
+		else
+			d->stop = true;
+	}
+}
+
+static int cmd_detach(int argc, char **argv)
+{
+	const char *pin_dir = DEFAULT_PIN_DIR;
+	int rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--pin-dir") == 0 && i + 1 < argc) {
+			pin_dir = argv[++i];
+		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			printf("Usage: kvsplice detach [--pin-dir DIR]\n"
+			       "Detaches and unpins kvsplice's BPF programs and maps.\n");
+			return 0;
+		} else {
+			fprintf(stderr, "kvsplice detach: unknown argument %s\n", argv[i]);
+			return 2;
+		}
+	}
+	rc = bpfctl_detach(pin_dir);
+	if (rc < 0) {
+		fprintf(stderr, "kvsplice detach: %s: %s\n", pin_dir, strerror(-rc));
+		return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	enum {
+		O_SERVICES = 256, O_LISTEN, O_ADMIN, O_NO_BPF, O_CGROUP, O_PIN_DIR, O_MARK,
+		O_ROUTER, O_RELAY, O_MAX_HEAD, O_MAX_BODY, O_HEADER_TO, O_IDLE_TO, O_CONNECT_TO,
+		O_DRAIN_TO, O_POOL, O_POOL_TO, O_PORT_FILE, O_LOG,
+	};
+	static const struct option longopts[] = {
+		{"services", required_argument, 0, O_SERVICES},
+		{"listen", required_argument, 0, O_LISTEN},
+		{"admin", required_argument, 0, O_ADMIN},
+		{"no-bpf", no_argument, 0, O_NO_BPF},
+		{"cgroup", required_argument, 0, O_CGROUP},
+		{"pin-dir", required_argument, 0, O_PIN_DIR},
+		{"mark", required_argument, 0, O_MARK},
+		{"router", required_argument, 0, O_ROUTER},
+		{"relay", required_argument, 0, O_RELAY},
+		{"max-head", required_argument, 0, O_MAX_HEAD},
+		{"max-body", required_argument, 0, O_MAX_BODY},
+		{"header-timeout", required_argument, 0, O_HEADER_TO},
+		{"idle-timeout", required_argument, 0, O_IDLE_TO},
+		{"connect-timeout", required_argument, 0, O_CONNECT_TO},
+		{"drain-timeout", required_argument, 0, O_DRAIN_TO},
+		{"pool-size", required_argument, 0, O_POOL},
+		{"pool-idle-timeout", required_argument, 0, O_POOL_TO},
+		{"port-file", required_argument, 0, O_PORT_FILE},
+		{"log-level", required_argument, 0, O_LOG},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	struct daemon d = {.sig.fd = -1};
+	struct proxy_opts po;
+	struct sockaddr_in admin_sa;
+	const char *services = NULL, *pin_dir = DEFAULT_PIN_DIR, *router = "round-robin",
+		   *port_file = NULL;
+	char cgroup[4096] = "";
+	bool no_bpf = false;
+	uint32_t mark = DEFAULT_MARK;
+	int opt, rc, exit_code = 1, v;
+	sigset_t mask;
+	uint64_t last_poll = 0;
+
+	if (argc > 1 && strcmp(argv[1], "detach") == 0)
+		return cmd_detach(argc - 1, argv + 1);
+	proxy_opts_default(&po);
+	parse_addr(DEFAULT_ADMIN, &admin_sa);
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case O_SERVICES: services = optarg; break;
+		case O_LISTEN:
+			if (po.nlisten == PROXY_MAX_LISTEN || parse_addr(optarg, &po.listen[po.nlisten]))
+				goto bad_arg;
+			po.nlisten++;
+			break;
+		case O_ADMIN:
+			if (parse_addr(optarg, &admin_sa))
+				goto bad_arg;
+			break;
+		case O_NO_BPF: no_bpf = true; break;
+		case O_CGROUP: snprintf(cgroup, sizeof(cgroup), "%s", optarg); break;
+		case O_PIN_DIR: pin_dir = optarg; break;
+		case O_MARK: {
+			char *end;
+			unsigned long m = strtoul(optarg, &end, 0);
+
+			if (*end || m > UINT32_MAX)
+				goto bad_arg;
+			mark = (uint32_t)m;
+			break;
+		}
+		case O_ROUTER: router = optarg; break;
+		case O_RELAY:
+			if ((v = proxy_relay_parse(optarg)) < 0)
+				goto bad_arg;
+			po.relay = (enum proxy_relay)v;
+			break;
+		case O_MAX_HEAD:
+			if (!(po.max_head = parse_size(optarg)))
+				goto bad_arg;
+			break;
+		case O_MAX_BODY:
+			if (!(po.max_body = parse_size(optarg)))
+				goto bad_arg;
+			break;
+		case O_HEADER_TO:
+			if ((po.header_timeout_ms = parse_ms(optarg)) <= 0)
+				goto bad_arg;
+			break;
+		case O_IDLE_TO:
+			if ((po.idle_timeout_ms = parse_ms(optarg)) <= 0)
+				goto bad_arg;
+			break;
+		case O_CONNECT_TO:
+			if ((po.connect_timeout_ms = parse_ms(optarg)) <= 0)
+				goto bad_arg;
+			break;
+		case O_DRAIN_TO:
+			if ((po.drain_timeout_ms = parse_ms(optarg)) < 0)
+				goto bad_arg;
+			break;
+		case O_POOL:
+			po.pool_max = atoi(optarg);
+			if (po.pool_max < 0)
+				goto bad_arg;
+			break;
+		case O_POOL_TO:
+			if ((po.pool_idle_timeout_ms = parse_ms(optarg)) < 0)
+				goto bad_arg;
+			break;
+		case O_PORT_FILE: port_file = optarg; break;
+		case O_LOG:
+			if ((v = log_parse_level(optarg)) < 0)
+				goto bad_arg;
+			log_set_level((enum log_level)v);
+			break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+		continue;
+bad_arg:
+		fprintf(stderr, "kvsplice: bad value for --%s: %s\n", longopts[opt - O_SERVICES].name,
+			optarg);
+		return 2;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kvsplice: unexpected argument %s (see --help)\n", argv[optind]);
+		return 2;
+	}
+	if (!services) {
+		fprintf(stderr, "kvsplice: --services FILE is required (see --help)\n");
+		return 2;
+	}
+	if (po.nlisten == 0) {
+		parse_addr(DEFAULT_LISTEN, &po.listen[0]);
+		po.nlisten = 1;
+	}
+	po.mark = mark;
+
+	/* SIGPIPE off (writes to a closed peer fail with EPIPE); the others through signalfd */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+
+	if ((rc = loop_new(&d.loop)) < 0 || (rc = metrics_new(&d.metrics)) < 0)
+		goto cleanup;
+	rc = router_new(router, &d.router);
+	if (rc == -EINVAL) {
+		fprintf(stderr, "kvsplice: unknown --router %s (round-robin)\n", router);
+		exit_code = 2;
+		goto cleanup;
+	}
+	if (rc < 0)
+		goto cleanup;
+	d.reloads = metrics_counter(d.metrics, "kvsplice_services_reloads_total", NULL,
+				    "Services snapshots loaded.");
+	d.reload_errors = metrics_counter(d.metrics, "kvsplice_services_reload_errors_total", NULL,
+					  "Services reloads refused (the previous one is kept).");
+	d.nservices = metrics_gauge(d.metrics, "kvsplice_services", NULL, "Services served.");
+	d.nendpoints = metrics_gauge(d.metrics, "kvsplice_endpoints", NULL,
+				     "Endpoints over all Services.");
+
+	if ((rc = discovery_file_source(services, &d.src)) < 0)
+		goto cleanup;
+	{
+		struct services *s = NULL;
+
+		rc = d.src->poll(d.src, 1, &s);
+		if (rc < 0) {
+			fprintf(stderr, "kvsplice: cannot load --services %s\n", services);
+			goto cleanup;
+		}
+		if ((rc = proxy_new(&po, d.loop, d.metrics, d.router, &d.proxy)) < 0) {
+			services_put(s);
+			goto cleanup;
+		}
+		if (!no_bpf) {
+			struct bpfctl_opts bo = {
+				.cgroup_path = cgroup,
+				.pin_dir = pin_dir,
+				.proxy = po.listen[0],
+				.own_mark = mark,
+			};
+
+			if (!cgroup[0] && find_cgroup2(cgroup, sizeof(cgroup)) < 0) {
+				log_error("main", "no cgroup2 mount found: give --cgroup or --no-bpf");
+				services_put(s);
+				goto cleanup;
+			}
+			rc = bpfctl_open(&bo, &d.bpf);
+			if (rc < 0) {
+				log_error("main", "BPF: %s (use --no-bpf to run without interception)",
+					  strerror(-rc));
+				services_put(s);
+				goto cleanup;
+			}
+			proxy_set_bpf(d.proxy, d.bpf);
+		}
+		services_apply(&d, s);
+	}
+	if ((rc = admin_new(d.loop, &admin_sa, d.metrics, &d.admin)) < 0)
+		goto cleanup;
+	if ((rc = metrics_add_collector(d.metrics, bpf_collector, &d)) < 0)
+		goto cleanup;
+	d.sig.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	d.sig.cb = signal_cb;
+	if (d.sig.fd < 0 || (rc = loop_set(d.loop, &d.sig, EPOLLIN)) < 0) {
+		log_error("main", "signalfd: %s", strerror(errno));
+		goto cleanup;
+	}
+	/* Interception starts now: the listener goes into BPF's sockmap. */
+	if (d.bpf && (rc = bpfctl_set_listener(d.bpf, proxy_listen_fd(d.proxy, 0))) < 0) {
+		log_error("main", "BPF listener registration: %s", strerror(-rc));
+		goto cleanup;
+	}
+	{
+		struct sockaddr_in la, aa;
+		char ls[INET_ADDRSTRLEN], as[INET_ADDRSTRLEN];
+
+		proxy_listen_addr(d.proxy, 0, &la);
+		admin_addr(d.admin, &aa);
+		inet_ntop(AF_INET, &la.sin_addr, ls, sizeof(ls));
+		inet_ntop(AF_INET, &aa.sin_addr, as, sizeof(as));
+		log_info("main", "kvsplice ready: proxy %s:%u, admin %s:%u, bpf %s, router %s, relay %s",
+			 ls, ntohs(la.sin_port), as, ntohs(aa.sin_port), d.bpf ? "on" : "off",
+			 router_policy(d.router), proxy_relay_name(po.relay));
+		if (port_file) {
+			char tmp[4096];
+			FILE *f;
+
+			snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
+			f = fopen(tmp, "w");
+			if (!f || fprintf(f, "%u %u\n", ntohs(la.sin_port), ntohs(aa.sin_port)) < 0 ||
+			    fclose(f) != 0 || rename(tmp, port_file) < 0) {
+				log_error("main", "--port-file %s: %s", port_file, strerror(errno));
+				goto cleanup;
+			}
+		}
+	}
+	admin_set_ready(d.admin, true);
+
+	while (!proxy_done(d.proxy)) {
+		struct timespec ts;
+		uint64_t now;
+
+		rc = loop_run(d.loop, 100);
+		if (rc < 0) {
+			log_error("main", "epoll: %s", strerror(-rc));
+			goto cleanup;
+		}
+		proxy_tick(d.proxy);
+		admin_tick(d.admin);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+		if (d.hup || now - last_poll >= 1000) {
+			services_poll(&d, d.hup);
+			d.hup = false;
+			last_poll = now;
+		}
+		if (d.stop && !proxy_draining(d.proxy)) {
+			log_info("main", "stopping: listener closed, draining");
+			admin_set_ready(d.admin, false);
+			proxy_stop(d.proxy);
+		}
+	}
+	log_info("main", "drained, exiting");
+	exit_code = 0;
+cleanup:
+	if (d.sig.fd >= 0) {
+		loop_del(d.loop, &d.sig);
+		close(d.sig.fd);
+	}
+	admin_free(d.admin);
+	proxy_free(d.proxy);
+	bpfctl_close(d.bpf);
+	services_put(d.svcs);
+	if (d.src)
+		d.src->free(d.src);
+	router_free(d.router);
+	metrics_free(d.metrics);
+	loop_free(d.loop);
+	return exit_code;
+}

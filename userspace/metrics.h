@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* metrics: a registry of counters, gauges and histograms rendered in the Prometheus text format
+ * (version 0.0.4), plus text collectors that other modules register to append their own series
+ * (e.g. the index's). Registration happens at start-up on the main thread; updates are relaxed
+ * atomics, so a value may be bumped from any thread; rendering runs on the main thread. */
+#ifndef KVS_METRICS_H
+#define KVS_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+struct metrics;
+
+/* A histogram with fixed upper bounds (ascending, +Inf implied). */
+struct metrics_hist;
+
+/* Creates an empty registry. Returns 0 and *out, or -ENOMEM. */
+int metrics_new(struct metrics **out);
+/* Frees the registry and every series (pointers handed out become invalid). */
+void metrics_free(struct metrics *m);
+
+/* Registers one series of a counter: name (e.g. "kvsplice_requests_total"), labels in Prometheus
+ * form without braces (e.g. "code=\"2xx\"", or NULL), help text (used once per name). Returns a
+ * stable pointer to its value, or NULL on ENOMEM. Series of one name are rendered together. */
+uint64_t *metrics_counter(struct metrics *m, const char *name, const char *labels,
+			  const char *help);
+/* Registers one series of a gauge (signed integer value). Same rules as metrics_counter. */
+int64_t *metrics_gauge(struct metrics *m, const char *name, const char *labels, const char *help);
+/* Registers a histogram with nb upper bounds (seconds or any unit; copied). Returns NULL on
+ * ENOMEM or when nb is 0 or more than 32. */
+struct metrics_hist *metrics_histogram(struct metrics *m, const char *name, const char *labels,
+				       const char *help, const double *bounds, int nb);
+
+/* Adds to a counter or gauge (relaxed atomic). */
+static inline void metrics_add(uint64_t *c, uint64_t n)
+{
+	__atomic_add_fetch(c, n, __ATOMIC_RELAXED);
+}
+static inline void metrics_inc(uint64_t *c)
+{
+	__atomic_add_fetch(c, 1, __ATOMIC_RELAXED);
+}
+static inline void metrics_gauge_add(int64_t *g, int64_t n)
+{
+	__atomic_add_fetch(g, n, __ATOMIC_RELAXED);
+}
+static inline void metrics_gauge_set(int64_t *g, int64_t v)
+{
+	__atomic_store_n(g, v, __ATOMIC_RELAXED);
+}
+/* Records one observation. */
+void metrics_observe(struct metrics_hist *h, double v);
+
+/* Registers a collector: fn(out, arg) is called at every render and appends complete Prometheus
+ * text (HELP/TYPE lines and samples) to out. Returns 0 or -ENOMEM. */
+int metrics_add_collector(struct metrics *m, void (*fn)(struct buf *out, void *arg), void *arg);
+
+/* Appends the whole exposition (registered series, then collectors). Returns 0 or -ENOMEM. */
+int metrics_render(struct metrics *m, struct buf *out);
+
+#endif

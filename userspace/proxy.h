@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* proxy: kvsplice's data path on one epoll loop. Accepts client connections (handed over by BPF
+ * or made directly), finds the Service each one was for, reads every HTTP/1.1 request (head and
+ * whole body, bounded), asks the router for an endpoint per request, forwards the request over a
+ * pooled upstream connection (SO_MARK set, so BPF never intercepts it) and relays the response as
+ * it arrives. Bytes that are not HTTP/1.x are relayed unchanged to one endpoint (pass-through).
+ * Errors the proxy answers itself use the OpenAI JSON error shape. Not thread-safe: everything
+ * runs on the caller's thread through proxy_loop(). */
+#ifndef KVS_PROXY_H
+#define KVS_PROXY_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "discovery.h"
+#include "loop.h"
+#include "metrics.h"
+#include "router.h"
+
+#define PROXY_MAX_LISTEN 8
+
+struct bpfctl;
+
+/* How response bodies and pass-through bytes are moved between the two sockets. */
+enum proxy_relay {
+	PROXY_RELAY_COPY,   /* read(2)/write(2) through a userspace buffer */
+	PROXY_RELAY_SPLICE, /* splice(2) through a pipe for Content-Length / until-close bodies and
+			       pass-through; chunked bodies are framed by reading them (copy) */
+};
+
+struct proxy_opts {
+	struct sockaddr_in listen[PROXY_MAX_LISTEN];
+	int nlisten;
+	int backlog;
+	size_t max_head;	      /* bytes; longer request heads get 431 */
+	size_t max_body;	      /* bytes; larger request bodies get 413 */
+	int header_timeout_ms;	      /* to receive a whole request (head + body) once it started */
+	int idle_timeout_ms;	      /* keep-alive wait for the next request; silence in a relay */
+	int connect_timeout_ms;	      /* per upstream connect attempt */
+	int drain_timeout_ms;	      /* after proxy_stop, then everything is closed */
+	int pool_idle_timeout_ms;     /* idle upstream connections are closed after this */
+	int pool_max;		      /* idle upstream connections kept per endpoint */
+	uint32_t mark;		      /* SO_MARK of upstream sockets (0: none) */
+	enum proxy_relay relay;
+};
+
+/* Fills o with the defaults (no listener). */
+void proxy_opts_default(struct proxy_opts *o);
+/* Parses "copy" / "splice"; returns the enum or -1. */
+int proxy_relay_parse(const char *s);
+const char *proxy_relay_name(enum proxy_relay r);
+
+struct proxy;
+
+/* Binds and listens on every o->listen address (port 0 picks one: see proxy_listen_addr), and
+ * registers the proxy's metrics in m. The router and metrics must outlive the proxy. Returns 0
+ * and *out, or a negative errno (message logged). */
+int proxy_new(const struct proxy_opts *o, struct loop *loop, struct metrics *m, struct router *r,
+	      struct proxy **out);
+void proxy_free(struct proxy *p);
+
+/* The i-th listening socket (for bpfctl_set_listener) and its bound address; -1 / -EINVAL after
+ * proxy_stop or for a bad index. */
+int proxy_listen_fd(const struct proxy *p, int i);
+int proxy_listen_addr(const struct proxy *p, int i, struct sockaddr_in *out);
+
+/* Original destinations come from b (NULL: no BPF; the Service is chosen by the listener's port,
+ * or is the only Service). b must outlive the proxy or be reset to NULL first. */
+void proxy_set_bpf(struct proxy *p, struct bpfctl *b);
+
+/* Installs a Services snapshot (takes a reference; connections keep the snapshot they use). */
+void proxy_set_services(struct proxy *p, struct services *s);
+
+/* Housekeeping (timeouts, pool expiry, drain progress): call after every loop_run, at least every
+ * 100 ms. */
+void proxy_tick(struct proxy *p);
+
+/* Starts draining: closes the listeners (BPF interception falls open at once), closes idle
+ * connections, lets requests in flight finish. */
+void proxy_stop(struct proxy *p);
+/* True once draining and every connection is gone (or the drain timeout passed). */
+bool proxy_done(const struct proxy *p);
+bool proxy_draining(const struct proxy *p);
+
+#endif
