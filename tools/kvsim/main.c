@@ -1,0 +1,1176 @@
+// SPDX-License-Identifier: Apache-2.0
+/* kvsim: one simulated vLLM worker. OpenAI HTTP API (vLLM's responses, errors and metrics), a
+ * vLLM v1 prefix cache and scheduler model (kvcache.c, sched.c) timed by a step-cost model, and
+ * vLLM's KV events (kvevents.c). See `kvsim --help`. One thread, one epoll loop. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <cjson/cJSON.h>
+#include <openssl/sha.h>
+
+#include "buf.h"
+#include "http.h"
+#include "kvcache.h"
+#include "kvevents.h"
+#include "log.h"
+#include "openai.h"
+#include "sched.h"
+#include "tokenizer.h"
+
+#define MAX_HEAD 65536
+
+struct opts {
+	const char *host;
+	int port;
+	const char *worker_id;
+	const char *tokenizer;
+	const char *model;
+	double time_scale;
+	uint64_t kv_bytes;
+	uint64_t kv_bytes_per_token;
+	uint32_t num_blocks;
+	uint32_t block_size;
+	uint32_t max_model_len;
+	size_t max_body;
+	uint64_t seed;
+	const char *hash_seed;
+	struct kvev_opts ev;
+	struct sched_cfg sc;
+	double api_overhead_ms;
+};
+
+enum conn_state { C_HEAD, C_BODY, C_BUSY, C_CLOSING };
+
+struct job;
+
+struct conn {
+	int fd;
+	enum conn_state st;
+	struct buf in, out, body;
+	struct http_msg m;
+	size_t head_len;
+	struct http_chunked ch;
+	bool keep_alive, want_out, eof;
+	struct job *job;
+	struct conn *next_free;
+};
+
+struct job {
+	struct sreq r;
+	struct conn *c;
+	struct openai_req q;
+	uint32_t *out;
+	char id[48];
+	int64_t created;
+	bool started; /* stream head sent */
+	bool in_sched;
+	double arrive_at; /* monotonic seconds at which it enters the engine */
+	struct job *anext;
+	struct buf text; /* non-stream: accumulated output */
+};
+
+struct sim {
+	struct opts o;
+	struct tokenizer *tok;
+	struct kvcache *kv;
+	struct sched *s;
+	struct kvev *ev;
+	int ep, lfd, tfd;
+	bool step_inflight;
+	double step_end;
+	struct job *ahead, *atail; /* jobs waiting for their API overhead to pass (FIFO) */
+	uint32_t *nice;	  /* output token ids */
+	size_t nnice;
+	uint64_t req_counter;
+	uint64_t ok_requests, err_requests;
+	struct kvc_events evbuf;
+	volatile sig_atomic_t stop;
+};
+
+static struct sim *g_sim; /* for the signal handler only */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double wall_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t splitmix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* --- connections -------------------------------------------------------------------------- */
+
+static void conn_update_events(struct sim *sm, struct conn *c)
+{
+	struct epoll_event e = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+	bool want = buf_unread(&c->out) > 0;
+
+	if (want == c->want_out)
+		return;
+	c->want_out = want;
+	if (want)
+		e.events |= EPOLLOUT;
+	epoll_ctl(sm->ep, EPOLL_CTL_MOD, c->fd, &e);
+}
+
+static void job_free(struct job *j)
+{
+	if (!j)
+		return;
+	kvc_seq_free(&j->r.seq);
+	openai_req_free(&j->q);
+	free(j->r.tokens);
+	free(j->out);
+	buf_free(&j->text);
+	free(j);
+}
+
+static void arrivals_remove(struct sim *sm, struct job *j)
+{
+	struct job **pp = &sm->ahead, *prev = NULL;
+
+	while (*pp && *pp != j) {
+		prev = *pp;
+		pp = &(*pp)->anext;
+	}
+	if (!*pp)
+		return;
+	*pp = j->anext;
+	if (sm->atail == j)
+		sm->atail = prev;
+}
+
+static void conn_close(struct sim *sm, struct conn *c)
+{
+	if (c->job) {
+		struct job *j = c->job;
+
+		if (j->in_sched)
+			sched_abort(sm->s, &j->r);
+		else
+			arrivals_remove(sm, j);
+		job_free(j);
+		c->job = NULL;
+	}
+	epoll_ctl(sm->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	buf_free(&c->in);
+	buf_free(&c->out);
+	buf_free(&c->body);
+	free(c);
+}
+
+/* Writes what can be written; returns -1 when the connection is gone (closed here). */
+static int conn_flush(struct sim *sm, struct conn *c)
+{
+	while (buf_unread(&c->out) > 0) {
+		ssize_t n = send(c->fd, buf_rptr(&c->out), buf_unread(&c->out), MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				break;
+			conn_close(sm, c);
+			return -1;
+		}
+		buf_consume(&c->out, (size_t)n);
+	}
+	if (buf_unread(&c->out) == 0 && c->st == C_CLOSING) {
+		conn_close(sm, c);
+		return -1;
+	}
+	conn_update_events(sm, c);
+	return 0;
+}
+
+static void head_common(struct sim *sm, struct buf *b, int status, const char *ctype, bool close)
+{
+	buf_printf(b,
+		   "HTTP/1.1 %d %s\r\nserver: kvsim\r\nx-kvsim-worker: %s\r\ncontent-type: %s\r\n%s",
+		   status, http_reason(status), sm->o.worker_id, ctype,
+		   close ? "connection: close\r\n" : "");
+}
+
+static void respond(struct sim *sm, struct conn *c, int status, const char *ctype, const char *body,
+		    size_t len)
+{
+	head_common(sm, &c->out, status, ctype, !c->keep_alive);
+	buf_printf(&c->out, "content-length: %zu\r\n\r\n", len);
+	buf_append(&c->out, body, len);
+	if (!c->keep_alive)
+		c->st = C_CLOSING;
+}
+
+static void respond_error(struct sim *sm, struct conn *c, int status, const char *type,
+			  const char *msg)
+{
+	struct buf w = {0};
+
+	/* vLLM's ErrorResponse, wrapped as {"error": {...}} like recent vLLM and OpenAI. */
+	buf_puts(&w, "{\"error\":{\"message\":");
+	buf_json_str(&w, msg, strlen(msg));
+	buf_puts(&w, ",\"type\":");
+	buf_json_str(&w, type, strlen(type));
+	buf_printf(&w, ",\"param\":null,\"code\":%d}}", status);
+	respond(sm, c, status, "application/json", w.data, w.len);
+	buf_free(&w);
+	sm->err_requests++;
+}
+
+/* --- engine ------------------------------------------------------------------------------- */
+
+static void timer_arm(struct sim *sm)
+{
+	double t = 0;
+	struct itimerspec its = {0};
+
+	if (sm->step_inflight)
+		t = sm->step_end;
+	if (sm->ahead && (t == 0 || sm->ahead->arrive_at < t))
+		t = sm->ahead->arrive_at;
+	if (t > 0) {
+		if (t < 1e-6)
+			t = 1e-6;
+		its.it_value.tv_sec = (time_t)t;
+		its.it_value.tv_nsec = (long)((t - floor(t)) * 1e9);
+		if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+			its.it_value.tv_nsec = 1;
+	}
+	timerfd_settime(sm->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void publish_events(struct sim *sm)
+{
+	kvc_take_events(sm->kv, &sm->evbuf);
+	if (sm->ev && sm->evbuf.n)
+		kvev_publish(sm->ev, &sm->evbuf, wall_s());
+	kvc_events_clear(&sm->evbuf);
+}
+
+static void engine_kick(struct sim *sm)
+{
+	double d;
+
+	if (sm->step_inflight)
+		return;
+	d = sched_plan(sm->s);
+	/* vLLM publishes the events of a step right after scheduling it. */
+	publish_events(sm);
+	if (d < 0) {
+		log_error("kvsim", "scheduler: %s", strerror((int)-d));
+		return;
+	}
+	if (d == 0)
+		return;
+	sm->step_inflight = true;
+	sm->step_end = now_s() + d / 1000.0 / sm->o.time_scale;
+}
+
+static void usage_json(struct buf *b, const struct job *j)
+{
+	buf_printf(b,
+		   "{\"prompt_tokens\":%zu,\"total_tokens\":%zu,\"completion_tokens\":%zu,"
+		   "\"prompt_tokens_details\":{\"cached_tokens\":%" PRId64 "}}",
+		   j->r.prompt_len, j->r.prompt_len + j->r.num_output, j->r.num_output,
+		   j->r.cached_tokens < 0 ? 0 : j->r.cached_tokens);
+}
+
+static void sse_chunk(struct conn *c, const struct buf *payload)
+{
+	buf_printf(&c->out, "%zx\r\n", payload->len + 8);
+	buf_puts(&c->out, "data: ");
+	buf_append(&c->out, payload->data, payload->len);
+	buf_puts(&c->out, "\n\n\r\n");
+}
+
+static void stream_head(struct sim *sm, struct job *j)
+{
+	struct conn *c = j->c;
+
+	head_common(sm, &c->out, 200, "text/event-stream; charset=utf-8", !c->keep_alive);
+	buf_puts(&c->out, "cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n");
+	j->started = true;
+	if (j->q.endpoint == OPENAI_CHAT) {
+		struct buf p = {0};
+
+		buf_printf(&p,
+			   "{\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%" PRId64
+			   ",\"model\":",
+			   j->id, j->created);
+		buf_json_str(&p, sm->o.model, strlen(sm->o.model));
+		buf_puts(&p, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+			     "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}");
+		sse_chunk(c, &p);
+		buf_free(&p);
+	}
+}
+
+static void stream_token(struct sim *sm, struct job *j, const char *text, size_t tlen,
+			 bool finished)
+{
+	struct conn *c = j->c;
+	struct buf p = {0};
+	bool chat = j->q.endpoint == OPENAI_CHAT;
+
+	if (!j->started)
+		stream_head(sm, j);
+	buf_printf(&p, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":", j->id,
+		   chat ? "chat.completion.chunk" : "text_completion", j->created);
+	buf_json_str(&p, sm->o.model, strlen(sm->o.model));
+	if (chat) {
+		buf_puts(&p, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":");
+		buf_json_str(&p, text, tlen);
+		buf_printf(&p, "},\"logprobs\":null,\"finish_reason\":%s%s}]}",
+			   finished ? "\"length\"" : "null", finished ? ",\"stop_reason\":null" : "");
+	} else {
+		buf_puts(&p, ",\"choices\":[{\"index\":0,\"text\":");
+		buf_json_str(&p, text, tlen);
+		buf_printf(&p, ",\"logprobs\":null,\"finish_reason\":%s,\"stop_reason\":null}]}",
+			   finished ? "\"length\"" : "null");
+	}
+	sse_chunk(c, &p);
+	if (finished) {
+		if (j->q.include_usage) {
+			p.len = 0;
+			buf_printf(&p,
+				   "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64
+				   ",\"model\":",
+				   j->id, chat ? "chat.completion.chunk" : "text_completion",
+				   j->created);
+			buf_json_str(&p, sm->o.model, strlen(sm->o.model));
+			buf_puts(&p, ",\"choices\":[],\"usage\":");
+			usage_json(&p, j);
+			buf_puts(&p, "}");
+			sse_chunk(c, &p);
+		}
+		p.len = 0;
+		buf_puts(&p, "[DONE]");
+		sse_chunk(c, &p);
+		buf_puts(&c->out, "0\r\n\r\n");
+	}
+	buf_free(&p);
+}
+
+static void final_response(struct sim *sm, struct job *j)
+{
+	struct buf p = {0};
+	bool chat = j->q.endpoint == OPENAI_CHAT;
+
+	buf_printf(&p, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":", j->id,
+		   chat ? "chat.completion" : "text_completion", j->created);
+	buf_json_str(&p, sm->o.model, strlen(sm->o.model));
+	if (chat) {
+		buf_puts(&p, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+			     "\"content\":");
+		buf_json_str(&p, j->text.data ? j->text.data : "", j->text.len);
+		buf_puts(&p, ",\"reasoning_content\":null,\"tool_calls\":[]},\"logprobs\":null,"
+			     "\"finish_reason\":\"length\",\"stop_reason\":null}]");
+	} else {
+		buf_puts(&p, ",\"choices\":[{\"index\":0,\"text\":");
+		buf_json_str(&p, j->text.data ? j->text.data : "", j->text.len);
+		buf_puts(&p, ",\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null,"
+			     "\"prompt_logprobs\":null}]");
+	}
+	buf_puts(&p, ",\"usage\":");
+	usage_json(&p, j);
+	buf_puts(&p, "}");
+	respond(sm, j->c, 200, "application/json", p.data, p.len);
+	buf_free(&p);
+}
+
+static void conn_request_done(struct sim *sm, struct conn *c);
+
+static void on_token(void *ctx, struct sreq *r, uint32_t tok, bool first, bool finished)
+{
+	struct sim *sm = ctx;
+	struct job *j = r->user;
+	struct conn *c = j->c;
+	struct buf t = {0};
+
+	(void)first;
+	tokenizer_decode(sm->tok, &tok, 1, &t);
+	if (j->q.stream)
+		stream_token(sm, j, t.data ? t.data : "", t.len, finished);
+	else
+		buf_append(&j->text, t.data ? t.data : "", t.len);
+	buf_free(&t);
+	if (!finished) {
+		conn_flush(sm, c); /* may close c on error: then the job was aborted */
+		return;
+	}
+	j->in_sched = false;
+	if (!j->q.stream)
+		final_response(sm, j);
+	else if (!c->keep_alive)
+		c->st = C_CLOSING;
+	sm->ok_requests++;
+	c->job = NULL;
+	job_free(j);
+	conn_request_done(sm, c);
+}
+
+static void engine_on_timer(struct sim *sm)
+{
+	double t = now_s();
+	uint64_t x;
+
+	while (read(sm->tfd, &x, sizeof(x)) > 0)
+		;
+	if (sm->step_inflight && t >= sm->step_end) {
+		sm->step_inflight = false;
+		sched_finish(sm->s, on_token, sm);
+		publish_events(sm);
+	}
+	while (sm->ahead && sm->ahead->arrive_at <= t) {
+		struct job *j = sm->ahead;
+
+		sm->ahead = j->anext;
+		if (!sm->ahead)
+			sm->atail = NULL;
+		if (sched_add(sm->s, &j->r) == 0) {
+			j->in_sched = true;
+		} else {
+			struct conn *c = j->c;
+
+			c->job = NULL;
+			job_free(j);
+			respond_error(sm, c, 500, "InternalServerError", "out of memory");
+			conn_request_done(sm, c);
+		}
+	}
+	engine_kick(sm);
+	timer_arm(sm);
+}
+
+/* --- endpoints ---------------------------------------------------------------------------- */
+
+static void handle_models(struct sim *sm, struct conn *c)
+{
+	struct buf b = {0};
+
+	buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+	buf_json_str(&b, sm->o.model, strlen(sm->o.model));
+	buf_printf(&b, ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"vllm\",\"root\":",
+		   (int64_t)wall_s());
+	buf_json_str(&b, sm->o.model, strlen(sm->o.model));
+	buf_printf(&b, ",\"parent\":null,\"max_model_len\":%u,\"permission\":[]}]}",
+		   sm->o.max_model_len);
+	respond(sm, c, 200, "application/json", b.data, b.len);
+	buf_free(&b);
+}
+
+static void handle_metrics(struct sim *sm, struct conn *c)
+{
+	const struct sched_stats *st = sched_stats(sm->s);
+	struct buf b = {0};
+	char lbl[300];
+
+	snprintf(lbl, sizeof(lbl), "{engine=\"0\",model_name=\"%s\"}", sm->o.model);
+	buf_printf(&b,
+		   "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+		   "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running%s %zu.0\n"
+		   "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+		   "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting%s %zu.0\n"
+		   "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+		   "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc%s %.6f\n"
+		   "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number "
+		   "of queried tokens.\n"
+		   "# TYPE vllm:prefix_cache_queries_total counter\n"
+		   "vllm:prefix_cache_queries_total%s %" PRIu64 ".0\n"
+		   "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of "
+		   "cached tokens.\n"
+		   "# TYPE vllm:prefix_cache_hits_total counter\n"
+		   "vllm:prefix_cache_hits_total%s %" PRIu64 ".0\n"
+		   "# HELP vllm:num_preemptions_total Cumulative number of preemption from the "
+		   "engine.\n"
+		   "# TYPE vllm:num_preemptions_total counter\nvllm:num_preemptions_total%s %" PRIu64
+		   ".0\n"
+		   "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
+		   "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total%s %" PRIu64
+		   ".0\n"
+		   "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
+		   "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total%s %" PRIu64
+		   ".0\n"
+		   "# HELP vllm:request_success_total Count of successfully processed requests.\n"
+		   "# TYPE vllm:request_success_total counter\nvllm:request_success_total%s %" PRIu64
+		   ".0\n",
+		   lbl, sched_num_running(sm->s), lbl, sched_num_waiting(sm->s), lbl,
+		   kvc_usage(sm->kv), lbl, st->queries_tokens, lbl, st->hit_tokens, lbl,
+		   st->preemptions, lbl, st->prompt_tokens, lbl, st->generation_tokens, lbl,
+		   sm->ok_requests);
+	respond(sm, c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
+	buf_free(&b);
+}
+
+static void hex(struct buf *b, const uint8_t *h)
+{
+	for (int i = 0; i < KVC_HASH_LEN; i++)
+		buf_printf(b, "%02x", h[i]);
+}
+
+/* GET /debug/cache: every block that holds a hash, by block id. */
+static void handle_debug(struct sim *sm, struct conn *c)
+{
+	struct buf b = {0};
+	uint32_t n = kvc_usable_blocks(sm->kv) + 1, bs = kvc_block_size(sm->kv);
+	bool first = true;
+
+	buf_puts(&b, "{\"worker_id\":");
+	buf_json_str(&b, sm->o.worker_id, strlen(sm->o.worker_id));
+	buf_printf(&b,
+		   ",\"block_size\":%u,\"num_blocks\":%u,\"usable_blocks\":%u,\"free_blocks\":%u,"
+		   "\"cached_blocks\":%u,\"int_block_hashes\":%s,\"events_next_seq\":%" PRIu64
+		   ",\"root_hash_hex\":\"",
+		   bs, n, n - 1, kvc_num_free(sm->kv), kvc_num_cached(sm->kv),
+		   sm->o.ev.int_hashes ? "true" : "false", sm->ev ? kvev_next_seq(sm->ev) : 0);
+	hex(&b, kvc_root_hash(sm->kv));
+	buf_puts(&b, "\",\"blocks\":[");
+	for (uint32_t id = 1; id < n; id++) {
+		struct kvc_block_info bi;
+
+		if (kvc_block_info(sm->kv, id, &bi) || !bi.has_hash)
+			continue;
+		buf_printf(&b, "%s{\"id\":%u,\"ref_cnt\":%u,\"free_pos\":%" PRId64
+			       ",\"hash\":\"%" PRIu64 "\",\"hash_hex\":\"",
+			   first ? "" : ",", id, bi.ref_cnt, bi.free_pos, kvc_hash_u64(bi.hash));
+		hex(&b, bi.hash);
+		if (bi.has_parent) {
+			buf_printf(&b, "\",\"parent\":\"%" PRIu64 "\",\"parent_hex\":\"",
+				   kvc_hash_u64(bi.parent));
+			hex(&b, bi.parent);
+			buf_puts(&b, "\"");
+		} else {
+			buf_puts(&b, "\",\"parent\":null,\"parent_hex\":null");
+		}
+		buf_puts(&b, ",\"token_ids\":[");
+		for (uint32_t i = 0; i < bs; i++)
+			buf_printf(&b, "%s%u", i ? "," : "", bi.tokens[i]);
+		buf_puts(&b, "]}");
+		first = false;
+	}
+	buf_puts(&b, "]}");
+	respond(sm, c, 200, "application/json", b.data, b.len);
+	buf_free(&b);
+}
+
+static void handle_reset(struct sim *sm, struct conn *c)
+{
+	int rc = kvc_reset(sm->kv);
+
+	if (rc == -EBUSY) {
+		respond_error(sm, c, 409, "ConflictError",
+			      "Failed to reset prefix cache: some blocks are still in use");
+		return;
+	}
+	publish_events(sm);
+	respond(sm, c, 200, "application/json", "{}", 2);
+}
+
+static void handle_generate(struct sim *sm, struct conn *c, enum openai_endpoint ep)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	const char *why = NULL;
+	char msg[512];
+	size_t plen, max_tokens;
+	uint64_t h;
+	int rc;
+
+	if (!j) {
+		respond_error(sm, c, 500, "InternalServerError", "out of memory");
+		return;
+	}
+	rc = openai_parse(sm->tok, ep, c->body.data ? c->body.data : "", c->body.len, &j->q, &why);
+	if (rc != OPENAI_OK) {
+		if (rc < 0)
+			respond_error(sm, c, 500, "InternalServerError", "out of memory");
+		else
+			respond_error(sm, c, 400, "BadRequestError", why ? why : "invalid request");
+		goto fail;
+	}
+	if (j->q.model && strcmp(j->q.model, sm->o.model) != 0) {
+		snprintf(msg, sizeof(msg), "The model `%s` does not exist.", j->q.model);
+		respond_error(sm, c, 404, "NotFoundError", msg);
+		goto fail;
+	}
+	plen = j->q.prompt.n;
+	if (plen >= sm->o.max_model_len) {
+		snprintf(msg, sizeof(msg),
+			 "This model's maximum context length is %u tokens. However, your request "
+			 "has %zu input tokens. Please reduce the length of the input messages.",
+			 sm->o.max_model_len, plen);
+		respond_error(sm, c, 400, "BadRequestError", msg);
+		goto fail;
+	}
+	max_tokens = j->q.max_tokens < 0 ? sm->o.max_model_len - plen : (size_t)j->q.max_tokens;
+	if (plen + max_tokens > sm->o.max_model_len) {
+		snprintf(msg, sizeof(msg),
+			 "This model's maximum context length is %u tokens. However, you requested "
+			 "%zu tokens (%zu in the messages, %zu in the completion). Please reduce the "
+			 "length of the messages or completion.",
+			 sm->o.max_model_len, plen + max_tokens, plen, max_tokens);
+		respond_error(sm, c, 400, "BadRequestError", msg);
+		goto fail;
+	}
+	j->r.tokens = malloc((plen + max_tokens) * sizeof(uint32_t));
+	j->out = malloc(max_tokens * sizeof(uint32_t));
+	if (!j->r.tokens || !j->out) {
+		respond_error(sm, c, 500, "InternalServerError", "out of memory");
+		goto fail;
+	}
+	memcpy(j->r.tokens, j->q.prompt.v, plen * sizeof(uint32_t));
+	/* Output tokens: deterministic from the seed(s) and the prompt. */
+	h = sm->o.seed ^ (j->q.seed >= 0 ? splitmix((uint64_t)j->q.seed) : 0);
+	for (size_t i = 0; i < plen; i++)
+		h = splitmix(h ^ j->r.tokens[i]);
+	for (size_t i = 0; i < max_tokens; i++)
+		j->out[i] = sm->nice[splitmix(h + i) % sm->nnice];
+	j->r.prompt_len = plen;
+	j->r.out = j->out;
+	j->r.max_tokens = max_tokens;
+	j->r.user = j;
+	if (j->q.cache_salt) {
+		/* cache_salt is an extra key of block 0 (vLLM); mixed in as its sha256. */
+		struct kvc_seq *s = &j->r.seq;
+
+		SHA256((const unsigned char *)j->q.cache_salt, strlen(j->q.cache_salt), s->salt);
+		s->has_salt = true;
+	}
+	j->c = c;
+	j->created = (int64_t)wall_s();
+	snprintf(j->id, sizeof(j->id), "%s-%s-%" PRIu64, ep == OPENAI_CHAT ? "chatcmpl" : "cmpl",
+		 sm->o.worker_id, ++sm->req_counter);
+	c->job = j;
+	if (j->q.stream && ep == OPENAI_CHAT) {
+		stream_head(sm, j); /* vLLM sends the role chunk before the first token */
+		conn_flush(sm, c);
+	}
+	/* The API server's own time (HTTP, tokenization, hand-off to the engine core). */
+	j->arrive_at = now_s() + sm->o.api_overhead_ms / 1000.0 / sm->o.time_scale;
+	j->anext = NULL;
+	if (sm->atail)
+		sm->atail->anext = j;
+	else
+		sm->ahead = j;
+	sm->atail = j;
+	timer_arm(sm);
+	return;
+fail:
+	job_free(j);
+}
+
+static bool target_is(const struct http_msg *m, const char *path)
+{
+	size_t n = strlen(path);
+
+	return m->target_len >= n && memcmp(m->target, path, n) == 0 &&
+	       (m->target_len == n || m->target[n] == '?');
+}
+
+static bool method_is(const struct http_msg *m, const char *meth)
+{
+	return m->method_len == strlen(meth) && memcmp(m->method, meth, m->method_len) == 0;
+}
+
+static void dispatch(struct sim *sm, struct conn *c)
+{
+	const struct http_msg *m = &c->m;
+	enum openai_endpoint ep = openai_endpoint_of(m->method, m->method_len, m->target,
+						     m->target_len);
+
+	if (ep != OPENAI_NONE) {
+		handle_generate(sm, c, ep);
+		return;
+	}
+	if ((target_is(m, "/v1/completions") || target_is(m, "/v1/chat/completions"))) {
+		respond_error(sm, c, 405, "MethodNotAllowed", "Method Not Allowed");
+		return;
+	}
+	if (method_is(m, "GET") && target_is(m, "/v1/models"))
+		handle_models(sm, c);
+	else if (method_is(m, "GET") && target_is(m, "/health"))
+		respond(sm, c, 200, "application/json", "", 0);
+	else if (method_is(m, "GET") && target_is(m, "/metrics"))
+		handle_metrics(sm, c);
+	else if (method_is(m, "GET") && target_is(m, "/debug/cache"))
+		handle_debug(sm, c);
+	else if (method_is(m, "POST") && target_is(m, "/reset_prefix_cache"))
+		handle_reset(sm, c);
+	else
+		respond(sm, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22);
+}
+
+/* Parses what is buffered: a head, then its body; dispatches a complete request. */
+static void conn_process(struct sim *sm, struct conn *c)
+{
+	while (c->st == C_HEAD || c->st == C_BODY) {
+		if (c->st == C_HEAD) {
+			int n = http_parse_request(buf_rptr(&c->in), buf_unread(&c->in), MAX_HEAD,
+						   &c->m);
+
+			if (n == 0)
+				return;
+			if (n < 0) {
+				c->keep_alive = false;
+				respond_error(sm, c, -n, "BadRequestError", "malformed HTTP request");
+				return;
+			}
+			c->head_len = (size_t)n;
+			c->keep_alive = c->m.keep_alive;
+			c->body.len = c->body.off = 0;
+			memset(&c->ch, 0, sizeof(c->ch));
+			if (c->m.body == HTTP_BODY_LENGTH && c->m.content_length > sm->o.max_body) {
+				c->keep_alive = false;
+				respond_error(sm, c, 413, "BadRequestError", "request body too large");
+				return;
+			}
+			if (c->m.expect_continue)
+				buf_puts(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+			c->st = C_BODY;
+		}
+		/* The head points into c->in, which must not move: bodies are copied out. */
+		const char *p = buf_rptr(&c->in) + c->head_len;
+		size_t avail = buf_unread(&c->in) - c->head_len, used;
+
+		if (c->m.body == HTTP_BODY_LENGTH) {
+			if (avail < c->m.content_length)
+				return;
+			used = c->m.content_length;
+			buf_append(&c->body, p, used);
+		} else if (c->m.body == HTTP_BODY_CHUNKED) {
+			bool done = false;
+			ssize_t k = http_chunked_feed(&c->ch, p, avail, &c->body, &done);
+
+			if (k < 0 || c->body.len > sm->o.max_body) {
+				c->keep_alive = false;
+				respond_error(sm, c, 400, "BadRequestError", "bad chunked body");
+				return;
+			}
+			/* Feeding again from the start next time: reset and keep the bytes. */
+			if (!done) {
+				c->body.len = c->body.off = 0;
+				memset(&c->ch, 0, sizeof(c->ch));
+				return;
+			}
+			used = (size_t)k;
+		} else {
+			used = 0;
+		}
+		/* Reading more may have moved the buffer: parse the head again where it is now. */
+		if (http_parse_request(buf_rptr(&c->in), buf_unread(&c->in), MAX_HEAD, &c->m) <= 0) {
+			c->keep_alive = false;
+			respond_error(sm, c, 400, "BadRequestError", "malformed HTTP request");
+			return;
+		}
+		c->st = C_BUSY;
+		dispatch(sm, c);
+		/* dispatch may have queued a job or written a full response. */
+		if (c->st == C_CLOSING)
+			return;
+		/* The head and body are consumed only after dispatch, which read them. */
+		buf_consume(&c->in, c->head_len + used);
+		c->head_len = 0;
+		if (!c->job)
+			c->st = C_HEAD;
+	}
+}
+
+static void conn_request_done(struct sim *sm, struct conn *c)
+{
+	if (c->st != C_CLOSING) {
+		c->st = C_HEAD;
+		if (!c->keep_alive)
+			c->st = C_CLOSING;
+	}
+	if (conn_flush(sm, c) < 0)
+		return;
+	if (c->st == C_HEAD)
+		conn_process(sm, c);
+	if (c->st != C_CLOSING || buf_unread(&c->out))
+		conn_flush(sm, c);
+	else
+		conn_close(sm, c);
+}
+
+static void conn_on_event(struct sim *sm, struct conn *c, uint32_t events)
+{
+	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+		for (;;) {
+			ssize_t n;
+
+			if (buf_reserve(&c->in, 16384)) {
+				conn_close(sm, c);
+				return;
+			}
+			n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len - 1, 0);
+			if (n > 0) {
+				c->in.len += (size_t)n;
+				c->in.data[c->in.len] = '\0';
+				continue;
+			}
+			if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+				c->eof = true;
+			}
+			break;
+		}
+		if (c->eof && (c->job || c->st != C_HEAD || buf_unread(&c->in) == 0)) {
+			/* Client gone: vLLM aborts the request and frees its blocks. */
+			conn_close(sm, c);
+			return;
+		}
+		if (c->st == C_HEAD || c->st == C_BODY)
+			conn_process(sm, c);
+	}
+	conn_flush(sm, c);
+}
+
+static void on_accept(struct sim *sm)
+{
+	for (;;) {
+		int fd = accept4(sm->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+		struct conn *c;
+		struct epoll_event e;
+
+		if (fd < 0)
+			return;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->st = C_HEAD;
+		e.events = EPOLLIN | EPOLLRDHUP;
+		e.data.ptr = c;
+		epoll_ctl(sm->ep, EPOLL_CTL_ADD, fd, &e);
+	}
+}
+
+/* --- start-up ----------------------------------------------------------------------------- */
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	if (g_sim)
+		g_sim->stop = 1;
+}
+
+static const char *const NICE_WORDS[] = {
+	" the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " was",
+	" with", " be", " by", " on", " not", " he", " this", " are", " or", " his", " from",
+	" at", " which", " but", " have", " an", " had", " they", " you", " were", " their",
+	" one", " all", " we", " can", " her", " has", " there", " been", " if", " more",
+	" when", " will", " would", " who", " so", " no", " time", " cache", " block", " model",
+	" token", " worker", " prefix", " route", " node", " fast", " small", " large", " new",
+	" old", " good", " first"};
+
+static int build_nice(struct sim *sm)
+{
+	size_t n = sizeof(NICE_WORDS) / sizeof(NICE_WORDS[0]);
+
+	sm->nice = calloc(n, sizeof(uint32_t));
+	if (!sm->nice)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		struct tok_ids ids = {0};
+
+		if (tokenizer_encode(sm->tok, NICE_WORDS[i], strlen(NICE_WORDS[i]), &ids) == 0 &&
+		    ids.n == 1)
+			sm->nice[sm->nnice++] = ids.v[0];
+		tok_ids_free(&ids);
+	}
+	if (!sm->nnice)
+		sm->nice[sm->nnice++] = 1;
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: kvsim --port N --worker-id ID --tokenizer PATH [options]\n"
+		"One simulated vLLM worker: OpenAI API, vLLM v1 prefix cache, KV events.\n"
+		"  --host ADDR                 listen address (0.0.0.0)\n"
+		"  --port N                    listen port (0: any; the port is printed on stderr)\n"
+		"  --worker-id ID              x-kvsim-worker header value (w0)\n"
+		"  --tokenizer PATH            tokenizer.json (models/qwen3/tokenizer.json)\n"
+		"  --model NAME                served model name (Qwen/Qwen3-0.6B)\n"
+		"  --time-scale S              run the same schedule S times faster (1)\n"
+		"  --kv-cache-memory-bytes B   KV capacity (1073741824)\n"
+		"  --kv-bytes-per-token B      KV bytes per token (114688, Qwen3-0.6B)\n"
+		"  --num-blocks N              blocks, overriding the two above\n"
+		"  --block-size N              tokens per block (16)\n"
+		"  --max-model-len N           longest prompt + completion (4096)\n"
+		"  --max-num-batched-tokens N  chunked-prefill token budget per step (2048)\n"
+		"  --max-num-seqs N            running requests at most (256)\n"
+		"  --step-fixed-ms X           step time: fixed part (%.1f)\n"
+		"  --step-prefill-fixed-ms X   step time: extra when the step has prefill (%.1f)\n"
+		"  --prefill-us-per-token X    step time: per prefill token (%.1f)\n"
+		"  --decode-us-per-seq X       step time: per decoding sequence (%.1f)\n"
+		"  --api-overhead-ms X         API server time before a request reaches the engine "
+		"(%.1f)\n"
+		"  --seed N                    output-token seed (0)\n"
+		"  --hash-seed STR             engine block-hash seed (default: random per process)\n"
+		"  --events-endpoint EP        ZMQ PUB bind, e.g. tcp://127.0.0.1:5557 (none)\n"
+		"  --replay-endpoint EP        ZMQ ROUTER replay bind (none)\n"
+		"  --topic T                   event topic (\"\")\n"
+		"  --events-format array|map   event encoding (array: vLLM before PR 42892)\n"
+		"  --int-block-hashes 0|1      hashes as u64 ints (1) or 32 raw bytes (0)\n"
+		"  --buffer-steps N            replay ring, in batches (10000)\n"
+		"  --log-level L               error|warn|info|debug\n",
+		10.0, 16.8, 21.3, 1000.0, 4.0);
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	enum { O_HOST = 256, O_PORT, O_WID, O_TOK, O_MODEL, O_TS, O_KVB, O_KVBT, O_NB, O_BS, O_MML,
+	       O_MNBT, O_MNS, O_SF, O_SPF, O_PPT, O_DPS, O_API, O_SEED, O_HSEED, O_EV, O_RP, O_TOP,
+	       O_EF, O_IBH, O_BUF, O_LOG, O_HELP };
+	static const struct option lo[] = {
+		{"host", 1, 0, O_HOST},
+		{"port", 1, 0, O_PORT},
+		{"worker-id", 1, 0, O_WID},
+		{"tokenizer", 1, 0, O_TOK},
+		{"model", 1, 0, O_MODEL},
+		{"time-scale", 1, 0, O_TS},
+		{"kv-cache-memory-bytes", 1, 0, O_KVB},
+		{"kv-bytes-per-token", 1, 0, O_KVBT},
+		{"num-blocks", 1, 0, O_NB},
+		{"block-size", 1, 0, O_BS},
+		{"max-model-len", 1, 0, O_MML},
+		{"max-num-batched-tokens", 1, 0, O_MNBT},
+		{"max-num-seqs", 1, 0, O_MNS},
+		{"step-fixed-ms", 1, 0, O_SF},
+		{"step-prefill-fixed-ms", 1, 0, O_SPF},
+		{"prefill-us-per-token", 1, 0, O_PPT},
+		{"decode-us-per-seq", 1, 0, O_DPS},
+		{"api-overhead-ms", 1, 0, O_API},
+		{"seed", 1, 0, O_SEED},
+		{"hash-seed", 1, 0, O_HSEED},
+		{"events-endpoint", 1, 0, O_EV},
+		{"replay-endpoint", 1, 0, O_RP},
+		{"topic", 1, 0, O_TOP},
+		{"events-format", 1, 0, O_EF},
+		{"int-block-hashes", 1, 0, O_IBH},
+		{"buffer-steps", 1, 0, O_BUF},
+		{"log-level", 1, 0, O_LOG},
+		{"help", 0, 0, O_HELP},
+		{0, 0, 0, 0},
+	};
+	int c, lvl;
+	char *end;
+
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		errno = 0;
+		end = NULL;
+		switch (c) {
+		case O_HOST: o->host = optarg; break;
+		case O_PORT: o->port = (int)strtol(optarg, &end, 10); break;
+		case O_WID: o->worker_id = optarg; break;
+		case O_TOK: o->tokenizer = optarg; break;
+		case O_MODEL: o->model = optarg; break;
+		case O_TS: o->time_scale = strtod(optarg, &end); break;
+		case O_KVB: o->kv_bytes = strtoull(optarg, &end, 10); break;
+		case O_KVBT: o->kv_bytes_per_token = strtoull(optarg, &end, 10); break;
+		case O_NB: o->num_blocks = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_BS: o->block_size = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_MML: o->max_model_len = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_MNBT: o->sc.max_num_batched_tokens = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_MNS: o->sc.max_num_seqs = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_SF: o->sc.step_fixed_ms = strtod(optarg, &end); break;
+		case O_SPF: o->sc.step_prefill_fixed_ms = strtod(optarg, &end); break;
+		case O_PPT: o->sc.prefill_us_per_token = strtod(optarg, &end); break;
+		case O_DPS: o->sc.decode_us_per_seq = strtod(optarg, &end); break;
+		case O_API: o->api_overhead_ms = strtod(optarg, &end); break;
+		case O_SEED: o->seed = strtoull(optarg, &end, 10); break;
+		case O_HSEED: o->hash_seed = optarg; break;
+		case O_EV: o->ev.endpoint = optarg; break;
+		case O_RP: o->ev.replay_endpoint = optarg; break;
+		case O_TOP: o->ev.topic = optarg; break;
+		case O_EF:
+			if (!strcmp(optarg, "array"))
+				o->ev.format = KVEV_ARRAY;
+			else if (!strcmp(optarg, "map"))
+				o->ev.format = KVEV_MAP;
+			else
+				return -1;
+			break;
+		case O_IBH:
+			if (strcmp(optarg, "0") && strcmp(optarg, "1"))
+				return -1;
+			o->ev.int_hashes = optarg[0] == '1';
+			break;
+		case O_BUF: o->ev.buffer_steps = strtoul(optarg, &end, 10); break;
+		case O_LOG:
+			if ((lvl = log_parse_level(optarg)) < 0)
+				return -1;
+			log_set_level((enum log_level)lvl);
+			break;
+		case O_HELP: usage(stdout); exit(0);
+		default: return -1;
+		}
+		if (errno || (end && *end)) {
+			fprintf(stderr, "kvsim: bad value '%s'\n", optarg);
+			return -1;
+		}
+	}
+	if (optind != argc || o->time_scale <= 0 || o->block_size == 0 || o->port < 0 ||
+	    o->port > 65535 || o->sc.max_num_batched_tokens == 0 || o->sc.max_num_seqs == 0 ||
+	    o->kv_bytes_per_token == 0 || o->max_model_len == 0)
+		return -1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sim sm = {0};
+	struct opts *o = &sm.o;
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t salen = sizeof(sa);
+	struct epoll_event e;
+	char err[256];
+	int one = 1, rc = 1, evfd = -1;
+	uint32_t nblocks;
+
+	*o = (struct opts){.host = "0.0.0.0",
+			   .worker_id = "w0",
+			   .tokenizer = "models/qwen3/tokenizer.json",
+			   .model = "Qwen/Qwen3-0.6B",
+			   .time_scale = 1,
+			   .kv_bytes = 1073741824ull,
+			   .kv_bytes_per_token = 114688,
+			   .block_size = 16,
+			   .max_model_len = 4096,
+			   .max_body = 64u << 20,
+			   .ev = {.topic = "", .format = KVEV_ARRAY, .int_hashes = true,
+				  .buffer_steps = 10000},
+			   .sc = {.max_num_batched_tokens = 2048,
+				  .max_num_seqs = 256,
+				  .step_fixed_ms = 10.0,
+				  .step_prefill_fixed_ms = 16.8,
+				  .prefill_us_per_token = 21.3,
+				  .decode_us_per_seq = 1000.0},
+			   .api_overhead_ms = 4.0};
+	if (parse_opts(argc, argv, o)) {
+		usage(stderr);
+		return 2;
+	}
+	nblocks = o->num_blocks ? o->num_blocks
+				: (uint32_t)(o->kv_bytes / o->kv_bytes_per_token / o->block_size);
+	if ((uint64_t)(o->max_model_len + o->block_size - 1) / o->block_size > nblocks - 1) {
+		fprintf(stderr,
+			"kvsim: max_model_len %u needs more KV blocks than the %u available (vLLM "
+			"refuses to start)\n",
+			o->max_model_len, nblocks ? nblocks - 1 : 0);
+		return 2;
+	}
+	o->ev.block_size = o->block_size;
+	sm.tok = tokenizer_load(o->tokenizer, err, sizeof(err));
+	if (!sm.tok) {
+		fprintf(stderr, "kvsim: tokenizer %s: %s\n", o->tokenizer, err);
+		return 1;
+	}
+	sm.kv = kvc_new(nblocks, o->block_size, o->hash_seed, o->hash_seed ? strlen(o->hash_seed) : 0);
+	if (!sm.kv || build_nice(&sm)) {
+		fprintf(stderr, "kvsim: cannot create a cache of %u blocks\n", nblocks);
+		goto cleanup;
+	}
+	sm.s = sched_new(&o->sc, sm.kv);
+	if (!sm.s)
+		goto cleanup;
+	if (o->ev.endpoint || o->ev.replay_endpoint) {
+		sm.ev = kvev_open(&o->ev, err, sizeof(err));
+		if (!sm.ev) {
+			fprintf(stderr, "kvsim: events: %s\n", err);
+			goto cleanup;
+		}
+	}
+	sm.lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	setsockopt(sm.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	sa.sin_port = htons((uint16_t)o->port);
+	if (inet_pton(AF_INET, o->host, &sa.sin_addr) != 1) {
+		fprintf(stderr, "kvsim: bad --host %s\n", o->host);
+		goto cleanup;
+	}
+	if (bind(sm.lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(sm.lfd, 4096)) {
+		fprintf(stderr, "kvsim: listen %s:%d: %s\n", o->host, o->port, strerror(errno));
+		goto cleanup;
+	}
+	getsockname(sm.lfd, (struct sockaddr *)&sa, &salen);
+	sm.ep = epoll_create1(EPOLL_CLOEXEC);
+	sm.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	e.events = EPOLLIN;
+	e.data.ptr = &sm.lfd;
+	epoll_ctl(sm.ep, EPOLL_CTL_ADD, sm.lfd, &e);
+	e.data.ptr = &sm.tfd;
+	epoll_ctl(sm.ep, EPOLL_CTL_ADD, sm.tfd, &e);
+	if (sm.ev && (evfd = kvev_fd(sm.ev)) >= 0) {
+		e.data.ptr = &evfd;
+		epoll_ctl(sm.ep, EPOLL_CTL_ADD, evfd, &e);
+	}
+	g_sim = &sm;
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	fprintf(stderr,
+		"kvsim %s: listening on %s:%u, %u blocks of %u (%u usable), time scale %g%s%s\n",
+		o->worker_id, o->host, ntohs(sa.sin_port), nblocks, o->block_size, nblocks - 1,
+		o->time_scale, o->ev.endpoint ? ", events " : "", o->ev.endpoint ? o->ev.endpoint : "");
+	while (!sm.stop) {
+		struct epoll_event evs[64];
+		int n = epoll_wait(sm.ep, evs, 64, 1000);
+
+		for (int i = 0; i < n; i++) {
+			void *p = evs[i].data.ptr;
+
+			if (p == &sm.lfd)
+				on_accept(&sm);
+			else if (p == &sm.tfd)
+				engine_on_timer(&sm);
+			else if (p == &evfd)
+				kvev_poll(sm.ev);
+			else
+				conn_on_event(&sm, p, evs[i].events);
+		}
+		/* ZMQ_FD is edge-triggered: serve replays after every wake-up too. */
+		if (sm.ev)
+			kvev_poll(sm.ev);
+	}
+	rc = 0;
+cleanup:
+	kvev_close(sm.ev);
+	sched_free(sm.s);
+	kvc_free(sm.kv);
+	tokenizer_free(sm.tok);
+	free(sm.nice);
+	kvc_events_clear(&sm.evbuf);
+	free(sm.evbuf.v);
+	return rc;
+}
