@@ -1,0 +1,1106 @@
+// SPDX-License-Identifier: Apache-2.0
+/* kvbench: the seeds' workload (TARGETS.md) against one URL or a list of URLs. Closed-loop
+ * clients on one epoll loop, a new connection per request (unless --keep-alive), streaming
+ * /v1/completions to measure TTFT; hit = usage.prompt_tokens_details.cached_tokens > 0. See
+ * `kvbench --help`. Table on stdout, progress on stderr, --json for machines. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <getopt.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "dynamo.h"
+#include "http.h"
+#include "tokenizer.h"
+#include "workload.h"
+
+#define MAX_TARGETS 64
+#define MAX_WORKERS 256
+
+enum spread { SPREAD_RANDOM, SPREAD_RR, SPREAD_DYNAMO };
+
+struct target {
+	char hostport[128];
+	char host[100];
+	struct sockaddr_in addr;
+	char base[256]; /* path prefix, no trailing slash */
+};
+
+struct opts {
+	struct target t[MAX_TARGETS];
+	int nt;
+	struct target m[MAX_TARGETS]; /* metrics/reset URLs */
+	int nm;
+	enum spread spread;
+	uint32_t concurrency;
+	uint32_t runs;
+	uint32_t output_tokens;
+	bool keep_alive, json, reset, chat, warmup, quiet;
+	const char *tokenizer;
+	const char *model;
+	const char *label;
+	double timeout_s;
+	double time_scale; /* the workers' --time-scale: times are reported in model time */
+	struct wl_opts wl;
+	bool requests_set;
+};
+
+enum cstate { S_CONNECT, S_SEND, S_HEAD, S_BODY };
+
+struct cconn {
+	int fd;
+	int target;
+	enum cstate st;
+	struct buf out, in, body;
+	size_t head_len, sse_off;
+	struct http_msg m;
+	struct http_chunked ch;
+	bool server_keep_alive;
+	/* the request */
+	long k;		/* request index; -1 - prefix for a warm-up */
+	double t0, t_first;
+	long cached, prompt;
+	bool done_stream, got_usage;
+	char worker[64];
+	uint64_t dyn_handle;
+	bool dyn;
+};
+
+struct result {
+	long k;
+	uint32_t prefix;
+	bool ok;
+	double ttft_ms, total_ms;
+	long cached, prompt;
+	int worker; /* index into the worker names, -1 unknown */
+};
+
+struct run_stats {
+	size_t requests, errors, hits;
+	double cached_ratio, hit_rate, ttft_p50, ttft_p99, hit_p50, miss_p50, req_per_s,
+		workers_per_prefix, metrics_ratio, wall_s;
+	bool has_metrics;
+};
+
+struct bench {
+	struct opts o;
+	struct workload wl;
+	char **bodies;	  /* request bodies, measured */
+	char **wbodies;	  /* warm-up bodies */
+	int ep;
+	uint64_t rng;
+	uint64_t rr;
+	struct dynamo *dyn;
+	char *wnames[MAX_WORKERS];
+	int nw;
+	struct result *res;
+	size_t next, ndone, nres;
+	struct cconn **idle; /* per slot: a kept-alive connection */
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* "http://host:port/base" (http only). */
+static int parse_url(const char *u, size_t len, struct target *t)
+{
+	char tmp[96], *hp, *slash, *colon;
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
+	int port = 80;
+
+	if (len >= sizeof(tmp))
+		return -1;
+	memcpy(tmp, u, len);
+	tmp[len] = '\0';
+	if (strncmp(tmp, "http://", 7) != 0)
+		return -1;
+	hp = tmp + 7;
+	slash = strchr(hp, '/');
+	snprintf(t->base, sizeof(t->base), "%.90s", slash ? slash : "");
+	if (slash)
+		*slash = '\0';
+	size_t bl = strlen(t->base);
+	while (bl > 0 && t->base[bl - 1] == '/')
+		t->base[--bl] = '\0';
+	snprintf(t->hostport, sizeof(t->hostport), "%.90s", hp);
+	colon = strrchr(hp, ':');
+	if (colon) {
+		*colon = '\0';
+		port = atoi(colon + 1);
+		if (port <= 0 || port > 65535)
+			return -1;
+	}
+	snprintf(t->host, sizeof(t->host), "%.90s", hp);
+	if (getaddrinfo(hp, NULL, &hints, &ai) != 0)
+		return -1;
+	memcpy(&t->addr, ai->ai_addr, sizeof(t->addr));
+	t->addr.sin_port = htons((uint16_t)port);
+	freeaddrinfo(ai);
+	return 0;
+}
+
+static int parse_url_list(const char *s, struct target *t, int *n)
+{
+	*n = 0;
+	while (*s) {
+		const char *e = strchr(s, ',');
+		size_t len = e ? (size_t)(e - s) : strlen(s);
+
+		if (len && (*n >= MAX_TARGETS || parse_url(s, len, &t[(*n)++])))
+			return -1;
+		s += len + (e ? 1 : 0);
+	}
+	return *n ? 0 : -1;
+}
+
+/* --- blocking helpers for /metrics and /reset_prefix_cache ----------------------------------- */
+
+static int http_simple(const struct target *t, const char *method, const char *path,
+		       struct buf *resp)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
+	struct timeval tv = {.tv_sec = 5};
+	struct buf req = {0};
+	char tmp[8192];
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (const struct sockaddr *)&t->addr, sizeof(t->addr)))
+		goto cleanup;
+	buf_printf(&req,
+		   "%s %s%s HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+		   method, t->base, path, t->hostport);
+	if (send(fd, req.data, req.len, MSG_NOSIGNAL) != (ssize_t)req.len)
+		goto cleanup;
+	while ((n = recv(fd, tmp, sizeof(tmp), 0)) > 0)
+		buf_append(resp, tmp, (size_t)n);
+	rc = resp->len > 12 ? atoi(resp->data + 9) : -1;
+cleanup:
+	buf_free(&req);
+	close(fd);
+	return rc;
+}
+
+/* Sums a counter over every labelled series in a Prometheus text body. */
+static double prom_sum(const char *text, const char *name)
+{
+	double sum = 0;
+	size_t nl = strlen(name);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (strncmp(p, name, nl) != 0 || (p[nl] != '{' && p[nl] != ' '))
+			continue;
+		const char *sp = strchr(p + nl, ' ');
+		const char *eol = strchr(p, '\n');
+
+		if (sp && (!eol || sp < eol))
+			sum += strtod(sp + 1, NULL);
+	}
+	return sum;
+}
+
+static int metrics_snapshot(struct bench *b, double *queries, double *hits)
+{
+	*queries = *hits = 0;
+	for (int i = 0; i < b->o.nm; i++) {
+		struct buf r = {0};
+
+		if (http_simple(&b->o.m[i], "GET", "/metrics", &r) != 200) {
+			buf_free(&r);
+			return -1;
+		}
+		*queries += prom_sum(r.data, "vllm:prefix_cache_queries_total");
+		*hits += prom_sum(r.data, "vllm:prefix_cache_hits_total");
+		buf_free(&r);
+	}
+	return 0;
+}
+
+static void reset_caches(struct bench *b)
+{
+	for (int i = 0; i < b->o.nm; i++) {
+		for (int tries = 0; tries < 100; tries++) {
+			struct buf r = {0};
+			int st = http_simple(&b->o.m[i], "POST", "/reset_prefix_cache", &r);
+
+			buf_free(&r);
+			if (st == 200)
+				break;
+			usleep(50000); /* blocks still in use: requests finishing */
+		}
+	}
+}
+
+/* --- one request on one connection --------------------------------------------------------- */
+
+static const char *body_of(struct bench *b, long k)
+{
+	return k >= 0 ? b->bodies[k] : b->wbodies[-1 - k];
+}
+
+static int pick_target(struct bench *b, long k, struct cconn *c)
+{
+	c->dyn = false;
+	if (b->o.nt == 1)
+		return 0;
+	switch (b->o.spread) {
+	case SPREAD_RR:
+		return (int)(b->rr++ % (uint64_t)b->o.nt);
+	case SPREAD_DYNAMO: {
+		const struct wl_req *r = k >= 0 ? &b->wl.reqs[k] : &b->wl.warm[-1 - k];
+		int w = dynamo_route(b->dyn, r->ids.v, r->ids.n, now_s(), &c->dyn_handle);
+
+		if (w >= 0) {
+			c->dyn = true;
+			return w;
+		}
+		return 0;
+	}
+	default:
+		return (int)(rng_next(&b->rng) % (uint64_t)b->o.nt);
+	}
+}
+
+static void cconn_free(struct bench *b, struct cconn *c)
+{
+	if (!c)
+		return;
+	if (c->fd >= 0) {
+		epoll_ctl(b->ep, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+	}
+	buf_free(&c->out);
+	buf_free(&c->in);
+	buf_free(&c->body);
+	free(c);
+}
+
+static int worker_index(struct bench *b, const char *name)
+{
+	if (!name[0])
+		return -1;
+	for (int i = 0; i < b->nw; i++)
+		if (strcmp(b->wnames[i], name) == 0)
+			return i;
+	if (b->nw == MAX_WORKERS)
+		return -1;
+	b->wnames[b->nw] = strdup(name);
+	return b->wnames[b->nw] ? b->nw++ : -1;
+}
+
+static void request_start(struct bench *b, struct cconn *c, long k)
+{
+	const char *body = body_of(b, k);
+	size_t blen = strlen(body);
+	struct epoll_event e = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
+	const struct target *t;
+
+	c->k = k;
+	c->t0 = now_s();
+	c->t_first = 0;
+	c->cached = c->prompt = -1;
+	c->done_stream = c->got_usage = false;
+	c->worker[0] = '\0';
+	c->in.len = c->in.off = 0;
+	c->body.len = c->body.off = 0;
+	c->out.len = c->out.off = 0;
+	c->sse_off = 0;
+	c->head_len = 0;
+	memset(&c->ch, 0, sizeof(c->ch));
+	if (c->fd < 0) {
+		c->target = pick_target(b, k, c);
+		c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		int one = 1;
+		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (connect(c->fd, (const struct sockaddr *)&b->o.t[c->target].addr,
+			    sizeof(struct sockaddr_in)) &&
+		    errno != EINPROGRESS) {
+			c->st = S_SEND; /* fails on the first write */
+		}
+		epoll_ctl(b->ep, EPOLL_CTL_ADD, c->fd, &e);
+	} else {
+		epoll_ctl(b->ep, EPOLL_CTL_MOD, c->fd, &e);
+	}
+	t = &b->o.t[c->target];
+	c->st = S_SEND;
+	buf_printf(&c->out,
+		   "POST %s%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+		   "Accept: text/event-stream\r\nContent-Length: %zu\r\n%s\r\n",
+		   t->base, b->o.chat ? "/v1/chat/completions" : "/v1/completions", t->hostport,
+		   blen, b->o.keep_alive ? "" : "Connection: close\r\n");
+	buf_append(&c->out, body, blen);
+}
+
+/* Reads the SSE events in c->body from sse_off. */
+static void sse_scan(struct cconn *c)
+{
+	for (;;) {
+		char *start = c->body.data + c->sse_off;
+		char *nl = memchr(start, '\n', c->body.len - c->sse_off);
+
+		if (!nl)
+			return;
+		*nl = '\0';
+		c->sse_off = (size_t)(nl - c->body.data) + 1;
+		if (strncmp(start, "data:", 5) != 0)
+			continue;
+		start += 5;
+		while (*start == ' ')
+			start++;
+		if (strcmp(start, "[DONE]") == 0) {
+			c->done_stream = true;
+			continue;
+		}
+		cJSON *j = cJSON_Parse(start);
+		if (!j)
+			continue;
+		const cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "choices");
+		const cJSON *c0 = cJSON_IsArray(ch) ? ch->child : NULL;
+		if (c0 && !c->t_first) {
+			const cJSON *txt = cJSON_GetObjectItemCaseSensitive(c0, "text");
+			const cJSON *delta = cJSON_GetObjectItemCaseSensitive(c0, "delta");
+
+			if (!txt && delta)
+				txt = cJSON_GetObjectItemCaseSensitive(delta, "content");
+			if (cJSON_IsString(txt) && txt->valuestring[0])
+				c->t_first = now_s();
+		}
+		const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
+		if (cJSON_IsObject(u)) {
+			const cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
+			const cJSON *d = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details");
+			const cJSON *ct = d ? cJSON_GetObjectItemCaseSensitive(d, "cached_tokens") : NULL;
+
+			if (cJSON_IsNumber(pt))
+				c->prompt = (long)pt->valuedouble;
+			c->cached = cJSON_IsNumber(ct) ? (long)ct->valuedouble : 0;
+			c->got_usage = true;
+		}
+		cJSON_Delete(j);
+	}
+}
+
+static void request_end(struct bench *b, struct cconn *c, bool ok);
+
+/* Processes received bytes; returns true when the response is complete. */
+static bool response_feed(struct bench *b, struct cconn *c, bool eof)
+{
+	if (c->st == S_HEAD) {
+		int n = http_parse_response(buf_rptr(&c->in), buf_unread(&c->in), 65536, "POST",
+					    &c->m);
+
+		if (n == 0)
+			return false;
+		if (n < 0 || c->m.status != 200) {
+			if (n > 0 && c->m.status >= 100 && c->m.status < 200) {
+				buf_consume(&c->in, (size_t)n);
+				return response_feed(b, c, eof);
+			}
+			request_end(b, c, false);
+			return true;
+		}
+		const struct http_header *h = http_find_header(&c->m, "x-kvsim-worker");
+		if (h) {
+			size_t l = h->value_len < sizeof(c->worker) - 1 ? h->value_len
+								       : sizeof(c->worker) - 1;
+			memcpy(c->worker, h->value, l);
+			c->worker[l] = '\0';
+		}
+		c->server_keep_alive = c->m.keep_alive;
+		c->head_len = (size_t)n;
+		buf_consume(&c->in, (size_t)n);
+		c->st = S_BODY;
+	}
+	bool complete = false;
+	if (c->m.body == HTTP_BODY_CHUNKED) {
+		bool done = false;
+		ssize_t k = http_chunked_feed(&c->ch, buf_rptr(&c->in), buf_unread(&c->in), &c->body,
+					      &done);
+
+		if (k < 0) {
+			request_end(b, c, false);
+			return true;
+		}
+		buf_consume(&c->in, (size_t)k);
+		complete = done;
+	} else if (c->m.body == HTTP_BODY_LENGTH) {
+		size_t want = c->m.content_length - (c->body.len < c->m.content_length ? c->body.len
+										 : c->m.content_length);
+		size_t take = buf_unread(&c->in) < want ? buf_unread(&c->in) : want;
+
+		buf_append(&c->body, buf_rptr(&c->in), take);
+		buf_consume(&c->in, take);
+		complete = c->body.len >= c->m.content_length;
+	} else {
+		buf_append(&c->body, buf_rptr(&c->in), buf_unread(&c->in));
+		buf_consume(&c->in, buf_unread(&c->in));
+		complete = eof;
+	}
+	sse_scan(c);
+	if (complete || (eof && !complete)) {
+		request_end(b, c, complete && c->got_usage && c->t_first > 0);
+		return true;
+	}
+	return false;
+}
+
+static void slot_next(struct bench *b, struct cconn *reuse);
+
+static void request_end(struct bench *b, struct cconn *c, bool ok)
+{
+	double t = now_s();
+
+	if (c->dyn)
+		dynamo_done(b->dyn, c->dyn_handle);
+	c->dyn = false;
+	if (c->k >= 0) {
+		struct result *r = &b->res[b->nres++];
+
+		r->k = c->k;
+		r->prefix = b->wl.reqs[c->k].prefix;
+		r->ok = ok;
+		r->ttft_ms = c->t_first > 0 ? (c->t_first - c->t0) * 1000 : 0;
+		r->total_ms = (t - c->t0) * 1000;
+		r->cached = c->cached;
+		r->prompt = c->prompt;
+		r->worker = worker_index(b, c->worker);
+	}
+	b->ndone++;
+	bool keep = ok && b->o.keep_alive && c->server_keep_alive && buf_unread(&c->in) == 0;
+	if (!keep) {
+		epoll_ctl(b->ep, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+		c->fd = -1;
+	}
+	slot_next(b, c);
+}
+
+/* Starts the next request on this slot (reusing c), or frees c when none is left. */
+static void slot_next(struct bench *b, struct cconn *c)
+{
+	if (b->next < b->wl.o.requests && c->k >= 0) {
+		request_start(b, c, (long)b->next++);
+		return;
+	}
+	cconn_free(b, c);
+}
+
+static void cconn_event(struct bench *b, struct cconn *c, uint32_t ev)
+{
+	if (c->st == S_SEND) {
+		if (ev & (EPOLLERR | EPOLLHUP)) {
+			request_end(b, c, false);
+			return;
+		}
+		while (buf_unread(&c->out)) {
+			ssize_t n = send(c->fd, buf_rptr(&c->out), buf_unread(&c->out), MSG_NOSIGNAL);
+
+			if (n < 0) {
+				if (errno == EAGAIN || errno == EINPROGRESS || errno == ENOTCONN)
+					return;
+				request_end(b, c, false);
+				return;
+			}
+			buf_consume(&c->out, (size_t)n);
+		}
+		struct epoll_event e = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+		epoll_ctl(b->ep, EPOLL_CTL_MOD, c->fd, &e);
+		c->st = S_HEAD;
+		return;
+	}
+	bool eof = false;
+	for (;;) {
+		if (buf_reserve(&c->in, 65536)) {
+			request_end(b, c, false);
+			return;
+		}
+		ssize_t n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len - 1, 0);
+		if (n > 0) {
+			c->in.len += (size_t)n;
+			c->in.data[c->in.len] = '\0';
+			continue;
+		}
+		if (n == 0 || (errno != EAGAIN && errno != EINTR))
+			eof = true;
+		break;
+	}
+	if (!response_feed(b, c, eof) && eof)
+		request_end(b, c, false);
+}
+
+/* Runs requests [first, first + count) (count slots), or the warm-ups when warm. */
+static void drive(struct bench *b, bool warm, uint32_t conc, volatile bool *stop)
+{
+	size_t total = warm ? b->wl.o.prefix_types : b->wl.o.requests;
+	size_t last_pct = 0;
+	double t_start = now_s(), last_print = t_start;
+
+	b->ndone = 0;
+	if (warm) {
+		/* One at a time, in prefix order. */
+		for (size_t i = 0; i < total && !*stop; i++) {
+			struct cconn *c = calloc(1, sizeof(*c));
+			size_t target = b->ndone + 1;
+
+			c->fd = -1;
+			request_start(b, c, -1 - (long)i);
+			while (b->ndone < target) {
+				struct epoll_event evs[16];
+				int n = epoll_wait(b->ep, evs, 16, 100);
+
+				for (int k = 0; k < n; k++)
+					cconn_event(b, evs[k].data.ptr, evs[k].events);
+			}
+		}
+		return;
+	}
+	b->next = 0;
+	for (uint32_t s = 0; s < conc && b->next < total; s++) {
+		struct cconn *c = calloc(1, sizeof(*c));
+
+		c->fd = -1;
+		request_start(b, c, (long)b->next++);
+	}
+	while (b->ndone < total) {
+		struct epoll_event evs[64];
+		int n = epoll_wait(b->ep, evs, 64, 200);
+
+		for (int k = 0; k < n; k++)
+			cconn_event(b, evs[k].data.ptr, evs[k].events);
+		double t = now_s();
+		size_t pct = b->ndone * 10 / total;
+		if (!b->o.quiet && (pct != last_pct || t - last_print > 5)) {
+			size_t hits = 0, errs = 0;
+
+			for (size_t i = 0; i < b->nres; i++) {
+				errs += !b->res[i].ok;
+				hits += b->res[i].ok && b->res[i].cached > 0;
+			}
+			fprintf(stderr, "kvbench%s%s: %zu/%zu done, %zu errors, hit %.1f%%, %.1f s\n",
+				b->o.label ? " " : "", b->o.label ? b->o.label : "", b->ndone, total,
+				errs, b->nres ? 100.0 * hits / b->nres : 0.0, t - t_start);
+			last_pct = pct;
+			last_print = t;
+		}
+		if (t - t_start > b->o.timeout_s) {
+			fprintf(stderr, "kvbench: run timed out after %.0f s\n", b->o.timeout_s);
+			break;
+		}
+	}
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of v[0..n) (sorted here). */
+static double pct(double *v, size_t n, double p)
+{
+	size_t i;
+
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(double), cmp_d);
+	i = (size_t)ceil(p / 100.0 * n);
+	return v[i ? i - 1 : 0];
+}
+
+static void compute_stats(struct bench *b, struct run_stats *st, double wall)
+{
+	double *all = calloc(b->nres + 1, sizeof(double)), *hit = calloc(b->nres + 1, sizeof(double)),
+	       *miss = calloc(b->nres + 1, sizeof(double));
+	size_t na = 0, nh = 0, nm = 0;
+	double cached = 0, prompt = 0;
+	uint32_t P = b->wl.o.prefix_types;
+	uint8_t *seen = calloc((size_t)P * MAX_WORKERS, 1);
+	size_t used_prefixes = 0, pairs = 0;
+
+	memset(st, 0, sizeof(*st));
+	st->requests = b->nres;
+	for (size_t i = 0; i < b->nres; i++) {
+		const struct result *r = &b->res[i];
+
+		if (!r->ok) {
+			st->errors++;
+			continue;
+		}
+		all[na++] = r->ttft_ms;
+		if (r->cached > 0) {
+			st->hits++;
+			hit[nh++] = r->ttft_ms;
+		} else {
+			miss[nm++] = r->ttft_ms;
+		}
+		cached += r->cached > 0 ? r->cached : 0;
+		prompt += r->prompt > 0 ? r->prompt : 0;
+		if (r->worker >= 0 && seen)
+			seen[(size_t)r->prefix * MAX_WORKERS + r->worker] = 1;
+	}
+	for (uint32_t p = 0; seen && p < P; p++) {
+		size_t n = 0;
+
+		for (int w = 0; w < MAX_WORKERS; w++)
+			n += seen[(size_t)p * MAX_WORKERS + w];
+		if (n) {
+			used_prefixes++;
+			pairs += n;
+		}
+	}
+	st->hit_rate = na ? (double)st->hits / na : 0;
+	st->cached_ratio = prompt > 0 ? cached / prompt : 0;
+	/* Reported in model time: the workers ran time_scale times faster. */
+	st->ttft_p50 = pct(all, na, 50) * b->o.time_scale;
+	st->ttft_p99 = pct(all, na, 99) * b->o.time_scale;
+	st->hit_p50 = pct(hit, nh, 50) * b->o.time_scale;
+	st->miss_p50 = pct(miss, nm, 50) * b->o.time_scale;
+	st->wall_s = wall;
+	st->req_per_s = wall > 0 ? na / wall / b->o.time_scale : 0;
+	st->workers_per_prefix = used_prefixes ? (double)pairs / used_prefixes : 0;
+	free(all);
+	free(hit);
+	free(miss);
+	free(seen);
+}
+
+static const char *spread_name(enum spread s)
+{
+	return s == SPREAD_RR ? "round-robin" : s == SPREAD_DYNAMO ? "dynamo" : "random";
+}
+
+static double median_of(struct run_stats *rs, size_t n, size_t off)
+{
+	double v[64];
+
+	for (size_t i = 0; i < n && i < 64; i++)
+		v[i] = *(double *)((char *)&rs[i] + off);
+	return pct(v, n < 64 ? n : 64, 50);
+}
+
+static void print_row(FILE *f, const char *name, const struct run_stats *s)
+{
+	char mr[16];
+
+	if (s->has_metrics)
+		snprintf(mr, sizeof(mr), "%.3f", s->metrics_ratio);
+	else
+		snprintf(mr, sizeof(mr), "-");
+	fprintf(f, "%-7s %5zu %4zu %6.1f %7.3f %7s %8.1f %8.1f %7.1f %7.1f %6.2f %6.2f\n", name,
+		s->requests, s->errors, 100 * s->hit_rate, s->cached_ratio, mr, s->ttft_p50,
+		s->ttft_p99, s->hit_p50, s->miss_p50, s->req_per_s, s->workers_per_prefix);
+}
+
+static void json_stats(cJSON *o, const struct run_stats *s)
+{
+	cJSON_AddNumberToObject(o, "requests", (double)s->requests);
+	cJSON_AddNumberToObject(o, "errors", (double)s->errors);
+	cJSON_AddNumberToObject(o, "hit_rate", s->hit_rate);
+	cJSON_AddNumberToObject(o, "cached_token_ratio", s->cached_ratio);
+	if (s->has_metrics)
+		cJSON_AddNumberToObject(o, "metrics_hit_ratio", s->metrics_ratio);
+	else
+		cJSON_AddNullToObject(o, "metrics_hit_ratio");
+	cJSON_AddNumberToObject(o, "ttft_p50_ms", s->ttft_p50);
+	cJSON_AddNumberToObject(o, "ttft_p99_ms", s->ttft_p99);
+	cJSON_AddNumberToObject(o, "ttft_hit_p50_ms", s->hit_p50);
+	cJSON_AddNumberToObject(o, "ttft_miss_p50_ms", s->miss_p50);
+	cJSON_AddNumberToObject(o, "req_per_s", s->req_per_s);
+	cJSON_AddNumberToObject(o, "workers_per_prefix", s->workers_per_prefix);
+	cJSON_AddNumberToObject(o, "wall_s", s->wall_s);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: kvbench --url URL[,URL...] --prefix-types P --concurrency C --seed S "
+		"--tokenizer PATH [options]\n"
+		"The seeds' workload: P shared prefixes of --prefix-tokens + a unique suffix of\n"
+		"--suffix-tokens per request, --output-tokens generated, streamed, a new connection\n"
+		"per request, one warm-up request per prefix first (not counted).\n"
+		"  --url URL[,URL...]          http://host:port[/base] targets\n"
+		"  --spread random|round-robin|dynamo  per-connection choice among the URLs (random)\n"
+		"  --prefix-types P            prefix types (7)\n"
+		"  --popularity uniform|zipf:S prefix popularity (uniform)\n"
+		"  --concurrency C             closed-loop clients (8)\n"
+		"  --requests N                measured requests (max(200, 20*P))\n"
+		"  --runs R                    runs; the table's last row and the JSON are medians (1)\n"
+		"  --seed S                    workload seed (1)\n"
+		"  --tokenizer PATH            tokenizer.json (models/qwen3/tokenizer.json)\n"
+		"  --prefix-tokens N           (2032)   --suffix-tokens N (339)   --output-tokens N (64)\n"
+		"  --mixed-lengths PCT         vary prefix and suffix lengths by +-PCT %% (0)\n"
+		"  --model NAME                model field (Qwen/Qwen3-0.6B)\n"
+		"  --api completions|chat      endpoint (completions)\n"
+		"  --keep-alive                reuse connections (pins a client to a worker)\n"
+		"  --metrics-urls URL[,...]    worker base URLs: vllm:prefix_cache_* deltas per run\n"
+		"  --reset                     POST /reset_prefix_cache to the metrics URLs (or the\n"
+		"                              --url list) before each run\n"
+		"  --no-warmup                 skip the warm-up requests\n"
+		"  --timeout S                 give up on a run after S seconds (600)\n"
+		"  --time-scale S              the workers' --time-scale: TTFT and req/s are\n"
+		"                              reported in model time (1)\n"
+		"  --label NAME                name shown in progress lines and the JSON\n"
+		"  --json                      JSON on stdout instead of the table\n"
+		"  --quiet                     no progress on stderr\n");
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	enum { O_URL = 256, O_SPREAD, O_P, O_POP, O_C, O_N, O_R, O_SEED, O_TOK, O_PT, O_ST, O_OT,
+	       O_MIX, O_MODEL, O_API, O_KA, O_MURL, O_RESET, O_NOWARM, O_TO, O_LABEL, O_JSON, O_TS,
+	       O_QUIET, O_HELP };
+	static const struct option lo[] = {
+		{"url", 1, 0, O_URL},
+		{"spread", 1, 0, O_SPREAD},
+		{"prefix-types", 1, 0, O_P},
+		{"popularity", 1, 0, O_POP},
+		{"concurrency", 1, 0, O_C},
+		{"requests", 1, 0, O_N},
+		{"runs", 1, 0, O_R},
+		{"seed", 1, 0, O_SEED},
+		{"tokenizer", 1, 0, O_TOK},
+		{"prefix-tokens", 1, 0, O_PT},
+		{"suffix-tokens", 1, 0, O_ST},
+		{"output-tokens", 1, 0, O_OT},
+		{"mixed-lengths", 1, 0, O_MIX},
+		{"model", 1, 0, O_MODEL},
+		{"api", 1, 0, O_API},
+		{"keep-alive", 0, 0, O_KA},
+		{"metrics-urls", 1, 0, O_MURL},
+		{"reset", 0, 0, O_RESET},
+		{"no-warmup", 0, 0, O_NOWARM},
+		{"timeout", 1, 0, O_TO},
+		{"label", 1, 0, O_LABEL},
+		{"time-scale", 1, 0, O_TS},
+		{"json", 0, 0, O_JSON},
+		{"quiet", 0, 0, O_QUIET},
+		{"help", 0, 0, O_HELP},
+		{0, 0, 0, 0},
+	};
+	int c;
+	char *end = NULL;
+
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		errno = 0;
+		end = NULL;
+		switch (c) {
+		case O_URL:
+			if (parse_url_list(optarg, o->t, &o->nt)) {
+				fprintf(stderr, "kvbench: bad --url %s\n", optarg);
+				return -1;
+			}
+			break;
+		case O_MURL:
+			if (parse_url_list(optarg, o->m, &o->nm)) {
+				fprintf(stderr, "kvbench: bad --metrics-urls %s\n", optarg);
+				return -1;
+			}
+			break;
+		case O_SPREAD:
+			if (!strcmp(optarg, "random"))
+				o->spread = SPREAD_RANDOM;
+			else if (!strcmp(optarg, "round-robin"))
+				o->spread = SPREAD_RR;
+			else if (!strcmp(optarg, "dynamo"))
+				o->spread = SPREAD_DYNAMO;
+			else
+				return -1;
+			break;
+		case O_P: o->wl.prefix_types = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_POP:
+			if (!strcmp(optarg, "uniform"))
+				o->wl.zipf_s = 0;
+			else if (!strncmp(optarg, "zipf:", 5))
+				o->wl.zipf_s = strtod(optarg + 5, &end);
+			else
+				return -1;
+			break;
+		case O_C: o->concurrency = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_N:
+			o->wl.requests = strtoul(optarg, &end, 10);
+			o->requests_set = true;
+			break;
+		case O_R: o->runs = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_SEED: o->wl.seed = strtoull(optarg, &end, 10); break;
+		case O_TOK: o->tokenizer = optarg; break;
+		case O_PT: o->wl.prefix_tokens = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_ST: o->wl.suffix_tokens = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_OT: o->output_tokens = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_MIX: o->wl.mixed_pct = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_MODEL: o->model = optarg; break;
+		case O_API:
+			if (!strcmp(optarg, "chat"))
+				o->chat = true;
+			else if (strcmp(optarg, "completions"))
+				return -1;
+			break;
+		case O_KA: o->keep_alive = true; break;
+		case O_RESET: o->reset = true; break;
+		case O_NOWARM: o->warmup = false; break;
+		case O_TO: o->timeout_s = strtod(optarg, &end); break;
+		case O_LABEL: o->label = optarg; break;
+		case O_TS: o->time_scale = strtod(optarg, &end); break;
+		case O_JSON: o->json = true; break;
+		case O_QUIET: o->quiet = true; break;
+		case O_HELP: usage(stdout); exit(0);
+		default: return -1;
+		}
+		if (errno || (end && *end)) {
+			fprintf(stderr, "kvbench: bad value '%s'\n", optarg);
+			return -1;
+		}
+	}
+	if (optind != argc || !o->nt || o->time_scale <= 0 || !o->wl.prefix_types || !o->concurrency || !o->runs ||
+	    o->runs > 64 || !o->output_tokens || o->wl.mixed_pct > 90 ||
+	    (o->spread == SPREAD_DYNAMO && o->nt > MAX_TARGETS))
+		return -1;
+	if (!o->requests_set)
+		o->wl.requests = o->wl.prefix_types * 20 > 200 ? o->wl.prefix_types * 20 : 200;
+	if (!o->nm && o->reset) {
+		memcpy(o->m, o->t, sizeof(o->t));
+		o->nm = o->nt;
+	}
+	return 0;
+}
+
+static char *make_body(const struct opts *o, const struct wl_req *r)
+{
+	struct buf b = {0};
+
+	buf_puts(&b, "{\"model\":");
+	buf_json_str(&b, o->model, strlen(o->model));
+	if (o->chat) {
+		buf_puts(&b, ",\"messages\":[{\"role\":\"user\",\"content\":");
+		buf_json_str(&b, r->text, r->text_len);
+		buf_puts(&b, "}]");
+	} else {
+		buf_puts(&b, ",\"prompt\":");
+		buf_json_str(&b, r->text, r->text_len);
+	}
+	buf_printf(&b,
+		   ",\"max_tokens\":%u,\"temperature\":0,\"ignore_eos\":true,\"stream\":true,"
+		   "\"stream_options\":{\"include_usage\":true}}",
+		   o->output_tokens);
+	return b.data;
+}
+
+static volatile bool g_stop;
+
+static void on_sig(int s)
+{
+	(void)s;
+	g_stop = true;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench b = {0};
+	struct opts *o = &b.o;
+	struct tokenizer *tok = NULL;
+	struct run_stats rs[64], med;
+	char err[256];
+	int rc = 1;
+	cJSON *root = NULL, *runs = NULL;
+
+	o->spread = SPREAD_RANDOM;
+	o->concurrency = 8;
+	o->runs = 1;
+	o->output_tokens = 64;
+	o->warmup = true;
+	o->tokenizer = "models/qwen3/tokenizer.json";
+	o->model = "Qwen/Qwen3-0.6B";
+	o->timeout_s = 600;
+	o->time_scale = 1;
+	o->wl = (struct wl_opts){.prefix_types = 7, .prefix_tokens = 2032, .suffix_tokens = 339,
+				 .seed = 1};
+	if (parse_opts(argc, argv, o)) {
+		usage(stderr);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGINT, on_sig);
+	signal(SIGTERM, on_sig);
+	tok = tokenizer_load(o->tokenizer, err, sizeof(err));
+	if (!tok) {
+		fprintf(stderr, "kvbench: tokenizer %s: %s\n", o->tokenizer, err);
+		return 1;
+	}
+	if (wl_build(&b.wl, &o->wl, tok, err, sizeof(err))) {
+		fprintf(stderr, "kvbench: workload: %s\n", err);
+		goto cleanup;
+	}
+	b.bodies = calloc(o->wl.requests, sizeof(char *));
+	b.wbodies = calloc(o->wl.prefix_types, sizeof(char *));
+	b.res = calloc(o->wl.requests, sizeof(*b.res));
+	if (!b.bodies || !b.wbodies || !b.res)
+		goto cleanup;
+	for (size_t k = 0; k < o->wl.requests; k++)
+		if (!(b.bodies[k] = make_body(o, &b.wl.reqs[k])))
+			goto cleanup;
+	for (uint32_t i = 0; i < o->wl.prefix_types; i++)
+		if (!(b.wbodies[i] = make_body(o, &b.wl.warm[i])))
+			goto cleanup;
+	b.ep = epoll_create1(EPOLL_CLOEXEC);
+	if (!o->quiet)
+		fprintf(stderr,
+			"kvbench: %d URL(s), spread %s, P=%u, C=%u, %zu requests (+%u warm-up), "
+			"%u+%u tokens in, %u out, seed %" PRIu64 ", %u run(s)\n",
+			o->nt, spread_name(o->spread), o->wl.prefix_types, o->concurrency,
+			o->wl.requests, o->warmup ? o->wl.prefix_types : 0, o->wl.prefix_tokens,
+			o->wl.suffix_tokens, o->output_tokens, o->wl.seed, o->runs);
+	for (uint32_t run = 0; run < o->runs && !g_stop; run++) {
+		double q0 = 0, h0 = 0, q1 = 0, h1 = 0, t0;
+		bool mok;
+
+		b.rng = o->wl.seed * 31 + run + 1;
+		b.rr = 0;
+		dynamo_free(b.dyn);
+		b.dyn = NULL;
+		if (o->spread == SPREAD_DYNAMO) {
+			struct dynamo_opts dopt = {.workers = (uint32_t)o->nt,
+						   .block_size = 16,
+						   .prefill_load_scale = 1.0,
+						   .overlap_credit = 1.0,
+						   .ttl_s = 120,
+						   .seed = o->wl.seed + run};
+			b.dyn = dynamo_new(&dopt);
+			if (!b.dyn)
+				goto cleanup;
+		}
+		if (o->reset)
+			reset_caches(&b);
+		if (o->warmup)
+			drive(&b, true, 1, &g_stop);
+		mok = o->nm && metrics_snapshot(&b, &q0, &h0) == 0;
+		b.nres = 0;
+		t0 = now_s();
+		drive(&b, false, o->concurrency, &g_stop);
+		compute_stats(&b, &rs[run], now_s() - t0);
+		if (mok && metrics_snapshot(&b, &q1, &h1) == 0 && q1 > q0) {
+			rs[run].has_metrics = true;
+			rs[run].metrics_ratio = (h1 - h0) / (q1 - q0);
+		}
+		if (!o->quiet)
+			fprintf(stderr, "kvbench: run %u: hit %.1f%%, cached %.3f, %zu errors\n",
+				run + 1, 100 * rs[run].hit_rate, rs[run].cached_ratio,
+				rs[run].errors);
+	}
+	uint32_t nr = o->runs;
+	med = rs[0];
+#define MED(field) med.field = median_of(rs, nr, offsetof(struct run_stats, field))
+	MED(cached_ratio);
+	MED(hit_rate);
+	MED(ttft_p50);
+	MED(ttft_p99);
+	MED(hit_p50);
+	MED(miss_p50);
+	MED(req_per_s);
+	MED(workers_per_prefix);
+	MED(wall_s);
+	med.has_metrics = true;
+	for (uint32_t i = 0; i < nr; i++)
+		med.has_metrics &= rs[i].has_metrics;
+	if (med.has_metrics)
+		MED(metrics_ratio);
+	{
+		double e[64], q[64];
+		for (uint32_t i = 0; i < nr; i++) {
+			e[i] = (double)rs[i].errors;
+			q[i] = (double)rs[i].requests;
+		}
+		med.errors = (size_t)pct(e, nr, 50);
+		med.requests = (size_t)pct(q, nr, 50);
+	}
+	if (o->json) {
+		root = cJSON_CreateObject();
+		cJSON_AddStringToObject(root, "label", o->label ? o->label : "");
+		cJSON_AddStringToObject(root, "spread", spread_name(o->spread));
+		cJSON_AddNumberToObject(root, "urls", o->nt);
+		cJSON_AddNumberToObject(root, "prefix_types", o->wl.prefix_types);
+		cJSON_AddNumberToObject(root, "concurrency", o->concurrency);
+		cJSON_AddNumberToObject(root, "seed", (double)o->wl.seed);
+		cJSON_AddNumberToObject(root, "zipf_s", o->wl.zipf_s);
+		cJSON_AddNumberToObject(root, "prompt_tokens",
+					o->wl.prefix_tokens + o->wl.suffix_tokens);
+		cJSON_AddNumberToObject(root, "runs_count", nr);
+		cJSON_AddNumberToObject(root, "time_scale", o->time_scale);
+		json_stats(root, &med);
+		runs = cJSON_AddArrayToObject(root, "runs");
+		for (uint32_t i = 0; i < nr; i++) {
+			cJSON *r = cJSON_CreateObject();
+
+			json_stats(r, &rs[i]);
+			cJSON_AddItemToArray(runs, r);
+		}
+		char *s = cJSON_PrintUnformatted(root);
+		printf("%s\n", s ? s : "{}");
+		free(s);
+	} else {
+		printf("kvbench: %d URL(s) spread %s, P=%u, C=%u, seed %" PRIu64 "%s%s\n", o->nt,
+		       spread_name(o->spread), o->wl.prefix_types, o->concurrency, o->wl.seed,
+		       o->label ? ", " : "", o->label ? o->label : "");
+		printf("%-7s %5s %4s %6s %7s %7s %8s %8s %7s %7s %6s %6s\n", "run", "reqs", "err",
+		       "hit%", "cached", "metrics", "ttft_p50", "ttft_p99", "hit_p50", "miss_p50",
+		       "req/s", "w/pfx");
+		for (uint32_t i = 0; i < nr; i++) {
+			char name[16];
+
+			snprintf(name, sizeof(name), "%u", i + 1);
+			print_row(stdout, name, &rs[i]);
+		}
+		if (nr > 1)
+			print_row(stdout, "median", &med);
+	}
+	rc = med.errors ? 1 : 0;
+	if (g_stop)
+		rc = 130;
+cleanup:
+	cJSON_Delete(root);
+	dynamo_free(b.dyn);
+	for (size_t k = 0; b.bodies && k < o->wl.requests; k++)
+		free(b.bodies[k]);
+	for (uint32_t i = 0; b.wbodies && i < o->wl.prefix_types; i++)
+		free(b.wbodies[i]);
+	free(b.bodies);
+	free(b.wbodies);
+	free(b.res);
+	for (int i = 0; i < b.nw; i++)
+		free(b.wnames[i]);
+	wl_free(&b.wl);
+	tokenizer_free(tok);
+	return rc;
+}

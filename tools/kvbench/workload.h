@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* workload: the seeds' request set (TARGETS.md), reproducible from a seed. Each prefix type and
+ * each request's unique suffix is a run of words that are each exactly one token of the model's
+ * tokenizer (" word" pieces are split apart by the pre-tokenizer, so their ids simply concatenate):
+ * the prompt of request k has exactly prefix_tokens + suffix_tokens tokens, checked with the
+ * tokenizer. Prefix choice: uniform or Zipf(s) over P types. */
+#ifndef KVS_WORKLOAD_H
+#define KVS_WORKLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "tokenizer.h"
+
+struct wl_opts {
+	uint32_t prefix_types;
+	uint32_t prefix_tokens; /* 2032 */
+	uint32_t suffix_tokens; /* 339 */
+	uint32_t mixed_pct;	/* 0: fixed lengths; else prefix and suffix vary by +-pct % */
+	double zipf_s;		/* 0: uniform */
+	uint64_t seed;
+	size_t requests; /* measured requests */
+};
+
+struct wl_req {
+	uint32_t prefix; /* prefix type, or the warm-up's type */
+	char *text;	 /* the prompt */
+	size_t text_len;
+	struct tok_ids ids; /* its tokens (for the dynamo policy and checks) */
+};
+
+struct workload {
+	struct wl_opts o;
+	struct wl_req *warm; /* one per prefix type */
+	struct wl_req *reqs; /* o.requests, in order */
+};
+
+/* Builds the warm-up and measured requests. Returns 0, or -EINVAL with a message in err when the
+ * tokenizer does not give the exact token counts, -ENOMEM. */
+int wl_build(struct workload *w, const struct wl_opts *o, const struct tokenizer *t, char *err,
+	     size_t errlen);
+void wl_free(struct workload *w);
+
+#endif
