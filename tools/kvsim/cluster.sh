@@ -1,19 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 # Source me: starts and stops a set of kvsim workers on 127.0.0.1 with ephemeral ports (no fixed
 # ports, so parallel runs do not collide).
-#   kvsim_start N [kvsim flags...]  -> KVSIM_URLS (comma list), KVSIM_PIDS, KVSIM_EVENTS
-#                                      (tcp endpoints, when KVSIM_WITH_EVENTS=1)
+#   kvsim_start N [kvsim flags...]  -> KVSIM_URLS (comma list), KVSIM_PIDS, KVSIM_EVENTS and
+#                                      KVSIM_REPLAYS (bound endpoints; with KVSIM_WITH_EVENTS=1
+#                                      each worker binds tcp://127.0.0.1:* for both)
 #   kvsim_stop                      -> stops exactly the workers kvsim_start started
 # KVSIM_BIN (build/kvsim) and KVSIM_TOKENIZER (models/qwen3/tokenizer.json) may be set.
 
 KVSIM_PIDS=()
 KVSIM_URLS=""
 KVSIM_EVENTS=""
-
-# A free TCP port on 127.0.0.1 for a ZMQ bind (ZMQ wildcard ports cannot be read back here).
-kvsim_free_port() {
-	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+KVSIM_REPLAYS=""
 
 kvsim_start() {
 	local n=$1 i log port ev
@@ -24,9 +21,7 @@ kvsim_start() {
 		log=$KVSIM_LOGDIR/w$i.log
 		ev=()
 		if [ "${KVSIM_WITH_EVENTS:-0}" = 1 ]; then
-			port=$(kvsim_free_port)
-			ev=(--events-endpoint "tcp://127.0.0.1:$port")
-			KVSIM_EVENTS+="${KVSIM_EVENTS:+,}tcp://127.0.0.1:$port"
+			ev=(--events-endpoint "tcp://127.0.0.1:*" --replay-endpoint "tcp://127.0.0.1:*")
 		fi
 		"$bin" --host 127.0.0.1 --port 0 --worker-id "w$i" --tokenizer "$tok" "${ev[@]}" "$@" \
 			2>"$log" &
@@ -47,7 +42,12 @@ kvsim_start() {
 			return 1
 		fi
 		KVSIM_URLS+="${KVSIM_URLS:+,}http://127.0.0.1:$port"
+		ev=$(sed -n 's/.*, events \([^ ,]*\), replay \([^ ]*\)$/\1/p' "$log")
+		if [ -n "$ev" ] && [ "$ev" != none ]; then KVSIM_EVENTS+="${KVSIM_EVENTS:+,}$ev"; fi
+		ev=$(sed -n 's/.*, events \([^ ,]*\), replay \([^ ]*\)$/\2/p' "$log")
+		if [ -n "$ev" ] && [ "$ev" != none ]; then KVSIM_REPLAYS+="${KVSIM_REPLAYS:+,}$ev"; fi
 	done
+	return 0
 }
 
 kvsim_stop() {
@@ -61,4 +61,5 @@ kvsim_stop() {
 	KVSIM_PIDS=()
 	KVSIM_URLS=""
 	KVSIM_EVENTS=""
+	KVSIM_REPLAYS=""
 }

@@ -152,8 +152,8 @@ int kvev_encode(const struct kvev_opts *o, const struct kvc_events *ev, double t
 		msgpack_sbuffer_destroy(&sb);
 		return -ENOMEM;
 	}
-	*out = msgpack_sbuffer_release(&sb);
 	*outlen = sb.size;
+	*out = msgpack_sbuffer_release(&sb);
 	return 0;
 }
 
@@ -198,6 +198,16 @@ nomem:
 fail:
 	kvev_close(p);
 	return NULL;
+}
+
+int kvev_endpoints(struct kvev *p, char *pub, size_t publen, char *replay, size_t replaylen)
+{
+	pub[0] = replay[0] = '\0';
+	if (p->pub && zmq_getsockopt(p->pub, ZMQ_LAST_ENDPOINT, pub, &publen) != 0)
+		return -errno;
+	if (p->router && zmq_getsockopt(p->router, ZMQ_LAST_ENDPOINT, replay, &replaylen) != 0)
+		return -errno;
+	return 0;
 }
 
 void kvev_close(struct kvev *p)

@@ -52,6 +52,10 @@ int kvev_fd(struct kvev *p);
 /* Serves pending replay requests. */
 void kvev_poll(struct kvev *p);
 
+/* The endpoints actually bound (a "tcp://127.0.0.1:*" bind gets its port here); "" when none.
+ * Returns 0 or a negative errno. */
+int kvev_endpoints(struct kvev *p, char *pub, size_t publen, char *replay, size_t replaylen);
+
 /* Next sequence number to be sent. */
 uint64_t kvev_next_seq(const struct kvev *p);
 

@@ -945,7 +945,8 @@ static void usage(FILE *f)
 		"(%.1f)\n"
 		"  --seed N                    output-token seed (0)\n"
 		"  --hash-seed STR             engine block-hash seed (default: random per process)\n"
-		"  --events-endpoint EP        ZMQ PUB bind, e.g. tcp://127.0.0.1:5557 (none)\n"
+		"  --events-endpoint EP        ZMQ PUB bind, e.g. tcp://127.0.0.1:5557 or tcp://127.0.0.1:*\n"
+		"                              (the bound endpoint is printed on stderr) (none)\n"
 		"  --replay-endpoint EP        ZMQ ROUTER replay bind (none)\n"
 		"  --topic T                   event topic (\"\")\n"
 		"  --events-format array|map   event encoding (array: vLLM before PR 42892)\n"
@@ -1146,10 +1147,15 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
+	char pub_ep[256] = "", rep_ep[256] = "";
+	if (sm.ev)
+		kvev_endpoints(sm.ev, pub_ep, sizeof(pub_ep), rep_ep, sizeof(rep_ep));
+	/* One line that scripts parse: the bound port and event endpoints. */
 	fprintf(stderr,
-		"kvsim %s: listening on %s:%u, %u blocks of %u (%u usable), time scale %g%s%s\n",
+		"kvsim %s: listening on %s:%u, %u blocks of %u (%u usable), time scale %g, events %s, "
+		"replay %s\n",
 		o->worker_id, o->host, ntohs(sa.sin_port), nblocks, o->block_size, nblocks - 1,
-		o->time_scale, o->ev.endpoint ? ", events " : "", o->ev.endpoint ? o->ev.endpoint : "");
+		o->time_scale, pub_ep[0] ? pub_ep : "none", rep_ep[0] ? rep_ep : "none");
 	while (!sm.stop) {
 		struct epoll_event evs[64];
 		int n = epoll_wait(sm.ep, evs, 64, 1000);
