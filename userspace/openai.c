@@ -226,6 +226,10 @@ int openai_parse(const struct tokenizer *t, enum openai_endpoint ep, const char 
 		*why = "not an OpenAI completions endpoint";
 		return OPENAI_UNSUPPORTED;
 	}
+	if (ep == OPENAI_CHAT && (rc = chat_raw_check(body, len, why)) != CHAT_OK) {
+		rc = rc < 0 ? rc : OPENAI_UNSUPPORTED;
+		goto cleanup;
+	}
 	root = cJSON_ParseWithLength(body, len);
 	if (!root) {
 		*why = "the request body is not valid JSON";
