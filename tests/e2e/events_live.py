@@ -1,0 +1,320 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Live KV-event test: Python plays vLLM workers (XPUB publisher + ROUTER replay endpoint,
+written from FACTS.md §1 with python3-zmq and python3-msgpack) against `kvevents watch` (the C
+events module and index on real ZMQ sockets over 127.0.0.1). Checks, against an independent
+model of what each worker holds: in-order ingest in both encodings and every hash encoding, a
+dropped batch recovered through replay (with and without a delimiter frame in the answers), a
+restart (seq back to 0) clearing the worker, a replay that cannot fill the gap and a worker
+without replay endpoint both dropping the worker's blocks, malformed input counted and skipped,
+a removed worker disappearing. Prints TAP lines. Usage: events_live.py PATH_TO_KVEVENTS
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+
+import msgpack
+import zmq
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "golden"))
+import kv_events_golden as g  # noqa: E402  (the independent encoder and model)
+
+FAILS = 0
+
+
+def tap(ok, what):
+    global FAILS
+    print(("ok - " if ok else "not ok - ") + what, flush=True)
+    FAILS += 0 if ok else 1
+
+
+class Worker:
+    """One simulated vLLM worker: XPUB (so we know when kvevents has subscribed) + ROUTER."""
+
+    def __init__(self, ctx, name, replay=True, delimiter=True):
+        self.name, self.ctx, self.delimiter = name, ctx, delimiter
+        self.pub = ctx.socket(zmq.XPUB)
+        self.pub.setsockopt(zmq.LINGER, 0)
+        self.pub_port = self.pub.bind_to_random_port("tcp://127.0.0.1")
+        self.buffer = {}  # seq -> payload, what the replay endpoint can serve
+        self.replay_from = 0  # oldest seq the replay buffer still holds
+        self.seq = 0
+        self.model = g.Model()
+        self.stop = False
+        self.replays = []
+        self.rep_port = None
+        if replay:
+            self.router = ctx.socket(zmq.ROUTER)
+            self.router.setsockopt(zmq.LINGER, 0)
+            self.rep_port = self.router.bind_to_random_port("tcp://127.0.0.1")
+            self.thread = threading.Thread(target=self.serve, daemon=True)
+            self.thread.start()
+
+    def spec(self):
+        s = "%s=tcp://127.0.0.1:%d" % (self.name, self.pub_port)
+        return s + (",tcp://127.0.0.1:%d" % self.rep_port if self.rep_port else "")
+
+    def wait_subscribed(self, timeout=5.0):
+        if self.pub.poll(int(timeout * 1000)):
+            self.pub.recv()  # b"\x01" + topic
+            return True
+        return False
+
+    def serve(self):
+        poller = zmq.Poller()
+        poller.register(self.router, zmq.POLLIN)
+        while not self.stop:
+            if not poller.poll(100):
+                continue
+            frames = self.router.recv_multipart()
+            ident, start = frames[0], int.from_bytes(frames[-1], "big")
+            self.replays.append(start)
+            pre = [ident, b""] if self.delimiter else [ident]
+            for s in sorted(self.buffer):
+                if s >= start and s >= self.replay_from:
+                    self.router.send_multipart(pre + [s.to_bytes(8, "big"), self.buffer[s]])
+            self.router.send_multipart(pre + [b"\xff" * 8, b""])
+
+    def publish(self, payload, send=True, seq=None):
+        s = self.seq if seq is None else seq
+        self.buffer[s] = payload
+        if send:
+            self.pub.send_multipart([b"kv", s.to_bytes(8, "big"), payload])
+        self.seq = s + 1
+
+    def restart(self):
+        self.seq = 0
+        self.buffer = {}
+        self.replay_from = 0
+        self.model = g.Model()
+
+    def close(self):
+        self.stop = True
+        self.pub.close()
+        if self.rep_port:
+            self.thread.join()
+            self.router.close()
+
+
+class Chains:
+    """Sequences of blocks a worker stores, in random encodings; keeps the worker's model."""
+
+    def __init__(self, w, rng):
+        self.w, self.rng, self.next_hash = w, rng, rng.randrange(1 << 40)
+
+    def stored_batch(self, nblocks, parent=None, lora=None, medium="GPU"):
+        form = self.rng.choice(["array", "map"])
+        how = self.rng.choice(["uint", "sint", "bytes16", "bytes32"])
+        shape = self.rng.choice(["array", "array-norank", "map"])
+        hs = []
+        for _ in range(nblocks):
+            self.next_hash += 1
+            # spread over the whole 64-bit range, values >= 2^63 included
+            hs.append((self.next_hash * 0x9E3779B97F4A7C15) & g.MASK)
+        toks = [self.rng.randrange(151643) for _ in range(nblocks * g.BS)]
+        ev = g.ev_stored(form, how, hs, parent, toks, medium=medium, lora_name=lora)
+        self.w.model.stored(hs, parent, toks, lora_name=lora, tier=1 if medium == "GPU" else 2)
+        return g.batch([ev], shape), hs
+
+    def removed_batch(self, hashes):
+        form = self.rng.choice(["array", "map"])
+        how = self.rng.choice(["uint", "sint", "bytes16", "bytes32"])
+        self.w.model.removed(hashes)
+        return g.batch([g.ev_removed(form, how, hashes)], "array")
+
+
+class Kvevents:
+    def __init__(self, path, specs):
+        self.p = subprocess.Popen([path, "watch", "--seed", str(g.SEED), "--topic", "kv",
+                                   "--replay-timeout-ms", "500", "--log-level", "warn"] + specs,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def cmd(self, c):
+        self.p.stdin.write(c + "\n")
+        self.p.stdin.flush()
+        if c == "metrics":
+            out = []
+            for line in self.p.stdout:
+                if line.startswith("# END"):
+                    return "".join(out)
+                out.append(line)
+        return json.loads(self.p.stdout.readline())
+
+    def held(self, wid):
+        d = self.cmd("dump")
+        for w in d["workers"]:
+            if w["id"] == wid:
+                return sorted(map(tuple, w["blocks"])), w["next_seq"]
+        return None, None
+
+    def wait_seq(self, wid, seq, timeout=5.0):
+        t = time.time() + timeout
+        while time.time() < t:
+            blocks, nxt = self.held(wid)
+            if nxt == seq:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def metric(self, name, labels):
+        m = self.cmd("metrics")
+        for line in m.splitlines():
+            if line.startswith(name + "{") and all(l in line for l in labels):
+                return int(line.rsplit(" ", 1)[1])
+        return None
+
+    def close(self):
+        try:
+            self.p.stdin.write("quit\n")
+            self.p.stdin.flush()
+            self.p.wait(timeout=5)
+        except Exception:
+            self.p.kill()
+            self.p.wait()
+
+
+def model_blocks(w):
+    return sorted((e, o, t) for e, (o, t) in w.model.held.items())
+
+
+def main():
+    kvevents = sys.argv[1]
+    rng = random.Random(20261129)
+    ctx = zmq.Context()
+    w1 = Worker(ctx, "w1", delimiter=True)
+    w2 = Worker(ctx, "w2", replay=False)
+    w3 = Worker(ctx, "w3", delimiter=False)
+    kv = Kvevents(kvevents, [w1.spec(), w2.spec(), w3.spec()])
+    try:
+        tap(all(w.wait_subscribed() for w in (w1, w2, w3)), "kvevents subscribed to 3 workers")
+        c1, c2, c3 = Chains(w1, rng), Chains(w2, rng), Chains(w3, rng)
+
+        # 1. in-order ingest, mixed encodings, chains continued across batches, removals
+        last = None
+        for i in range(30):
+            p, hs = c1.stored_batch(rng.randint(1, 4), parent=last if i % 5 else None,
+                                    lora=None if i % 7 else "lora-a",
+                                    medium="CPU" if i % 11 == 3 else "GPU")
+            w1.publish(p)
+            last = hs[-1]
+            if i % 6 == 5:
+                w1.publish(c1.removed_batch([hs[0]]))
+        ok = kv.wait_seq(0, w1.seq)
+        blocks, _ = kv.held(0)
+        tap(ok and blocks == model_blocks(w1),
+            "in-order ingest: %d batches, index equals the model (%d blocks)"
+            % (w1.seq, len(model_blocks(w1))))
+
+        # 2. gap: two batches lost on the way; the replay endpoint serves them
+        for lost in (True, True, False, False):
+            p, hs = c1.stored_batch(2, parent=last)
+            last = hs[-1]
+            w1.publish(p, send=not lost)
+        ok = kv.wait_seq(0, w1.seq)
+        blocks, _ = kv.held(0)
+        tap(ok and blocks == model_blocks(w1), "dropped batches recovered by replay (replay "
+            "asked from seq %s): index equals the model" % w1.replays[-1:])
+        tap(kv.metric("kvsplice_kv_seq_gaps_total", ['worker="w1"']) == 1 and
+            kv.metric("kvsplice_kv_replays_total", ['worker="w1"', 'result="ok"']) == 1,
+            "gap and successful replay counted")
+
+        # same on w3, whose ROUTER answers without a delimiter frame
+        last3 = None
+        for i in range(6):
+            p, hs = c3.stored_batch(1, parent=last3)
+            last3 = hs[-1]
+            w3.publish(p, send=i not in (2, 3))
+        ok = kv.wait_seq(2, w3.seq)
+        blocks, _ = kv.held(2)
+        tap(ok and blocks == model_blocks(w3),
+            "replay answers without a delimiter frame also recover the gap")
+
+        # 3. replay that cannot fill the gap (buffer trimmed past it): blocks dropped
+        p, hs = c1.stored_batch(1, parent=last)
+        w1.publish(p, send=False)
+        w1.replay_from = w1.seq  # the lost batch is no longer buffered
+        model_before = len(model_blocks(w1))
+        p, hs = c1.stored_batch(1, parent=None)
+        w1.publish(p)
+        w1.model = g.Model()  # the model restarts at step 4; here only the count is checked
+        ok = kv.wait_seq(0, w1.seq)
+        blocks, _ = kv.held(0)
+        tap(ok and len(blocks) == 1 and
+            kv.metric("kvsplice_kv_replays_total", ['worker="w1"', 'result="failed"']) == 1,
+            "replay unable to fill the gap: the %d old blocks dropped, only the new batch kept"
+            % model_before)
+
+        # 4. restart: seq back to 0 clears the worker, then ingest goes on from 0
+        w1.restart()
+        c1 = Chains(w1, rng)
+        last = None
+        for i in range(5):
+            p, hs = c1.stored_batch(2, parent=last)
+            last = hs[-1]
+            w1.publish(p)
+        ok = kv.wait_seq(0, w1.seq)
+        blocks, _ = kv.held(0)
+        tap(ok and blocks == model_blocks(w1) and
+            kv.metric("kvsplice_kv_restarts_total", ['worker="w1"']) == 1,
+            "restart (seq back to 0): old blocks dropped, new ones equal the model")
+
+        # 5. no replay endpoint: a gap drops the worker's blocks
+        last2 = None
+        for i in range(5):
+            p, hs = c2.stored_batch(1, parent=last2)
+            last2 = hs[-1]
+            w2.publish(p)
+        kv.wait_seq(1, w2.seq)
+        before = len(kv.held(1)[0])
+        p, hs = c2.stored_batch(1, parent=last2)
+        w2.publish(p, send=False)
+        p, hs = c2.stored_batch(1, parent=hs[-1])  # its parent was in the lost batch
+        w2.publish(p)
+        ok = kv.wait_seq(1, w2.seq)
+        blocks, _ = kv.held(1)
+        tap(ok and before == 5 and blocks == [],
+            "gap without replay endpoint: the worker's blocks dropped, the orphan not trusted")
+
+        # 6. malformed input: counted, skipped, the stream goes on
+        w1.pub.send_multipart([b"kv", b"\x00\x01", b"x"])  # seq frame of 2 bytes
+        w1.pub.send_multipart([b"kv"])  # one frame only
+        w1.pub.send_multipart([b"kv", w1.seq.to_bytes(8, "big"), b"\xc1not msgpack"])
+        w1.seq += 1
+        w1.pub.send_multipart([b"kv", w1.seq.to_bytes(8, "big"),
+                               msgpack.packb([0.0, [["BlockStored", "bad"], 7], 0])])
+        w1.seq += 1
+        p, hs = c1.stored_batch(1, parent=last)
+        w1.publish(p)
+        ok = kv.wait_seq(0, w1.seq)
+        blocks, _ = kv.held(0)
+        tap(ok and blocks == model_blocks(w1), "after malformed input the stream is applied")
+        fr = kv.metric("kvsplice_kv_decode_errors_total", ['worker="w1"', 'what="frames"'])
+        ba = kv.metric("kvsplice_kv_decode_errors_total", ['worker="w1"', 'what="batch"'])
+        evs = kv.metric("kvsplice_kv_decode_errors_total", ['worker="w1"', 'what="event"'])
+        tap((fr, ba, evs) == (2, 1, 2),
+            "malformed input counted: frames %s, batch %s, events %s" % (fr, ba, evs))
+
+        # 7. removed worker: its blocks disappear, its socket is closed
+        r = kv.cmd("remove w3")
+        d = kv.cmd("dump")
+        gone = all(w["id"] != 2 for w in d["workers"])
+        m = kv.cmd("metrics")
+        tap(r.get("remove") == 0 and gone and 'worker="w3"' not in m,
+            "removed worker: gone from the index and the metrics")
+        dbg = kv.cmd("debug")
+        tap(len(dbg["workers"]) == 2 and dbg["index"]["entries"] ==
+            len(model_blocks(w1)) + 0, "debug JSON: 2 workers, entries = w1's blocks")
+    finally:
+        kv.close()
+        for w in (w1, w2, w3):
+            w.close()
+        ctx.term()
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
