@@ -77,6 +77,59 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
+/* What a msgpack lead byte is followed by: `fixed` bytes, then (hdr > 0) a big-endian length
+ * of hdr bytes counting bytes (kind MP_BYTES) or elements (MP_ARRAY; MP_MAP counts pairs);
+ * fixarray/fixmap carry their count in `items`. Table-driven so the scan of long token arrays
+ * (a mix of fixint, uint16 and uint32 leads) does not stall on mispredicted branches. */
+enum { MP_SCALAR, MP_BYTES, MP_ARRAY, MP_MAP, MP_BAD };
+struct mp_lead {
+	uint8_t kind, hdr, fixed, items;
+};
+static struct mp_lead mp_leads[256];
+
+__attribute__((constructor)) static void mp_leads_init(void)
+{
+	for (int c = 0; c < 256; c++) {
+		struct mp_lead *l = &mp_leads[c];
+		*l = (struct mp_lead){MP_SCALAR, 0, 0, 0};
+		if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3)
+			continue;
+		if ((c & 0xf0) == 0x80) {
+			*l = (struct mp_lead){MP_SCALAR, 0, 0, (uint8_t)(2 * (c & 0x0f))};
+			continue;
+		}
+		if ((c & 0xf0) == 0x90) {
+			*l = (struct mp_lead){MP_SCALAR, 0, 0, (uint8_t)(c & 0x0f)};
+			continue;
+		}
+		if ((c & 0xe0) == 0xa0) {
+			l->fixed = (uint8_t)(c & 0x1f);
+			continue;
+		}
+		switch (c) {
+		case 0xcc: case 0xd0: l->fixed = 1; break;
+		case 0xcd: case 0xd1: case 0xd4: l->fixed = 2; break;
+		case 0xd5: l->fixed = 3; break;
+		case 0xca: case 0xce: case 0xd2: l->fixed = 4; break;
+		case 0xd6: l->fixed = 5; break;
+		case 0xcb: case 0xcf: case 0xd3: l->fixed = 8; break;
+		case 0xd7: l->fixed = 9; break;
+		case 0xd8: l->fixed = 17; break;
+		case 0xc4: case 0xd9: *l = (struct mp_lead){MP_BYTES, 1, 0, 0}; break;
+		case 0xc5: case 0xda: *l = (struct mp_lead){MP_BYTES, 2, 0, 0}; break;
+		case 0xc6: case 0xdb: *l = (struct mp_lead){MP_BYTES, 4, 0, 0}; break;
+		case 0xc7: *l = (struct mp_lead){MP_BYTES, 1, 1, 0}; break; /* ext: + type byte */
+		case 0xc8: *l = (struct mp_lead){MP_BYTES, 2, 1, 0}; break;
+		case 0xc9: *l = (struct mp_lead){MP_BYTES, 4, 1, 0}; break;
+		case 0xdc: *l = (struct mp_lead){MP_ARRAY, 2, 0, 0}; break;
+		case 0xdd: *l = (struct mp_lead){MP_ARRAY, 4, 0, 0}; break;
+		case 0xde: *l = (struct mp_lead){MP_MAP, 2, 0, 0}; break;
+		case 0xdf: *l = (struct mp_lead){MP_MAP, 4, 0, 0}; break;
+		default: l->kind = MP_BAD; break; /* 0xc1 is never used */
+		}
+	}
+}
+
 /* Checks that p[0..n) is exactly one msgpack object whose every container count and byte length
  * fits in the bytes that remain. msgpack-c allocates a container's elements as soon as it reads
  * the header, so a 5-byte "array of 4 G elements" would otherwise ask for ~100 GB. */
@@ -86,61 +139,35 @@ static int mp_prescan(const uint8_t *p, size_t n)
 	uint64_t todo = 1;
 
 	while (todo) {
-		uint8_t c;
-		uint64_t len = 0, items = 0;
-		size_t hdr = 0;
+		const struct mp_lead *l;
+		uint64_t len, v = 0;
 
 		if (p >= end)
 			return -EBADMSG;
-		c = *p++;
+		l = &mp_leads[*p++];
 		todo--;
-		if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3)
+		if (__builtin_expect(l->kind == MP_SCALAR, 1)) {
+			if ((size_t)(end - p) < l->fixed)
+				return -EBADMSG;
+			p += l->fixed;
+			todo += l->items;
 			continue;
-		if ((c & 0xf0) == 0x80) {
-			items = 2ULL * (c & 0x0f);
-		} else if ((c & 0xf0) == 0x90) {
-			items = c & 0x0f;
-		} else if ((c & 0xe0) == 0xa0) {
-			len = c & 0x1f;
-		} else {
-			switch (c) {
-			case 0xcc: case 0xd0: len = 1; break;
-			case 0xcd: case 0xd1: len = 2; break;
-			case 0xca: case 0xce: case 0xd2: len = 4; break;
-			case 0xcb: case 0xcf: case 0xd3: len = 8; break;
-			case 0xd4: len = 2; break;
-			case 0xd5: len = 3; break;
-			case 0xd6: len = 5; break;
-			case 0xd7: len = 9; break;
-			case 0xd8: len = 17; break;
-			case 0xc4: case 0xd9: hdr = 1; break;
-			case 0xc5: case 0xda: hdr = 2; break;
-			case 0xc6: case 0xdb: hdr = 4; break;
-			case 0xc7: hdr = 1; len = 1; break; /* ext 8: size, then type byte */
-			case 0xc8: hdr = 2; len = 1; break;
-			case 0xc9: hdr = 4; len = 1; break;
-			case 0xdc: case 0xde: hdr = 2; break;
-			case 0xdd: case 0xdf: hdr = 4; break;
-			default: return -EBADMSG; /* 0xc1 never used */
-			}
-			if (hdr) {
-				uint64_t v = 0;
-				if ((size_t)(end - p) < hdr)
-					return -EBADMSG;
-				for (size_t i = 0; i < hdr; i++)
-					v = v << 8 | *p++;
-				if (c == 0xdc || c == 0xdd)
-					items = v;
-				else if (c == 0xde || c == 0xdf)
-					items = 2 * v;
-				else
-					len += v;
-			}
 		}
-		if (len > (uint64_t)(end - p) || items > (uint64_t)(end - p))
+		if (l->kind == MP_BAD || (size_t)(end - p) < l->hdr)
 			return -EBADMSG;
-		p += len;
-		todo += items;
+		for (unsigned i = 0; i < l->hdr; i++)
+			v = v << 8 | *p++;
+		if (l->kind == MP_BYTES) {
+			len = v + l->fixed;
+			if (len > (uint64_t)(end - p))
+				return -EBADMSG;
+			p += len;
+			continue;
+		}
+		len = l->kind == MP_MAP ? 2 * v : v; /* every element takes at least one byte */
+		if (len > (uint64_t)(end - p))
+			return -EBADMSG;
+		todo += len;
 	}
 	return p == end ? 0 : -EBADMSG;
 }

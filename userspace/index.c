@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "blockhash.h"
 #include "index.h"
@@ -13,8 +14,15 @@
 /* Initial slots of the global table and of each worker table (powers of two). */
 #define G_MIN_CAP 1024
 #define W_MIN_CAP 64
+#ifndef TABLE_HUGE_MIN
+#define TABLE_HUGE_MIN (4u << 20)
+#endif
+/* Blocks of one event hashed and prefetched together on ingest. */
+#define BATCH 16
 /* How many chain hashes ahead index_query prefetches the home slot of. */
+#ifndef QUERY_PREFETCH
 #define QUERY_PREFETCH 8
+#endif
 
 /* A worker's blocks: engine hash -> own hash (own == 0 marks an empty slot) and tier bits. */
 struct wslot {
@@ -42,6 +50,27 @@ struct index {
 	uint64_t *stale; /* bitmap of stale workers */
 	struct index_stats st;
 };
+
+/* Zeroed table memory. Large tables ask for transparent huge pages: lookups probe at random
+ * across tens of MB, and with 4 KiB pages nearly every probe is also a TLB miss. */
+static void *table_alloc(size_t n, size_t size)
+{
+	const size_t huge = 2u << 20;
+	size_t bytes = n * size;
+	void *p;
+
+	if (size && bytes / size != n)
+		return NULL;
+	if (bytes < TABLE_HUGE_MIN)
+		return calloc(n, size);
+	bytes = (bytes + huge - 1) & ~(huge - 1);
+	p = aligned_alloc(huge, bytes);
+	if (!p)
+		return NULL;
+	madvise(p, bytes, MADV_HUGEPAGE);
+	memset(p, 0, bytes);
+	return p;
+}
 
 static inline uint64_t mix64(uint64_t x)
 {
@@ -76,7 +105,7 @@ static uint64_t *g_find(const struct index *idx, uint64_t h)
 
 static int g_resize(struct index *idx, size_t ncap)
 {
-	uint64_t *ng = calloc(ncap, (size_t)idx->stride * 8), *old = idx->g;
+	uint64_t *ng = table_alloc(ncap, (size_t)idx->stride * 8), *old = idx->g;
 	size_t ocap = idx->gcap, i, mask = ncap - 1;
 
 	if (!ng)
@@ -179,8 +208,8 @@ static long w_find(const struct wtab *t, uint64_t key)
 
 static int w_resize(struct wtab *t, size_t ncap)
 {
-	struct wslot *ns = calloc(ncap, sizeof(*ns));
-	uint8_t *nt = calloc(ncap, 1);
+	struct wslot *ns = table_alloc(ncap, sizeof(*ns));
+	uint8_t *nt = table_alloc(ncap, 1);
 	size_t i, mask = ncap - 1;
 
 	if (!ns || !nt) {
@@ -363,6 +392,7 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 	struct wtab *t;
 	uint64_t parent, bit;
 	unsigned tier = s->tier & INDEX_TIER_ALL ? s->tier & INDEX_TIER_ALL : INDEX_TIER_GPU;
+	uint64_t owns[BATCH];
 	int added = 0;
 
 	if (w >= idx->max_workers || s->block_size != idx->bs || s->n_tokens / idx->bs != s->n ||
@@ -383,14 +413,25 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 		parent = s->root;
 	}
 	for (size_t k = 0; k < s->n; k++) {
-		const void *ex = s->extra ? s->extra[k] : NULL;
-		size_t exl = s->extra_len ? s->extra_len[k] : 0;
-		uint64_t own = blockhash_block(idx->seed, parent, s->tokens + k * idx->bs, idx->bs,
-					       ex, ex ? exl : 0);
-		uint64_t *gs;
+		uint64_t *gs, own;
 		long i;
 
-		parent = own;
+		if (k % BATCH == 0) {
+			/* Hash the next BATCH blocks, then prefetch their slots in both tables: each
+			 * is a likely cache (and TLB) miss, and issuing them together overlaps them. */
+			size_t m = s->n - k < BATCH ? s->n - k : BATCH;
+			for (size_t j = 0; j < m; j++) {
+				const void *ex = s->extra ? s->extra[k + j] : NULL;
+				size_t exl = s->extra_len ? s->extra_len[k + j] : 0;
+				parent = blockhash_block(idx->seed, parent, s->tokens + (k + j) * idx->bs,
+							 idx->bs, ex, ex ? exl : 0);
+				owns[j] = parent;
+				__builtin_prefetch(g_slot(idx, parent & (idx->gcap - 1)));
+				if (t->cap)
+					__builtin_prefetch(&t->s[mix64(s->engine[k + j]) & (t->cap - 1)]);
+			}
+		}
+		own = owns[k % BATCH];
 		i = w_find(t, s->engine[k]);
 		if (i >= 0 && t->s[i].own == own) {
 			unsigned add = tier & ~t->tier[i];
@@ -458,9 +499,22 @@ int index_block_removed(struct index *idx, uint32_t w, unsigned tier, const uint
 	if (!tier)
 		tier = INDEX_TIER_GPU;
 	for (size_t k = 0; k < n; k++) {
-		long i = w_find(t, engine[k]);
+		long i;
 		unsigned drop;
 
+		if (k % BATCH == 0 && t->cap) {
+			/* prefetch the worker slots, then (once they are in) the global slots */
+			size_t m = n - k < BATCH ? n - k : BATCH;
+			for (size_t j = 0; j < m; j++)
+				__builtin_prefetch(&t->s[mix64(engine[k + j]) & (t->cap - 1)]);
+			for (size_t j = 0; j < m; j++) {
+				long x = w_find(t, engine[k + j]);
+				if (x >= 0)
+					__builtin_prefetch(
+						g_slot(idx, t->s[x].own & (idx->gcap - 1)));
+			}
+		}
+		i = w_find(t, engine[k]);
 		if (i < 0 || !(t->tier[i] & tier)) {
 			idx->st.unknown_removes++;
 			continue;
