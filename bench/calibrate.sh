@@ -4,7 +4,8 @@
 # kvbench's per-connection spreads, no proxy. Prints the tables next to the seeds' numbers and
 # writes every kvbench result as JSON lines to $OUT (bench/out/calibrate.jsonl).
 #   1. hit rates, C=8, P in {2,7,12,24}, 6 and 3 workers, spread random (the seeds' Service),
-#      round-robin and dynamo (Dynamo's cost, approximate mode), time-scaled (hit rates do not
+#      round-robin, dynamo (Dynamo's cost, approximate mode) and dynamo-kv (Dynamo's cost with
+#      the overlap from kvsim's KV events, the seeds' "KV routing"), time-scaled (hit rates do not
 #      depend on the time scale). Each cell: the mean over SEEDS workload seeds (RUNS runs each,
 #      median per seed): one 200-request run has a standard error of ~3.5 points at P=7, as large
 #      as the tolerance (the seeds' own C=4/8/16 values at P=7 span 52.0-55.5%).
@@ -19,7 +20,7 @@ SEEDS=${SEEDS:-1 2 3 4 5}
 RUNS=${RUNS:-1}
 PS=${PS:-2 7 12 24}
 WORKERS=${WORKERS:-6 3}
-SPREADS=${SPREADS:-random round-robin dynamo}
+SPREADS=${SPREADS:-random round-robin dynamo dynamo-kv}
 SPREADS3=${SPREADS3:-random} # with 3 workers the seeds published the random column only
 TIMING=${TIMING:-1}
 OUT=${OUT:-bench/out/calibrate.jsonl}
@@ -29,9 +30,13 @@ trap kvsim_stop EXIT
 [ -x build/kvsim ] && [ -x build/kvbench ] || make -s
 
 bench() { # workers spread P C seed runs ts [extra]
-	local w=$1 sp=$2 p=$3 c=$4 seed=$5 runs=$6 ts=$7
+	local w=$1 sp=$2 p=$3 c=$4 seed=$5 runs=$6 ts=$7 ev=()
 	shift 7
-	build/kvbench --url "$KVSIM_URLS" --spread "$sp" --prefix-types "$p" --concurrency "$c" \
+	if [ "$sp" = dynamo-kv ]; then
+		sp=dynamo
+		ev=(--events "$KVSIM_EVENTS")
+	fi
+	build/kvbench --url "$KVSIM_URLS" "${ev[@]}" --spread "$sp" --prefix-types "$p" --concurrency "$c" \
 		--seed "$seed" --runs "$runs" --metrics-urls "$KVSIM_URLS" --reset --time-scale "$ts" \
 		--label "w=$w spread=$sp P=$p C=$c seed=$seed" --json --quiet "$@" |
 		/usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); d["workers"]=int(sys.argv[1]); d["part"]=sys.argv[2]; print(json.dumps(d))' "$w" "$PART" >>"$OUT"
@@ -39,7 +44,7 @@ bench() { # workers spread P C seed runs ts [extra]
 
 PART=hit
 for w in $WORKERS; do
-	kvsim_start "$w" --time-scale "$TS"
+	KVSIM_WITH_EVENTS=1 kvsim_start "$w" --time-scale "$TS"
 	sps=$SPREADS
 	[ "$w" = 3 ] && sps=$SPREADS3
 	for sp in $sps; do
@@ -70,19 +75,22 @@ fi
 /usr/bin/python3 - "$OUT" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-seed_hit = {6: {"random": [95.0, 55.5, 32.1, 17.5], "round-robin": [95.0, 53.5, 29.2, 17.5]},
+seed_hit = {6: {"random": [95.0, 55.5, 32.1, 17.5], "round-robin": [95.0, 53.5, 29.2, 17.5],
+                "dynamo-kv": [97.5, 83.0, 67.9, 43.3]},
             3: {"random": [98.0, 59.5, 33.8, 16.9]}}
 # Seeds' cached-token ratios at C=8, 6 workers: round-robin and Dynamo's approximate mode.
-seed_ratio = {"round-robin": [0.814, 0.439, 0.247, 0.149], "dynamo": [0.848, 0.638, 0.480, 0.245]}
+seed_ratio = {"round-robin": [0.814, 0.439, 0.247, 0.149], "dynamo": [0.848, 0.638, 0.480, 0.245],
+              "dynamo-kv": [0.835, 0.702, 0.573, 0.361]}
 P = [2, 7, 12, 24]
 hit = [r for r in rows if r["part"] == "hit"]
 print("## hit rate, C=8: ours (mean over workload seeds [min..max]) vs the seeds")
 print("| workers | spread | P | ours hit % | seeds hit % | diff | ours cached ratio | metrics ratio | seeds ratio | workers/prefix |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for w in sorted({r["workers"] for r in hit}, reverse=True):
-    for sp in ["random", "round-robin", "dynamo"]:
+    for sp in ["random", "round-robin", "dynamo", "dynamo-kv"]:
         for i, p in enumerate(P):
-            cell = [r for r in hit if r["workers"] == w and r["spread"] == sp and r["prefix_types"] == p]
+            cell = [r for r in hit if r["workers"] == w and r["prefix_types"] == p and
+                    (r["spread"] if not r.get("kv_events") else "dynamo-kv") == sp]
             if not cell:
                 continue
             h = [100 * r["hit_rate"] for r in cell]

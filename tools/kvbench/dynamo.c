@@ -176,7 +176,8 @@ static uint64_t bitsd(double x)
 	return v;
 }
 
-int dynamo_route(struct dynamo *d, const uint32_t *tokens, size_t n, double now, uint64_t *handle)
+int dynamo_route(struct dynamo *d, const uint32_t *tokens, size_t n, double now,
+		 const uint32_t *overlap_ev, uint64_t *handle)
 {
 	size_t nb = n / d->o.block_size, slot;
 	uint64_t *h = calloc(nb ? nb : 1, sizeof(uint64_t)), parent = 0;
@@ -208,13 +209,15 @@ int dynamo_route(struct dynamo *d, const uint32_t *tokens, size_t n, double now,
 		size_t overlap = 0, active = d->inflight[w].n;
 		double prefill;
 
-		while (overlap < nb) {
+		while (!overlap_ev && overlap < nb) {
 			uint64_t *e = map_get(&d->cached[w], h[overlap]);
 
 			if (!e || dbits(*e) < now)
 				break;
 			overlap++;
 		}
+		if (overlap_ev)
+			overlap = overlap_ev[w] < nb ? overlap_ev[w] : nb;
 		for (size_t i = 0; i < nb; i++)
 			if (!map_get(&d->inflight[w], h[i]))
 				active++;

@@ -4,9 +4,10 @@
  * tokens as u32 little-endian, chained. Worker cost (lowest wins, ties at random):
  *   prefill_load_scale * max(0, request_blocks - overlap_credit * overlap_blocks(w)) + decode_blocks(w)
  * where decode_blocks(w) = distinct blocks of the requests this router has in flight on w plus
- * the new request's. Overlap comes from an approximate index of what this router routed (each
- * routed request's blocks are assumed cached on its worker for ttl seconds), Dynamo's
- * "approximate mode" (no KV events). Single-threaded. */
+ * the new request's. Overlap comes from the workers' KV events when the caller passes it (Dynamo's
+ * default, "KV routing"), else from an approximate index of what this router routed (each routed
+ * request's blocks assumed cached on its worker for ttl seconds: Dynamo's "approximate mode").
+ * Single-threaded. */
 #ifndef KVS_DYNAMO_H
 #define KVS_DYNAMO_H
 
@@ -28,9 +29,11 @@ struct dynamo *dynamo_new(const struct dynamo_opts *o);
 void dynamo_free(struct dynamo *d);
 
 /* Picks a worker for a request of tokens[0..n) at time now (seconds), records it in flight there
- * and in the approximate index. *handle identifies the request for the calls below. Returns the
+ * and in the approximate index. overlap[w] (blocks of the request worker w holds, from KV events)
+ * or NULL for the approximate index. *handle identifies the request for dynamo_done. Returns the
  * worker index, or -ENOMEM. */
-int dynamo_route(struct dynamo *d, const uint32_t *tokens, size_t n, double now, uint64_t *handle);
+int dynamo_route(struct dynamo *d, const uint32_t *tokens, size_t n, double now,
+		 const uint32_t *overlap, uint64_t *handle);
 /* The request ended (done or failed): its blocks leave the in-flight load. */
 void dynamo_done(struct dynamo *d, uint64_t handle);
 

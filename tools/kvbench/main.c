@@ -25,8 +25,12 @@
 #include <cjson/cJSON.h>
 
 #include "buf.h"
+#include "blockhash.h"
 #include "dynamo.h"
+#include "events.h"
 #include "http.h"
+#include "index.h"
+#include "log.h"
 #include "tokenizer.h"
 #include "workload.h"
 
@@ -47,6 +51,8 @@ struct opts {
 	int nt;
 	struct target m[MAX_TARGETS]; /* metrics/reset URLs */
 	int nm;
+	char *events[MAX_TARGETS]; /* KV event endpoints, one per --url (dynamo with events) */
+	int nev;
 	enum spread spread;
 	uint32_t concurrency;
 	uint32_t runs;
@@ -112,7 +118,13 @@ struct bench {
 	struct result *res;
 	size_t next, ndone, nres;
 	struct cconn **idle; /* per slot: a kept-alive connection */
+	struct index *idx;    /* with --events: what the workers hold, from their KV events */
+	struct events *ev;
+	uint64_t *chain;
+	uint32_t *depth;
 };
+
+static char g_events_tag; /* epoll data of the events fd */
 
 static double now_s(void)
 {
@@ -249,10 +261,12 @@ static int metrics_snapshot(struct bench *b, double *queries, double *hits)
 	return 0;
 }
 
+static volatile bool g_stop;
+
 static void reset_caches(struct bench *b)
 {
-	for (int i = 0; i < b->o.nm; i++) {
-		for (int tries = 0; tries < 100; tries++) {
+	for (int i = 0; i < b->o.nm && !g_stop; i++) {
+		for (int tries = 0; tries < 100 && !g_stop; tries++) {
 			struct buf r = {0};
 			int st = http_simple(&b->o.m[i], "POST", "/reset_prefix_cache", &r);
 
@@ -281,7 +295,19 @@ static int pick_target(struct bench *b, long k, struct cconn *c)
 		return (int)(b->rr++ % (uint64_t)b->o.nt);
 	case SPREAD_DYNAMO: {
 		const struct wl_req *r = k >= 0 ? &b->wl.reqs[k] : &b->wl.warm[-1 - k];
-		int w = dynamo_route(b->dyn, r->ids.v, r->ids.n, now_s(), &c->dyn_handle);
+		const uint32_t *overlap = NULL;
+		int w;
+
+		if (b->idx) {
+			size_t nb = blockhash_chain(index_seed(b->idx), 16, 0, r->ids.v, r->ids.n,
+						    b->chain, 4096);
+
+			while (events_poll(b->ev, 0) == 1)
+				;
+			if (index_query(b->idx, b->chain, nb, b->depth, NULL, (size_t)b->o.nt) >= 0)
+				overlap = b->depth;
+		}
+		w = dynamo_route(b->dyn, r->ids.v, r->ids.n, now_s(), overlap, &c->dyn_handle);
 
 		if (w >= 0) {
 			c->dyn = true;
@@ -561,7 +587,17 @@ static void cconn_event(struct bench *b, struct cconn *c, uint32_t ev)
 		request_end(b, c, false);
 }
 
-/* Runs requests [first, first + count) (count slots), or the warm-ups when warm. */
+static void dispatch_ev(struct bench *b, const struct epoll_event *e)
+{
+	if (e->data.ptr == &g_events_tag) {
+		while (events_poll(b->ev, 0) == 1)
+			;
+		return;
+	}
+	cconn_event(b, e->data.ptr, e->events);
+}
+
+/* Runs the measured requests with conc closed-loop slots, or the warm-ups one by one. */
 static void drive(struct bench *b, bool warm, uint32_t conc, volatile bool *stop)
 {
 	size_t total = warm ? b->wl.o.prefix_types : b->wl.o.requests;
@@ -577,12 +613,12 @@ static void drive(struct bench *b, bool warm, uint32_t conc, volatile bool *stop
 
 			c->fd = -1;
 			request_start(b, c, -1 - (long)i);
-			while (b->ndone < target) {
+			while (b->ndone < target && !*stop) {
 				struct epoll_event evs[16];
 				int n = epoll_wait(b->ep, evs, 16, 100);
 
 				for (int k = 0; k < n; k++)
-					cconn_event(b, evs[k].data.ptr, evs[k].events);
+					dispatch_ev(b, &evs[k]);
 			}
 		}
 		return;
@@ -594,12 +630,12 @@ static void drive(struct bench *b, bool warm, uint32_t conc, volatile bool *stop
 		c->fd = -1;
 		request_start(b, c, (long)b->next++);
 	}
-	while (b->ndone < total) {
+	while (b->ndone < total && !*stop) {
 		struct epoll_event evs[64];
 		int n = epoll_wait(b->ep, evs, 64, 200);
 
 		for (int k = 0; k < n; k++)
-			cconn_event(b, evs[k].data.ptr, evs[k].events);
+			dispatch_ev(b, &evs[k]);
 		double t = now_s();
 		size_t pct = b->ndone * 10 / total;
 		if (!b->o.quiet && (pct != last_pct || t - last_print > 5)) {
@@ -767,6 +803,10 @@ static void usage(FILE *f)
 		"  --api completions|chat      endpoint (completions)\n"
 		"  --keep-alive                reuse connections (pins a client to a worker)\n"
 		"  --metrics-urls URL[,...]    worker base URLs: vllm:prefix_cache_* deltas per run\n"
+		"  --events EP[,EP...]         the workers' KV event endpoints (tcp://IP:PORT), one per\n"
+		"                              --url in order: --spread dynamo then takes its overlap\n"
+		"                              from the events (Dynamo's KV routing) instead of its\n"
+		"                              own routing history (approximate mode)\n"
 		"  --reset                     POST /reset_prefix_cache to the metrics URLs (or the\n"
 		"                              --url list) before each run\n"
 		"  --no-warmup                 skip the warm-up requests\n"
@@ -781,7 +821,7 @@ static void usage(FILE *f)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_URL = 256, O_SPREAD, O_P, O_POP, O_C, O_N, O_R, O_SEED, O_TOK, O_PT, O_ST, O_OT,
-	       O_MIX, O_MODEL, O_API, O_KA, O_MURL, O_RESET, O_NOWARM, O_TO, O_LABEL, O_JSON, O_TS,
+	       O_MIX, O_MODEL, O_API, O_KA, O_MURL, O_RESET, O_NOWARM, O_TO, O_LABEL, O_JSON, O_TS, O_EVENTS,
 	       O_QUIET, O_HELP };
 	static const struct option lo[] = {
 		{"url", 1, 0, O_URL},
@@ -806,6 +846,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"timeout", 1, 0, O_TO},
 		{"label", 1, 0, O_LABEL},
 		{"time-scale", 1, 0, O_TS},
+		{"events", 1, 0, O_EVENTS},
 		{"json", 0, 0, O_JSON},
 		{"quiet", 0, 0, O_QUIET},
 		{"help", 0, 0, O_HELP},
@@ -874,6 +915,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_TO: o->timeout_s = strtod(optarg, &end); break;
 		case O_LABEL: o->label = optarg; break;
 		case O_TS: o->time_scale = strtod(optarg, &end); break;
+		case O_EVENTS: {
+			char *dup = strdup(optarg), *save = NULL, *tk;
+
+			for (tk = strtok_r(dup, ",", &save); tk && o->nev < MAX_TARGETS;
+			     tk = strtok_r(NULL, ",", &save))
+				o->events[o->nev++] = strdup(tk);
+			free(dup);
+			break;
+		}
 		case O_JSON: o->json = true; break;
 		case O_QUIET: o->quiet = true; break;
 		case O_HELP: usage(stdout); exit(0);
@@ -888,6 +938,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    o->runs > 64 || !o->output_tokens || o->wl.mixed_pct > 90 ||
 	    (o->spread == SPREAD_DYNAMO && o->nt > MAX_TARGETS))
 		return -1;
+	if (o->nev && (o->nev != o->nt || o->spread != SPREAD_DYNAMO)) {
+		fprintf(stderr, "kvbench: --events needs --spread dynamo and one endpoint per --url\n");
+		return -1;
+	}
 	if (!o->requests_set)
 		o->wl.requests = o->wl.prefix_types * 20 > 200 ? o->wl.prefix_types * 20 : 200;
 	if (!o->nm && o->reset) {
@@ -917,8 +971,6 @@ static char *make_body(const struct opts *o, const struct wl_req *r)
 		   o->output_tokens);
 	return b.data;
 }
-
-static volatile bool g_stop;
 
 static void on_sig(int s)
 {
@@ -951,6 +1003,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	log_set_level(LOG_WARN); /* the events module's per-worker notices are not news here */
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, on_sig);
 	signal(SIGTERM, on_sig);
@@ -975,6 +1028,29 @@ int main(int argc, char **argv)
 		if (!(b.wbodies[i] = make_body(o, &b.wl.warm[i])))
 			goto cleanup;
 	b.ep = epoll_create1(EPOLL_CLOEXEC);
+	if (o->nev) {
+		struct index_cfg icfg = {.max_workers = (uint32_t)o->nt, .block_size = 16};
+		struct epoll_event e = {.events = EPOLLIN, .data.ptr = &g_events_tag};
+
+		b.idx = index_create(&icfg);
+		struct events_cfg ecfg = {.index = b.idx};
+		b.ev = b.idx ? events_create(&ecfg) : NULL;
+		b.chain = calloc(4096, sizeof(uint64_t));
+		b.depth = calloc((size_t)o->nt, sizeof(uint32_t));
+		if (!b.ev || !b.chain || !b.depth)
+			goto cleanup;
+		for (int i = 0; i < o->nev; i++) {
+			char name[16];
+
+			snprintf(name, sizeof(name), "w%d", i);
+			if (events_worker_add(b.ev, (uint32_t)i, name, o->events[i], NULL, NULL)) {
+				fprintf(stderr, "kvbench: bad events endpoint %s\n", o->events[i]);
+				goto cleanup;
+			}
+		}
+		epoll_ctl(b.ep, EPOLL_CTL_ADD, events_fd(b.ev), &e);
+		usleep(300000); /* ZMQ slow joiner: let the subscriptions reach the workers */
+	}
 	if (!o->quiet)
 		fprintf(stderr,
 			"kvbench: %d URL(s), spread %s, P=%u, C=%u, %zu requests (+%u warm-up), "
@@ -1049,6 +1125,7 @@ int main(int argc, char **argv)
 		root = cJSON_CreateObject();
 		cJSON_AddStringToObject(root, "label", o->label ? o->label : "");
 		cJSON_AddStringToObject(root, "spread", spread_name(o->spread));
+		cJSON_AddBoolToObject(root, "kv_events", o->nev > 0);
 		cJSON_AddNumberToObject(root, "urls", o->nt);
 		cJSON_AddNumberToObject(root, "prefix_types", o->wl.prefix_types);
 		cJSON_AddNumberToObject(root, "concurrency", o->concurrency);
@@ -1091,6 +1168,12 @@ int main(int argc, char **argv)
 cleanup:
 	cJSON_Delete(root);
 	dynamo_free(b.dyn);
+	events_free(b.ev);
+	index_free(b.idx);
+	free(b.chain);
+	free(b.depth);
+	for (int i = 0; i < o->nev; i++)
+		free(o->events[i]);
 	for (size_t k = 0; b.bodies && k < o->wl.requests; k++)
 		free(b.bodies[k]);
 	for (uint32_t i = 0; b.wbodies && i < o->wl.prefix_types; i++)
