@@ -5,8 +5,8 @@
 # connection, as kube-proxy does), the seeds' workload (kvbench) from a client pod against that
 # unchanged ClusterIP: first the plain Service, then the same requests with kvsplice intercepting
 # (one pass per router policy), then Dynamo's cost as a client-side baseline (kvbench --spread
-# dynamo to the pod IPs, Dynamo's approximate mode). Ends with the seed-style table, the seeds'
-# published numbers beside ours. Time-scaled so that it takes a few minutes.
+# dynamo to the pod IPs, the overlap from the workers' KV events as in Dynamo's KV routing).
+# Ends with the seed-style table, the seeds' published numbers beside ours. Time-scaled so that it takes a few minutes.
 # Env: DEMO_TIME_SCALE (4), DEMO_PS ("2 7 12 24"), DEMO_C (8), DEMO_RUNS (1), DEMO_SEED (1),
 #      DEMO_POLICIES (the kvsplice --router policies to run; default: round-robin),
 #      DEMO_DYNAMO (1: include the client-side dynamo baseline), KVS_TESTBED_ID (demo).
@@ -39,9 +39,10 @@ say "node testbed: $WORKERS kvsim workers (time scale $TS), Service $SVC_IP:$SVC
 KVS_WORKER=kvsim KVS_TIME_SCALE=$TS tests/node/up.sh --workers "$WORKERS" --no-kvsplice >&2
 
 svc_url=http://$SVC_IP:$SVC_PORT
-pods=""
+pods="" evs=""
 for i in $(seq "$WORKERS"); do
 	pods+="${pods:+,}http://$(worker_ip "$i"):$SVC_PORT"
+	evs+="${evs:+,}tcp://$(worker_ip "$i"):$EVENTS_PORT"
 done
 tests/node/client.sh curl -sf --max-time 10 "$svc_url/v1/models" >/dev/null ||
 	{ echo "demo: the Service does not answer" >&2; exit 1; }
@@ -70,8 +71,8 @@ for pol in $POLICIES; do
 	cols+=("kvsplice-$pol")
 done
 if [ "${DEMO_DYNAMO:-1}" = 1 ]; then
-	variant dynamo --url "$pods" --spread dynamo
-	cols+=(dynamo)
+	variant dynamo-kv --url "$pods" --spread dynamo --events "$evs"
+	cols+=(dynamo-kv)
 fi
 
 say "results"
@@ -101,7 +102,7 @@ hdr = "| P | seeds: Service | seeds: round-robin | seeds: Dynamo KV | " + " | ".
 print(hdr)
 print("|" + "---|" * (4 + len(cols)))
 for p in P:
-    row = ["%d" % p] + ["%.1f%%" % seeds["hit"][k][p] if p in seeds["hit"][k] else "-" for k in ("service", "rr", "dynamo-kv")]
+    row = ["%d" % p] + ["%.1f%%" % seeds["hit"][k][p] for k in ("service", "rr", "dynamo-kv")]
     row += ["%.1f%%" % (100 * res[c][p]["hit_rate"]) if p in res[c] else "-" for c in cols]
     print("| " + " | ".join(row) + " |")
 print("\nCached-token ratio (max 0.857) and the workers' own metrics (hits/queries deltas)")
