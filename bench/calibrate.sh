@@ -26,8 +26,12 @@ TIMING=${TIMING:-1}
 OUT=${OUT:-bench/out/calibrate.jsonl}
 mkdir -p "$(dirname "$OUT")"
 : >"$OUT"
-trap kvsim_stop EXIT
 [ -x build/kvsim ] && [ -x build/kvbench ] || make -s
+# Private copies: a rebuild during the (long) run must not change or break it.
+BIN=$(mktemp -d /tmp/calibrate-bin.XXXXXX)
+cp build/kvsim build/kvbench "$BIN/"
+export KVSIM_BIN=$BIN/kvsim
+trap 'kvsim_stop; rm -rf "$BIN"' EXIT
 
 bench() { # workers spread P C seed runs ts [extra]
 	local w=$1 sp=$2 p=$3 c=$4 seed=$5 runs=$6 ts=$7 ev=()
@@ -36,7 +40,7 @@ bench() { # workers spread P C seed runs ts [extra]
 		sp=dynamo
 		ev=(--events "$KVSIM_EVENTS")
 	fi
-	build/kvbench --url "$KVSIM_URLS" "${ev[@]}" --spread "$sp" --prefix-types "$p" --concurrency "$c" \
+	"$BIN/kvbench" --url "$KVSIM_URLS" "${ev[@]}" --spread "$sp" --prefix-types "$p" --concurrency "$c" \
 		--seed "$seed" --runs "$runs" --metrics-urls "$KVSIM_URLS" --reset --time-scale "$ts" \
 		--label "w=$w spread=$sp P=$p C=$c seed=$seed" --json --quiet "$@" |
 		/usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); d["workers"]=int(sys.argv[1]); d["part"]=sys.argv[2]; print(json.dumps(d))' "$w" "$PART" >>"$OUT"

@@ -676,8 +676,8 @@ static void handle_generate(struct sim *sm, struct conn *c, enum openai_endpoint
 		 sm->o.worker_id, ++sm->req_counter);
 	c->job = j;
 	if (j->q.stream && ep == OPENAI_CHAT) {
-		stream_head(sm, j); /* vLLM sends the role chunk before the first token */
-		conn_flush(sm, c);
+		/* vLLM sends the role chunk before the first token; the caller flushes it. */
+		stream_head(sm, j);
 	}
 	/* The API server's own time (HTTP, tokenization, hand-off to the engine core). */
 	j->arrive_at = now_s() + sm->o.api_overhead_ms / 1000.0 / sm->o.time_scale;
