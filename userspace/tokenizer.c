@@ -516,38 +516,61 @@ static uint32_t compose_pair(uint32_t a, uint32_t b)
 	return unicode_compose(a, b);
 }
 
-/* Appends the canonical decomposition of c to v (room for 7 more), keeping combining marks in
- * canonical order (stable insertion by combining class). */
+/* Appends the canonical decomposition of c to v (room for 7 more); canonical_order() sorts. */
 static size_t decompose_push(uint32_t *v, size_t n, uint32_t c)
 {
 	const uint32_t *seq;
-	uint32_t one[3];
 	int len;
 
 	if (c - HANGUL_S < HANGUL_SC) {
 		uint32_t si = c - HANGUL_S;
-		one[0] = HANGUL_L + si / HANGUL_NC;
-		one[1] = HANGUL_V + (si % HANGUL_NC) / HANGUL_TC;
-		one[2] = HANGUL_T + si % HANGUL_TC;
-		seq = one;
-		len = one[2] == HANGUL_T ? 2 : 3;
-	} else if (!(len = unicode_decompose(c, &seq))) {
-		one[0] = c;
-		seq = one;
-		len = 1;
+		v[n++] = HANGUL_L + si / HANGUL_NC;
+		v[n++] = HANGUL_V + (si % HANGUL_NC) / HANGUL_TC;
+		if (si % HANGUL_TC)
+			v[n++] = HANGUL_T + si % HANGUL_TC;
+		return n;
 	}
-	for (int k = 0; k < len; k++) {
-		uint32_t x = seq[k];
-		uint8_t cc = unicode_ccc(x);
-		size_t p = n++;
-		if (cc)
-			while (p > 0 && unicode_ccc(v[p - 1]) > cc) {
-				v[p] = v[p - 1];
-				p--;
-			}
-		v[p] = x;
+	if (!(len = unicode_decompose(c, &seq))) {
+		v[n++] = c;
+		return n;
 	}
+	for (int k = 0; k < len; k++)
+		v[n++] = seq[k];
 	return n;
+}
+
+/* Canonical ordering: a stable sort by combining class of every run of non-starters. Long runs
+ * are counting-sorted (tmp has room for n), so a hostile run of marks stays linear; an insertion
+ * sort would be quadratic there. */
+static void canonical_order(uint32_t *v, size_t n, uint32_t *tmp)
+{
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		while (j < n && unicode_ccc(v[j]))
+			j++;
+		if (j - i >= 2 && j - i <= 16) {
+			for (size_t a = i + 1; a < j; a++) {
+				uint32_t x = v[a];
+				uint8_t cc = unicode_ccc(x);
+				size_t p = a;
+				while (p > i && unicode_ccc(v[p - 1]) > cc) {
+					v[p] = v[p - 1];
+					p--;
+				}
+				v[p] = x;
+			}
+		} else if (j - i > 16) {
+			size_t count[257] = {0};
+			for (size_t a = i; a < j; a++)
+				count[unicode_ccc(v[a]) + 1]++;
+			for (int r = 1; r < 257; r++)
+				count[r] += count[r - 1];
+			for (size_t a = i; a < j; a++)
+				tmp[count[unicode_ccc(v[a])]++] = v[a];
+			memcpy(v + i, tmp, (j - i) * sizeof(*v));
+		}
+		i = j > i ? j : i + 1;
+	}
 }
 
 /* Canonical composition of v[0..n) in place; returns the new length. */
@@ -584,8 +607,9 @@ static ssize_t normalize(const struct tokenizer *t, const uint8_t *s, size_t n, 
 	size_t m = 0, o = 0;
 	uint32_t c;
 
-	/* up to 7 code points per input byte after decomposition, with a margin */
-	if (!grow((void **)&w->cps, &w->cps_cap, (n * 7 + 8) * sizeof(uint32_t)))
+	/* at most 4 code points per input byte after decomposition (a decomposition has <= 7 code
+	 * points and comes from >= 2 bytes), and as much again as scratch for sorting */
+	if (!grow((void **)&w->cps, &w->cps_cap, 2 * (n * 4 + 8) * sizeof(uint32_t)))
 		return -ENOMEM;
 	for (size_t i = 0; i < n;) {
 		i += utf8_decode(s + i, n - i, &c);
@@ -594,8 +618,10 @@ static ssize_t normalize(const struct tokenizer *t, const uint8_t *s, size_t n, 
 		else
 			w->cps[m++] = c;
 	}
-	if (t->nfc)
+	if (t->nfc) {
+		canonical_order(w->cps, m, w->cps + n * 4 + 8);
 		m = compose_all(w->cps, m);
+	}
 	if (!grow((void **)&w->norm, &w->norm_cap, m * 4 + 1))
 		return -ENOMEM;
 	for (size_t i = 0; i < m; i++)

@@ -188,6 +188,7 @@ const big = [
 for (const [u, n] of big) emit('long_runs', u.repeat(n));
 emit('long_runs', rep(2000, () => sentence() + ' '));
 emit('long_runs', 'x' + ' '.repeat(50000) + 'y');
+emit('long_runs', 'a' + '\u0345\u0334'.repeat(20000) + ' a' + '\u0301\u0316\u0300'.repeat(5000)); // marks in reverse canonical order
 emit('long_runs', rep(3000, () => pick(code)));
 
 process.stdout.write(Buffer.concat(out));

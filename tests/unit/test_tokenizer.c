@@ -142,6 +142,15 @@ static void test_long_runs(void)
 	CHECK(ms < 2000, "100 KB run takes %.1f ms (n log n merges; < 2 s even under sanitizers)", ms);
 	CHECK(tokenizer_decode(qwen, ids.v, ids.n, &out) == 0 && out.len == n && memcmp(out.data, s, n) == 0,
 	      "and decodes back (%zu ids)", ids.n);
+	/* 40,000 combining marks in reverse canonical order: the reordering must stay linear */
+	s[0] = 'a';
+	for (size_t i = 1; i + 4 <= n; i += 4)
+		memcpy(s + i, "\xcd\x85\xcc\xb4", 4); /* U+0345 (class 240) U+0334 (class 1) */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	CHECK(encode_str(qwen, s, 1 + (n - 1) / 4 * 4, &ids) == 0, "100 KB of marks to reorder encodes");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	CHECK(ms < 2000, "and takes %.1f ms (linear canonical ordering)", ms);
 	tok_ids_free(&ids);
 	buf_free(&out);
 	free(s);
