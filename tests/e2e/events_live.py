@@ -130,7 +130,8 @@ class Chains:
 class Kvevents:
     def __init__(self, path, specs):
         self.p = subprocess.Popen([path, "watch", "--seed", str(g.SEED), "--topic", "kv",
-                                   "--replay-timeout-ms", "500", "--log-level", "warn"] + specs,
+                                   "--replay-timeout-ms", "500", "--log-level",
+                                   os.environ.get("KVEVENTS_LOG", "warn")] + specs,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def cmd(self, c):

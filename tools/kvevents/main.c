@@ -7,7 +7,9 @@
 //   kvevents watch [--block-size N] [--seed N] [--topic T] [--replay-timeout-ms N]
 //                  [--no-initial-replay] NAME=PUB_ENDPOINT[,REPLAY_ENDPOINT] ...
 //       subscribes to each worker and reads commands on stdin, one per line:
-//       dump | metrics | debug | add NAME=PUB[,REPLAY] | remove NAME | quit
+//       dump | metrics | debug | add NAME=PUB[,REPLAY] | remove NAME | quit |
+//       query [LORA:]T1,T2,...   (token ids: chain-hash them, query the index; prints
+//                                 {"depth":[..],"gpu_depth":[..]} by worker id)
 //       (dump: one JSON line {"workers":[{"name","id","blocks":[[engine,own,tiers]..]}..]};
 //        metrics: Prometheus text then "# END"; debug: the /debug/index JSON).
 // Used by the golden-vector and live ZMQ tests, and handy to watch a real worker.
@@ -20,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "blockhash.h"
 #include "buf.h"
 #include "events.h"
 #include "index.h"
@@ -202,12 +205,48 @@ static void dump(struct events *ev, struct index *idx, uint32_t maxw)
 	printf("]}\n");
 }
 
+/* "query [LORA:]1,2,3": what the router will do with a request's token ids. */
+static void query(struct index *idx, char *arg)
+{
+	uint32_t maxw = index_max_workers(idx), bs = index_block_size(idx);
+	uint32_t *depth = calloc(maxw, sizeof(*depth)), *gd = calloc(maxw, sizeof(*gd));
+	uint32_t *toks = malloc(strlen(arg) * sizeof(*toks) / 2 + 16);
+	uint64_t *chain = malloc((strlen(arg) / 2 / bs + 2) * sizeof(*chain));
+	char *colon = strchr(arg, ':'), *p = colon ? colon + 1 : arg;
+	uint64_t root = colon ? blockhash_root(index_seed(idx), arg, (size_t)(colon - arg)) : 0;
+	size_t n = 0, nb;
+
+	if (!depth || !gd || !toks || !chain) {
+		printf("{\"error\":\"out of memory\"}\n");
+		goto cleanup;
+	}
+	while (*p) {
+		char *e;
+		toks[n++] = (uint32_t)strtoul(p, &e, 10);
+		p = *e ? e + 1 : e;
+	}
+	nb = blockhash_chain(index_seed(idx), bs, root, toks, n, chain, n / bs + 1);
+	index_query(idx, chain, nb, depth, gd, maxw);
+	printf("{\"blocks\":%zu,\"depth\":[", nb);
+	for (uint32_t w = 0; w < maxw; w++)
+		printf("%s%u", w ? "," : "", depth[w]);
+	printf("],\"gpu_depth\":[");
+	for (uint32_t w = 0; w < maxw; w++)
+		printf("%s%u", w ? "," : "", gd[w]);
+	printf("]}\n");
+cleanup:
+	free(depth);
+	free(gd);
+	free(toks);
+	free(chain);
+}
+
 static int cmd_watch(struct index *idx, const struct events_cfg *ecfg, const char *topic,
 		     int argc, char **argv)
 {
 	struct events *ev = events_create(ecfg);
 	uint32_t maxw = index_max_workers(idx);
-	char line[4096];
+	static char line[1 << 20];
 	struct buf o = {0};
 	int rc = 0;
 
@@ -253,6 +292,8 @@ static int cmd_watch(struct index *idx, const struct events_cfg *ecfg, const cha
 				events_debug_json(ev, &o);
 			fwrite(o.data, 1, o.len, stdout);
 			printf("%s", line[0] == 'm' ? "# END\n" : "\n");
+		} else if (!strncmp(line, "query ", 6)) {
+			query(idx, line + 6);
 		} else if (!strncmp(line, "add ", 4)) {
 			printf("{\"add\":%d}\n", add_spec(ev, maxw, line + 4, topic));
 		} else if (!strncmp(line, "remove ", 7)) {
