@@ -109,18 +109,29 @@ kvs_stop_kvsplice() {
 
 # Id of the bpf_link pinned as NAME under the pin dir (empty when none).
 kvs_link_id() {
-	bpftool -j link show pinned "$PIN_DIR/$1" 2>/dev/null |
-		python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' 2>/dev/null
+	bpftool link show pinned "$PIN_DIR/$1" 2>/dev/null | awk -F: 'NR == 1 { print $1 }'
 }
 
-# JSON field (dotted path) of a JSON document on stdin: json_get by.w1
-json_get() {
-	python3 -c '
+# json_load VAR < JSON: fills the associative array VAR (declare -A VAR first) with the JSON
+# object's fields, nested ones as a.b, in one python run (starting python is slow on a busy box).
+json_load() {
+	local -n _into=$1
+	local k v
+	while IFS=$'\t' read -r k v; do
+		_into[$k]=$v
+	done < <(python3 -c '
 import json, sys
-v = json.load(sys.stdin)
-for k in sys.argv[1].split("."):
-    v = v.get(k, 0) if isinstance(v, dict) else 0
-print(v)' "$1"
+def walk(p, v):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            walk(p + [str(k)], x)
+    else:
+        s = v if isinstance(v, str) else json.dumps(v)
+        print(".".join(p) + "\t" + s.replace("\t", " ").replace("\n", " "))
+try:
+    walk([], json.load(sys.stdin))
+except ValueError:
+    pass')
 }
 
 # Waits (up to 15 s) until BPF counter NAME reaches at least MIN. Returns 1 on timeout.

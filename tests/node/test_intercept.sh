@@ -70,13 +70,15 @@ touch "$tmp.stop"
 wait "$loop"
 res=$(cat "$tmp.loop")
 echo "# loop: $res"
-expect_eq "0 failed connects across the SIGKILL and the restart" 0 "$(json_get connect_failed <<<"$res")"
+declare -A L=()
+json_load L <<<"$res"
+expect_eq "0 failed connects across the SIGKILL and the restart" 0 "${L[connect_failed]:-0}"
 # A connection the kernel had already queued on the dying listener is reset with it: at most one.
-ok $(($(json_get request_failed <<<"$res") <= 1 ? 0 : 1)) \
-	"at most the one connection queued at the instant of SIGKILL fails ($(json_get request_failed <<<"$res"))"
-ok $(($(json_get by.kvstub <<<"$res") > 0 && $(json_get by.w1 <<<"$res") + $(json_get by.w2 <<<"$res") > 0 ? 0 : 1)) \
+ok $((${L[request_failed]:-0} <= 1 ? 0 : 1)) \
+	"at most the one connection queued at the instant of SIGKILL fails (${L[request_failed]:-0})"
+ok $((${L[by.kvstub]:-0} > 0 && ${L[by.w1]:-0} + ${L[by.w2]:-0} > 0 ? 0 : 1)) \
 	"served by the proxy, then by the workers (DNAT), during the loop"
-expect_eq "getpeername() showed the ClusterIP on every connection" 0 "$(json_get peer_mismatch <<<"$res")"
+expect_eq "getpeername() showed the ClusterIP on every connection" 0 "${L[peer_mismatch]:-0}"
 ok $(($(stat rewritten) > r_before ? 0 : 1)) "the restarted process intercepts again; counters kept ($r_before -> $(stat rewritten))"
 expect_eq "the pinned connect4 link was taken over in place (same link id)" "$link0" "$(kvs_link_id link_connect4)"
 grep -q "took over" "$RUN_DIR/kvsplice.log"

@@ -29,10 +29,12 @@ rc=$?
 echo "# openai: $out"
 ok $rc "openai: models.list() then chat.completions.create({stream: true}) completed"
 res=$(tail -n 1 <<<"$out")
-ok $(($(json_get chunks <<<"$res" 2>/dev/null || echo 0) >= 2 ? 0 : 1)) "several stream chunks arrived"
-content=$(json_get content <<<"$res" 2>/dev/null)
+declare -A L=()
+json_load L <<<"$res"
+ok $((${L[chunks]:-0} >= 2 ? 0 : 1)) "several stream chunks arrived"
+content=${L[content]:-}
 ok $([ -n "$content" ] && [ "$content" != 0 ] && echo 0 || echo 1) "the streamed content is not empty"
-fr=$(json_get finish_reason <<<"$res" 2>/dev/null)
+fr=${L[finish_reason]:-}
 ok $([[ $fr == stop || $fr == length ]] && echo 0 || echo 1) "the stream ended with a finish_reason ($fr)"
 ok $(($(kvs_bpf_stat rewritten) > r0 ? 0 : 1)) "its connection was intercepted (BPF rewritten $r0 -> $(kvs_bpf_stat rewritten))"
 ok $(($(metric kvsplice_requests_total) > q0 ? 0 : 1)) "and served by kvsplice (requests_total $q0 -> $(metric kvsplice_requests_total))"

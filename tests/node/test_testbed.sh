@@ -22,10 +22,17 @@ done >"/tmp/kvs-tt$$" 2>&1
 expect_eq "namespaces $NS_NODE, $NS_CLIENT, $(ns_worker 1)..$(ns_worker 3) exist" "" "$(cat "/tmp/kvs-tt$$")"
 rm -f "/tmp/kvs-tt$$"
 
-seen=$(for i in $(seq 30); do
-	tests/node/client.sh curl -s -m 5 -D - -o /dev/null "http://$SVC_IP:$SVC_PORT/health" |
-		tr -d '\r' | awk 'tolower($1) == "x-kvsim-worker:" { print $2 }'
-done | sort | uniq -c)
+seen=$(tests/node/client.sh python3 - "$SVC_IP" "$SVC_PORT" <<'EOF' | sort | uniq -c
+import http.client, sys
+for i in range(30):  # a new connection each time: DNAT picks per connection
+    c = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=5)
+    c.request("GET", "/health")
+    r = c.getresponse()
+    r.read()
+    print(r.getheader("x-kvsim-worker"))
+    c.close()
+EOF
+)
 echo "# DNAT spread over 30 connections: $(echo $seen)"
 ok $(($(wc -l <<<"$seen") >= 2 && $(awk '{ s += $1 } END { print s }' <<<"$seen") == 30 ? 0 : 1)) \
 	"30 connects to the Service all answered, spread over several workers (random DNAT)"
