@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """A client that opens one connection after another to the Service for a while, sends one
-HTTP request on each, and prints a JSON summary: how many connects failed, how many requests got
-no complete answer (and when), who answered (header x-kvsim-worker, or the kvstub marker), and
-whether getpeername() always showed the Service address. Run it inside the client pod
+HTTP request on each, and prints a JSON summary: how many connects were refused or timed out
+(connect_failed: a connect aimed at nothing), how many connections were reset or got no complete
+answer (lost: established, then the peer died; a reset can even surface from connect() itself
+when the handshake completed but the client was not scheduled before the reset arrived), who
+answered (header x-kvsim-worker, or the kvstub marker), and whether getpeername() always showed
+the Service address. Run it inside the client pod
 (tests/node/client.sh). It runs until --seconds have passed or the file --stop-file exists.
 
 usage: connloop.py [--addr 10.96.0.50:8000] [--seconds 4] [--path /health] [--stop-file F]
@@ -19,6 +22,10 @@ def one(addr, path, out):
     t = time.monotonic()
     try:
         s = socket.create_connection(addr, timeout=5)
+    except ConnectionResetError as e:
+        out["lost"] += 1
+        out["errors"].append("%.3f connect: %s" % (t - out["t0"], e))
+        return
     except OSError as e:
         out["connect_failed"] += 1
         out["errors"].append("%.3f connect: %s" % (t - out["t0"], e))
@@ -46,7 +53,7 @@ def one(addr, path, out):
         out["by"][who] = out["by"].get(who, 0) + 1
         out["ok"] += 1
     except OSError as e:
-        out["request_failed"] += 1
+        out["lost"] += 1
         out["errors"].append("%.3f request: %s" % (t - out["t0"], e))
     finally:
         s.close()
@@ -61,7 +68,7 @@ def main():
     a = ap.parse_args()
     host, port = a.addr.rsplit(":", 1)
     addr = (host, int(port))
-    out = {"connects": 0, "connect_failed": 0, "request_failed": 0, "ok": 0, "peer_mismatch": 0,
+    out = {"connects": 0, "connect_failed": 0, "lost": 0, "ok": 0, "peer_mismatch": 0,
            "by": {}, "errors": [], "t0": time.monotonic()}
     end = out["t0"] + a.seconds
     while time.monotonic() < end and not (a.stop_file and os.path.exists(a.stop_file)):
