@@ -47,6 +47,11 @@
 #ifndef PROXY_BURST
 #define PROXY_BURST (4 << 20)
 #endif
+/* Smallest rest of a Content-Length body worth a splice (below it a read/write pair is cheaper
+ * than the three splice calls), bytes. */
+#ifndef PROXY_SPLICE_MIN
+#define PROXY_SPLICE_MIN (64 << 10)
+#endif
 /* Pipe size for splice relays, bytes. */
 #ifndef PROXY_PIPE_SIZE
 #define PROXY_PIPE_SIZE (1 << 20)
@@ -549,15 +554,21 @@ static void conn_update(struct conn *c)
 		if (buf_unread(&c->out) < PROXY_HIGH_WATER)
 			ce |= EPOLLIN;
 		break;
+	/* While a request is with the upstream the client stays readable (pipelined bytes are
+	 * buffered, an EOF is noticed) and the upstream keeps the pool's IN|RDHUP mask: in the
+	 * common case a request then costs no epoll_ctl at all. */
 	case C_CONNECT:
 		ue |= EPOLLOUT;
-		break;
+		goto client_in;
 	case C_SEND:
-		ue |= EPOLLOUT | EPOLLIN;
-		break;
+		ue |= EPOLLOUT | EPOLLIN | EPOLLRDHUP;
+		goto client_in;
 	case C_RESP:
 		if (buf_unread(&c->out) < PROXY_HIGH_WATER && !c->pipe_bytes)
-			ue |= EPOLLIN;
+			ue |= EPOLLIN | EPOLLRDHUP;
+	client_in:
+		if (!c->rdhup_seen && buf_unread(&c->in) < PROXY_HIGH_WATER)
+			ce |= EPOLLIN;
 		break;
 	case C_TUNNEL:
 		if (!c->cli_eof && buf_unread(&c->in) < PROXY_HIGH_WATER)
@@ -988,7 +999,8 @@ static int response_frame(struct conn *c)
 static bool splice_ok(const struct conn *c)
 {
 	return c->p->o.relay == PROXY_RELAY_SPLICE && c->resp_head_done &&
-	       (c->resp_body == HTTP_BODY_LENGTH || c->resp_body == HTTP_BODY_EOF) &&
+	       ((c->resp_body == HTTP_BODY_LENGTH && c->resp_left >= PROXY_SPLICE_MIN) ||
+		c->resp_body == HTTP_BODY_EOF) &&
 	       !out_sendable(c) && !c->out_hold;
 }
 
@@ -1244,7 +1256,11 @@ static void conn_progress(struct conn *c)
 					if (!c->passthrough)
 						metrics_inc(p->st.upgrades);
 				} else {
+					/* nothing to read before the upstream answers: wait for
+					 * EPOLLIN instead of a read that would fail */
 					c->state = C_RESP;
+					conn_update(c);
+					return;
 				}
 			}
 			break;
@@ -1287,12 +1303,15 @@ static void conn_cb(struct loop_ev *ev, uint32_t events)
 		c->rdhup_seen = true;
 		c->close_after = true;
 	}
-	if ((events & EPOLLIN) && (c->state == C_HEAD || c->state == C_BODY)) {
+	if ((events & EPOLLIN) && c->state != C_TUNNEL && c->state != C_CLOSING) {
 		bool eof = false;
 
 		for (int i = 0; i < 4; i++) {
 			ssize_t n;
 
+			if (buf_unread(&c->in) >= PROXY_HIGH_WATER &&
+			    c->state != C_HEAD && c->state != C_BODY)
+				break; /* pipelined bytes wait for the response to end */
 			if (buf_reserve(&c->in, 16 << 10) < 0) {
 				conn_close(c);
 				return;
