@@ -28,8 +28,15 @@ void loop_free(struct loop *l);
 /* Sets the interest of ev->fd to events (adds it on first use; 0 keeps it registered with no
  * interest). A no-op when unchanged. Returns 0 or a negative errno. */
 int loop_set(struct loop *l, struct loop_ev *ev, uint32_t events);
-/* Removes ev->fd from the loop (call before closing it). */
+/* Removes ev->fd from the loop (for an fd that stays open). */
 void loop_del(struct loop *l, struct loop_ev *ev);
+/* Forgets ev without a system call: for an fd about to be closed (closing its last reference
+ * removes it from epoll). */
+static inline void loop_forget(struct loop_ev *ev)
+{
+	ev->added = 0;
+	ev->events = 0;
+}
 
 /* Waits up to timeout_ms (-1: forever) and dispatches the ready events. Returns the number
  * dispatched or a negative errno (-EINTR is returned as 0). */

@@ -31,9 +31,10 @@
 #include "log.h"
 #include "proxy.h"
 
-/* Read size per read(2) call, bytes. */
+/* Room made before a read(2) of the upstream, bytes (the buffer then holds 64 KiB: below glibc's
+ * mmap threshold, so a new buffer is not an mmap per connection). */
 #ifndef PROXY_READ_CHUNK
-#define PROXY_READ_CHUNK (64 << 10)
+#define PROXY_READ_CHUNK (32 << 10)
 #endif
 /* Stop reading a source while this many bytes wait for the other side, bytes. */
 #ifndef PROXY_HIGH_WATER
@@ -259,7 +260,7 @@ static void up_close(struct upstream *u)
 		up_unlink(&p->idle, u);
 		metrics_gauge_add(p->st.idle_pool, -1);
 	}
-	loop_del(p->loop, &u->ev);
+	loop_forget(&u->ev); /* close() takes it out of epoll: the fd is ours alone */
 	close(u->ev.fd);
 	u->ev.fd = -1;
 	u->c = NULL;
@@ -417,7 +418,7 @@ static void conn_close(struct conn *c)
 		if (c->pipe[i] >= 0)
 			close(c->pipe[i]);
 	c->pipe[0] = c->pipe[1] = -1;
-	loop_del(p->loop, &c->ev);
+	loop_forget(&c->ev);
 	close(c->ev.fd);
 	c->ev.fd = -1;
 	conn_unlink(&p->live, c);
@@ -499,7 +500,7 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 		struct sockaddr_in peer;
 		socklen_t plen = sizeof(peer);
 		int fd = accept4(ev->fd, (struct sockaddr *)&peer, &plen,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct conn *c;
 
 		if (fd < 0) {
@@ -512,8 +513,7 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 			close(fd);
 			continue;
 		}
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		c->ev.fd = fd;
+		c->ev.fd = fd; /* TCP_NODELAY is inherited from the listener */
 		c->peer = peer;
 		c->lidx = l->idx;
 		c->state = C_HEAD;
@@ -1339,6 +1339,11 @@ static void conn_cb(struct loop_ev *ev, uint32_t events)
 			c->close_after = true;
 			break;
 		}
+		if (eof && c->state == C_HEAD && !buf_unread(&c->in) && !out_sendable(c) &&
+		    !c->pipe_bytes) {
+			conn_close(c); /* the usual end of a keep-alive connection */
+			return;
+		}
 		if (eof) {
 			conn_progress(c);
 			if (c->ev.fd >= 0 && (c->state == C_HEAD || c->state == C_BODY)) {
@@ -1608,6 +1613,7 @@ int proxy_new(const struct proxy_opts *o, struct loop *loop, struct metrics *m, 
 		l->ev.fd = fd;
 		p->nl = i + 1;
 		if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+		    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
 		    bind(fd, (const struct sockaddr *)&o->listen[i], sizeof(o->listen[i])) < 0 ||
 		    listen(fd, o->backlog) < 0 ||
 		    getsockname(fd, (struct sockaddr *)&l->addr, &alen) < 0) {

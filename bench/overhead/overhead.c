@@ -1,21 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 /* bench/overhead: latency a request gains by going through kvsplice, side by side in one run:
  * the same requests to the upstream directly and through kvsplice (--no-bpf, on loopback),
- * interleaved in small blocks so noise hits both alike. Requests: GET with a small answer, and
+ * alternating request by request so noise hits both alike. Requests: GET with a small answer, and
  * POST of a 10 KB JSON body (a prompt-sized request; kvsplice reads it whole before choosing);
  * each over one keep-alive connection and with a new connection per request (as kvbench does).
  * Prints p50/p99 per path and the difference; writes JSON.
- * With --target HOST:PORT it measures only that address (used by bench/overhead/netns.sh for the
- * DNAT path against the intercepted path inside the netns node).
+ * With --target HOST:PORT --label NAME (up to 3 times) it measures those addresses instead, the
+ * first being the reference (bench/overhead/netns.sh: the DNAT path, the intercepted path, the
+ * pod directly, inside the netns node).
  * --serve PORT runs only the upstream, on 0.0.0.0:PORT (the worker pod of netns.sh).
  * Usage: build/bench/overhead [--n N] [--json FILE] [--kvsplice BIN]
- *                             [--target HOST:PORT [--label NAME]] | --serve PORT */
+ *                             [--target HOST:PORT --label NAME]... | --serve PORT */
 #include <getopt.h>
 
 #include "../lib/benchnet.h"
 
 #define NCASES 4
-#define BLOCK 10
 
 struct kase {
 	const char *name;
@@ -87,15 +87,17 @@ static void build_req(struct buf *b, bool post, const char *host)
 	buf_free(&body);
 }
 
+#define MAXP 3
+
 int main(int argc, char **argv)
 {
-	const char *json = "build/bench/overhead.json", *bin = "build/kvsplice", *target = NULL;
-	const char *label = NULL;
-	int n = 4000, opt, npaths;
+	const char *json = "build/bench/overhead.json", *bin = "build/kvsplice";
+	const char *targets[MAXP], *labels[MAXP] = {0};
+	int n = 4000, opt, npaths = 0, ntargets = 0, nlabels = 0;
 	struct bn_kvs kvs = {0};
-	struct sockaddr_in addr[2];
-	const char *pname[2] = {"direct", "kvsplice"};
-	static double lat[NCASES][2][100000];
+	struct sockaddr_in addr[MAXP];
+	const char *pname[MAXP] = {"direct", "kvsplice", ""};
+	static double lat[NCASES][MAXP][100000];
 	double cpu_us[NCASES] = {0};
 	struct buf req[2] = {{0}}, rb = {0};
 	FILE *f;
@@ -109,8 +111,16 @@ int main(int argc, char **argv)
 		case 'n': n = atoi(optarg); break;
 		case 'j': json = optarg; break;
 		case 'k': bin = optarg; break;
-		case 't': target = optarg; break;
-		case 'l': label = optarg; break;
+		case 't':
+			if (ntargets == MAXP)
+				return 2;
+			targets[ntargets++] = optarg;
+			break;
+		case 'l':
+			if (nlabels == MAXP)
+				return 2;
+			labels[nlabels++] = optarg;
+			break;
 		case 's':
 			if (bn_upstream_start_at(true, atoi(optarg)) < 0) {
 				perror("overhead --serve");
@@ -121,29 +131,30 @@ int main(int argc, char **argv)
 		default:
 			fprintf(stderr,
 				"usage: %s [--n N] [--json FILE] [--kvsplice BIN] [--target HOST:PORT "
-				"[--label NAME]]\n",
+				"--label NAME]... | --serve PORT\n",
 				argv[0]);
 			return 2;
 		}
 	}
-	if (n < BLOCK || n > 100000 || (label && !target))
+	if (n < 100 || n > 100000 || nlabels > ntargets)
 		return 2;
-	n -= n % BLOCK;
 	signal(SIGPIPE, SIG_IGN);
 	memset(addr, 0, sizeof(addr));
-	if (target) {
-		char host[64];
-		const char *c = strrchr(target, ':');
+	if (ntargets) {
+		for (int t = 0; t < ntargets; t++) {
+			char host[64];
+			const char *c = strrchr(targets[t], ':');
 
-		if (!c || (size_t)(c - target) >= sizeof(host))
-			return 2;
-		snprintf(host, sizeof(host), "%.*s", (int)(c - target), target);
-		addr[0].sin_family = AF_INET;
-		addr[0].sin_port = htons((uint16_t)atoi(c + 1));
-		if (inet_pton(AF_INET, host, &addr[0].sin_addr) != 1)
-			return 2;
-		pname[0] = label ? label : target;
-		npaths = 1;
+			if (!c || (size_t)(c - targets[t]) >= sizeof(host))
+				return 2;
+			snprintf(host, sizeof(host), "%.*s", (int)(c - targets[t]), targets[t]);
+			addr[t].sin_family = AF_INET;
+			addr[t].sin_port = htons((uint16_t)atoi(c + 1));
+			if (inet_pton(AF_INET, host, &addr[t].sin_addr) != 1)
+				return 2;
+			pname[t] = labels[t] ? labels[t] : targets[t];
+		}
+		npaths = ntargets;
 	} else {
 		int up = bn_upstream_start();
 
@@ -161,64 +172,68 @@ int main(int argc, char **argv)
 	build_req(&req[0], false, "bench");
 	build_req(&req[1], true, "bench");
 	for (int c = 0; c < NCASES; c++) {
-		int fd[2] = {-1, -1};
+		int fd[MAXP] = {-1, -1, -1};
+		double c0;
 
 		/* warm-up: connections, pools, caches */
 		for (int i = 0; i < 100; i++)
 			for (int p = 0; p < npaths; p++)
 				one(&cases[c], &addr[p], &fd[p], &req[cases[c].post], &rb);
-		double c0 = kvs.pid > 0 ? bn_cpu(kvs.pid) : 0;
+		c0 = kvs.pid > 0 ? bn_cpu(kvs.pid) : 0;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < npaths; p++) {
+				double us = one(&cases[c], &addr[p], &fd[p], &req[cases[c].post], &rb);
 
-		for (int i = 0; i < n; i += BLOCK)
-			for (int p = 0; p < npaths; p++)
-				for (int j = 0; j < BLOCK; j++) {
-					double us = one(&cases[c], &addr[p], &fd[p],
-							&req[cases[c].post], &rb);
-
-					if (us < 0) {
-						fprintf(stderr, "overhead: %s via %s failed\n",
-							cases[c].name, pname[p]);
-						return 1;
-					}
-					lat[c][p][i + j] = us;
+				if (us < 0) {
+					fprintf(stderr, "overhead: %s via %s failed\n", cases[c].name,
+						pname[p]);
+					return 1;
 				}
+				lat[c][p][i] = us;
+			}
 		if (kvs.pid > 0)
 			cpu_us[c] = (bn_cpu(kvs.pid) - c0) * 1e6 / n;
 		for (int p = 0; p < npaths; p++)
 			if (fd[p] >= 0)
 				close(fd[p]);
 	}
-	printf("overhead: %d requests per case and path, interleaved in blocks of %d\n\n", n,
-	       BLOCK);
-	if (npaths == 2)
-		printf("| request | direct p50 µs | direct p99 µs | kvsplice p50 µs | kvsplice p99 µs "
-		       "| added p50 µs | added p99 µs | kvsplice CPU µs/request |\n"
-		       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-	else
-		printf("| request | %s p50 µs | %s p99 µs |\n| --- | ---: | ---: |\n", pname[0],
-		       pname[0]);
+	printf("overhead: %d requests per case and path, the paths alternating request by request\n\n",
+	       n);
+	printf("| request |");
+	for (int p = 0; p < npaths; p++)
+		printf(" %s p50 µs | %s p99 µs |", pname[p], pname[p]);
+	for (int p = 1; p < npaths; p++)
+		printf(" %s added p50 µs | added p99 µs |", pname[p]);
+	if (kvs.pid > 0)
+		printf(" kvsplice CPU µs/request |");
+	printf("\n| --- |");
+	for (int p = 0; p < 2 * npaths + 2 * (npaths - 1) + (kvs.pid > 0); p++)
+		printf(" ---: |");
+	printf("\n");
 	f = fopen(json, "w");
 	if (f)
 		fprintf(f, "{\"n\": %d, \"cases\": [", n);
 	for (int c = 0; c < NCASES; c++) {
-		double q[2][2];
+		double q[MAXP][2];
 
 		for (int p = 0; p < npaths; p++) {
 			q[p][0] = bn_quantile(lat[c][p], n, 0.5);
 			q[p][1] = bn_quantile(lat[c][p], n, 0.99);
 		}
-		if (npaths == 2)
-			printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n",
-			       cases[c].name, q[0][0], q[0][1], q[1][0], q[1][1], q[1][0] - q[0][0],
-			       q[1][1] - q[0][1], cpu_us[c]);
-		else
-			printf("| %s | %.1f | %.1f |\n", cases[c].name, q[0][0], q[0][1]);
+		printf("| %s |", cases[c].name);
+		for (int p = 0; p < npaths; p++)
+			printf(" %.1f | %.1f |", q[p][0], q[p][1]);
+		for (int p = 1; p < npaths; p++)
+			printf(" %.1f | %.1f |", q[p][0] - q[0][0], q[p][1] - q[0][1]);
+		if (kvs.pid > 0)
+			printf(" %.1f |", cpu_us[c]);
+		printf("\n");
 		if (f) {
 			fprintf(f, "%s{\"case\": \"%s\"", c ? ", " : "", cases[c].name);
 			for (int p = 0; p < npaths; p++)
 				fprintf(f, ", \"%s\": {\"p50_us\": %.1f, \"p99_us\": %.1f}", pname[p],
 					q[p][0], q[p][1]);
-			if (npaths == 2)
+			if (kvs.pid > 0)
 				fprintf(f, ", \"kvsplice_cpu_us_per_request\": %.2f", cpu_us[c]);
 			fprintf(f, "}");
 		}
@@ -227,7 +242,7 @@ int main(int argc, char **argv)
 		fprintf(f, "]}\n");
 		fclose(f);
 	}
-	if (!target)
+	if (kvs.pid > 0)
 		bn_kvs_stop(&kvs);
 	buf_free(&req[0]);
 	buf_free(&req[1]);
