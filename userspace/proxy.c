@@ -125,7 +125,7 @@ struct conn {
 
 struct stats {
 	uint64_t *accepted, *requests, *passthrough, *resp[6], *err_bad, *err_431, *err_413,
-		*err_501, *err_503, *err_502, *err_408, *idle_timeouts, *client_aborts,
+		*err_501, *err_503, *err_502, *err_504, *err_408, *idle_timeouts, *client_aborts,
 		*up_connects, *up_connect_fail, *up_reused, *up_retries, *up_reset, *up_bad_resp,
 		*bytes_up, *bytes_down, *upgrades;
 	int64_t *active, *idle_pool, *draining;
@@ -441,6 +441,7 @@ static void conn_error(struct conn *c, int status, const char *message, bool clo
 	case 501: case 505: metrics_inc(st->err_501); break;
 	case 502: metrics_inc(st->err_502); break;
 	case 503: metrics_inc(st->err_503); break;
+	case 504: metrics_inc(st->err_504); break;
 	}
 	metrics_inc(st->resp[status / 100]);
 	if (c->up) {
@@ -1456,6 +1457,15 @@ void proxy_tick(struct proxy *p)
 			upstream_failed(c, true);
 			conn_progress(c);
 			break;
+		case C_SEND:
+		case C_RESP:
+			if (!c->resp_started) {
+				/* the endpoint took the request but says nothing */
+				conn_error(c, 504, "the endpoint did not answer in time", true);
+				conn_update(c);
+				break;
+			}
+			/* fallthrough */
 		default:
 			metrics_inc(p->st.idle_timeouts);
 			conn_close(c);
@@ -1544,6 +1554,7 @@ static void stats_init(struct proxy *p, struct metrics *m)
 	ERR(err_501, "unsupported");
 	ERR(err_503, "no_endpoint");
 	ERR(err_502, "bad_gateway");
+	ERR(err_504, "gateway_timeout");
 	ERR(err_408, "request_timeout");
 #undef ERR
 	s->idle_timeouts = metrics_counter(m, "kvsplice_idle_timeouts_total", NULL,

@@ -214,6 +214,57 @@ while s.recv(65536): pass
 dt=time.time()-t0
 assert 1.5 < dt < 4, dt' "$MAIN"
 
+t0=$(date +%s%N)
+code=$(curl -s -o "$tmp/504.json" -w '%{http_code}' "$base/slow?ms=4000")
+dt=$((($(date +%s%N) - t0) / 1000000))
+expect_eq "endpoint silent for --idle-timeout after the request: 504" 504 "$code"
+check "504 came after about 2 s (${dt} ms)" test "$dt" -ge 1800 -a "$dt" -le 3800
+
+# --- HEAD, HTTP/1.0 ------------------------------------------------------------------------------
+out=$(curl -s -I -o /dev/null -w '%{http_code} %{num_connects}\n' "$base/who" -o /dev/null "$base/who")
+expect_eq "HEAD (Content-Length, no body) then GET on the same connection" "200 1 200 0" "$(echo $out)"
+expect_eq "HTTP/1.0 client served" "w" "$(curl -s --http1.0 "$base/who" | cut -c1)"
+
+# --- many clients at once ------------------------------------------------------------------------
+check "40 concurrent keep-alive clients x 15 mixed requests: all answered correctly" "$PY" -c '
+import socket,sys,threading,json
+port=int(sys.argv[1]); errs=[]
+def rd(s, buf):
+    d=s.recv(65536)
+    if not d: raise EOFError("closed")
+    return buf+d
+def client(k):
+    try:
+        s=socket.create_connection(("127.0.0.1",port)); s.settimeout(10); buf=b""
+        for i in range(15):
+            if i%3==0:
+                s.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\n\r\n")
+                while b"\n" not in buf.split(b"\r\n\r\n",1)[-1] or b"\r\n\r\n" not in buf: buf=rd(s,buf)
+                assert buf.startswith(b"HTTP/1.1 200"), buf[:80]
+            elif i%3==1:
+                body=(b"%d-%d-" % (k,i))*50
+                s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body),body))
+                while True:
+                    if b"\r\n\r\n" in buf:
+                        h,b=buf.split(b"\r\n\r\n",1)
+                        n=int([l for l in h.split(b"\r\n") if l.lower().startswith(b"content-length")][0].split(b":")[1])
+                        if len(b)>=n: break
+                    buf=rd(s,buf)
+                j=json.loads(b[:n]); assert j["body_len"]==len(body) and j["body"]==body.decode(), j
+                buf=b[n:]; continue
+            else:
+                s.sendall(b"GET /sse?n=3&ms=10 HTTP/1.1\r\nHost: x\r\n\r\n")
+                while not buf.endswith(b"0\r\n\r\n"): buf=rd(s,buf)
+                assert buf.count(b"data: ")==3, buf
+            buf=b""
+        s.close()
+    except Exception as e: errs.append("%d: %r" % (k,e))
+ts=[threading.Thread(target=client,args=(k,)) for k in range(40)]
+[t.start() for t in ts]; [t.join() for t in ts]
+assert not errs, errs[:3]' "$MAIN"
+sleep 0.3
+expect_eq "no client connection left open after they closed" 0 "$(metric "$MADM" kvsplice_connections_active)"
+
 # --- retries, 502, 503 (Services reloaded by SIGHUP) ------------------------------------------
 D1=$(dead_port)
 D2=$(dead_port)
@@ -248,7 +299,7 @@ expect_eq "services file change picked up without a signal" 200 \
 check "reload errors counted" test "$(metric "$MADM" kvsplice_services_reload_errors_total)" -ge 1
 
 check "error counters moved" bash -c "
-	for r in bad_request head_too_large body_too_large no_endpoint bad_gateway request_timeout; do
+	for r in bad_request head_too_large body_too_large no_endpoint bad_gateway gateway_timeout request_timeout; do
 		v=\$(curl -s http://127.0.0.1:$MADM/metrics | awk -v k=\"kvsplice_errors_total{reason=\\\"\$r\\\"}\" '\$1==k{print \$2}')
 		[ \"\${v:-0}\" -ge 1 ] || { echo \"\$r=\$v\"; exit 1; }
 	done"
@@ -295,6 +346,18 @@ s.sendall(b"more"); got=b""
 while len(got) < 4: got+=s.recv(100)
 assert got==b"more", got' "$RAW"
 expect_eq "pass-through connections counted" 3 "$(metric "$RADM" kvsplice_passthrough_connections_total)"
+check "Upgrade request: head forwarded, then bytes flow both ways (tunnel)" "$PY" -c '
+import socket,sys
+s=socket.create_connection(("127.0.0.1",int(sys.argv[1]))); s.settimeout(3)
+s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+got=b""
+while b"\r\n\r\n" not in got: got+=s.recv(1000)
+assert got.startswith(b"r1:GET /ws HTTP/1.1\r\n") and b"Upgrade: websocket" in got, got
+s.sendall(b"\x81\x05hello"); got=b""
+while len(got) < 7: got+=s.recv(100)
+assert got==b"\x81\x05hello", got' "$RAW"
+expect_eq "upgrades counted" 1 "$(metric "$RADM" kvsplice_upgrades_total)"
+
 
 # --- SIGTERM drain -------------------------------------------------------------------------------
 curl -s -o "$tmp/slow" -w '%{http_code}' "$base/slow?ms=1200" >"$tmp/slow.code" &

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # A small HTTP/1.1 upstream for the proxy tests (stands in for a vLLM worker; kvsim replaces it
 # where the OpenAI API matters). Binds 127.0.0.1:0 and prints its port on stdout.
-#   GET  /who            -> "NAME\n" (X-Upstream: NAME)
+#   GET  /who            -> "NAME\n" (X-Upstream: NAME); HEAD /who: the same head, no body
 #   POST /echo           -> JSON {name, method, path, body_len, body, headers}
 #   GET  /sse?n=N&ms=M   -> text/event-stream, chunked, N events M ms apart
 #   GET  /big?bytes=N    -> N bytes, Content-Length
@@ -39,7 +39,11 @@ class H(BaseHTTPRequestHandler):
         for k, v in extra:
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_HEAD(self):
+        self.do_GET()
 
     def do_GET(self):
         p = urlparse(self.path).path
