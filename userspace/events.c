@@ -797,6 +797,50 @@ int events_worker_find(const struct events *ev, const char *name)
 	return -ENOENT;
 }
 
+static bool streq(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+int events_sync(struct events *ev, const struct events_spec *specs, size_t n, const char *topic)
+{
+	int failed = 0;
+
+	for (uint32_t id = 0; id < ev->nw; id++) {
+		struct evw *w = &ev->w[id];
+		bool keep = false;
+		if (!w->used)
+			continue;
+		for (size_t i = 0; i < n && !keep; i++)
+			keep = !strcmp(specs[i].name, w->name) && !strcmp(specs[i].pub, w->pub) &&
+			       streq(specs[i].replay && *specs[i].replay ? specs[i].replay : NULL,
+				     w->replay) &&
+			       !strcmp(topic ? topic : "", w->topic);
+		if (!keep)
+			events_worker_remove(ev, id);
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id;
+		int rc = -ENOSPC;
+		if (events_worker_find(ev, specs[i].name) >= 0)
+			continue;
+		for (id = 0; id < ev->nw; id++)
+			if (!ev->w[id].used) {
+				rc = events_worker_add(ev, id, specs[i].name, specs[i].pub,
+						       specs[i].replay, topic);
+				break;
+			}
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc) {
+			log_warn("events", "worker %s: not subscribed: %s", specs[i].name,
+				 strerror(-rc));
+			failed++;
+		}
+	}
+	return failed;
+}
+
 int events_fd(const struct events *ev)
 {
 	return ev->epfd;

@@ -146,6 +146,18 @@ int events_worker_remove(struct events *ev, uint32_t id);
 /* The id of the worker named name, or -ENOENT. */
 int events_worker_find(const struct events *ev, const char *name);
 
+/* One worker as discovery sees it. */
+struct events_spec {
+	const char *name;   /* unique, e.g. "service/endpoint" */
+	const char *pub;    /* "tcp://IP:PORT" */
+	const char *replay; /* NULL: none */
+};
+/* Makes the subscribed set equal to specs[0..n): workers no longer listed, or listed with other
+ * endpoints, are removed (blocks dropped, sockets closed); new ones are added at the lowest free
+ * ids with topic filter topic. Returns the number of workers that failed to be added (logged),
+ * or -ENOMEM. */
+int events_sync(struct events *ev, const struct events_spec *specs, size_t n, const char *topic);
+
 /* The fd to watch for EPOLLIN. */
 int events_fd(const struct events *ev);
 /* Handles up to budget messages (0 = EVENTS_DEFAULT_BUDGET) and expired replay deadlines,

@@ -19,6 +19,8 @@
 #include "admin.h"
 #include "bpfctl.h"
 #include "discovery.h"
+#include "events.h"
+#include "index.h"
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
@@ -46,6 +48,12 @@ struct daemon {
 	bool stop, hup;
 	uint64_t *reloads, *reload_errors;
 	int64_t *nservices, *nendpoints;
+	/* KV events (--events): the index is written on this loop's thread only */
+	struct index *index;
+	struct events *events;
+	struct loop_ev events_ev;
+	int events_more;
+	const char *events_topic;
 };
 
 static void usage(FILE *f)
@@ -84,6 +92,13 @@ static void usage(FILE *f)
 		"  --pool-size N            idle upstream connections kept per endpoint (default 64)\n"
 		"  --pool-idle-timeout SECS idle upstream connections closed after (default 4)\n"
 		"  --port-file FILE         write \"LISTEN_PORT ADMIN_PORT\" there once ready\n"
+		"  --events                 follow each endpoint's vLLM KV events (events_port,\n"
+		"                           replay_port of --services) into the block index;\n"
+		"                           /debug/index shows it\n"
+		"  --events-topic T         ZMQ topic of the KV events (default \"\": all)\n"
+		"  --block-size N           KV block size in tokens (default 16)\n"
+		"  --hash-seed N            seed of kvsplice's own block hash (default 1337)\n"
+		"  --index-max-entries N    bound on (worker, block) pairs indexed (default 16M)\n"
 		"  --log-level LEVEL        error|warn|info|debug (default info)\n"
 		"  -h, --help               this text\n"
 		"\n"
@@ -183,6 +198,67 @@ static void bpf_collector(struct buf *out, void *arg)
 		   bpfctl_listener_registered(d->bpf) == 1);
 }
 
+/* --events: subscribes to every endpoint that has an events_port, as "service/endpoint". */
+static void events_apply(struct daemon *d, const struct services *s)
+{
+	struct events_spec *sp;
+	char (*pub)[64], (*rep)[64], (*name)[2 * DISCOVERY_NAME_MAX + 2];
+	size_t n = 0, max = 0;
+
+	for (size_t i = 0; i < s->n; i++)
+		max += s->v[i].nendpoints;
+	sp = calloc(max + 1, sizeof(*sp));
+	pub = calloc(max + 1, sizeof(*pub));
+	rep = calloc(max + 1, sizeof(*rep));
+	name = calloc(max + 1, sizeof(*name));
+	if (!sp || !pub || !rep || !name) {
+		log_error("main", "events: out of memory");
+		goto cleanup;
+	}
+	for (size_t i = 0; i < s->n; i++)
+		for (size_t k = 0; k < s->v[i].nendpoints; k++) {
+			const struct endpoint *e = &s->v[i].endpoints[k];
+			char ip[INET_ADDRSTRLEN];
+
+			if (!e->events_port)
+				continue;
+			inet_ntop(AF_INET, &e->addr.sin_addr, ip, sizeof(ip));
+			snprintf(name[n], sizeof(name[n]), "%s/%s", s->v[i].name, e->name);
+			snprintf(pub[n], sizeof(pub[n]), "tcp://%s:%u", ip, e->events_port);
+			snprintf(rep[n], sizeof(rep[n]), "tcp://%s:%u", ip, e->replay_port);
+			sp[n] = (struct events_spec){name[n], pub[n], e->replay_port ? rep[n] : NULL};
+			n++;
+		}
+	events_sync(d->events, sp, n, d->events_topic);
+cleanup:
+	free(sp);
+	free(pub);
+	free(rep);
+	free(name);
+}
+
+static void events_cb(struct loop_ev *ev, uint32_t events)
+{
+	struct daemon *d = container_of(ev, struct daemon, events_ev);
+
+	d->events_more = events_poll(d->events, 0);
+}
+
+static void events_collector(struct buf *out, void *arg)
+{
+	struct daemon *d = arg;
+
+	events_metrics(d->events, out);
+}
+
+static int debug_index(struct buf *body, const char *query, const char **content_type, void *arg)
+{
+	struct daemon *d = arg;
+
+	*content_type = "application/json";
+	return events_debug_json(d->events, body) ? 500 : 200;
+}
+
 /* Applies a new snapshot: BPF Service selection first (added, then removed), then the proxy. */
 static void services_apply(struct daemon *d, struct services *s)
 {
@@ -205,6 +281,8 @@ static void services_apply(struct daemon *d, struct services *s)
 		}
 	}
 	proxy_set_services(d->proxy, s);
+	if (d->events)
+		events_apply(d, s);
 	services_put(d->svcs);
 	d->svcs = s;
 	for (size_t i = 0; i < s->n; i++)
@@ -272,6 +350,7 @@ int main(int argc, char **argv)
 		O_SERVICES = 256, O_LISTEN, O_ADMIN, O_NO_BPF, O_CGROUP, O_PIN_DIR, O_MARK,
 		O_ROUTER, O_RELAY, O_MAX_HEAD, O_MAX_BODY, O_HEADER_TO, O_IDLE_TO, O_CONNECT_TO,
 		O_DRAIN_TO, O_POOL, O_POOL_TO, O_PORT_FILE, O_LOG,
+		O_EVENTS, O_EVENTS_TOPIC, O_BLOCK_SIZE, O_HASH_SEED, O_INDEX_MAX,
 	};
 	static const struct option longopts[] = {
 		{"services", required_argument, 0, O_SERVICES},
@@ -293,6 +372,11 @@ int main(int argc, char **argv)
 		{"pool-idle-timeout", required_argument, 0, O_POOL_TO},
 		{"port-file", required_argument, 0, O_PORT_FILE},
 		{"log-level", required_argument, 0, O_LOG},
+		{"events", no_argument, 0, O_EVENTS},
+		{"events-topic", required_argument, 0, O_EVENTS_TOPIC},
+		{"block-size", required_argument, 0, O_BLOCK_SIZE},
+		{"hash-seed", required_argument, 0, O_HASH_SEED},
+		{"index-max-entries", required_argument, 0, O_INDEX_MAX},
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -307,6 +391,8 @@ int main(int argc, char **argv)
 	int opt, rc, exit_code = 1, v;
 	sigset_t mask;
 	uint64_t last_poll = 0;
+	bool with_events = false;
+	struct index_cfg icfg = {0};
 
 	if (argc > 1 && strcmp(argv[1], "detach") == 0)
 		return cmd_detach(argc - 1, argv + 1);
@@ -381,6 +467,34 @@ int main(int argc, char **argv)
 				goto bad_arg;
 			log_set_level((enum log_level)v);
 			break;
+		case O_EVENTS: with_events = true; break;
+		case O_EVENTS_TOPIC: d.events_topic = optarg; break;
+		case O_BLOCK_SIZE: {
+			char *end;
+			unsigned long b = strtoul(optarg, &end, 10);
+
+			if (*end || b == 0 || b > 1024)
+				goto bad_arg;
+			icfg.block_size = (uint32_t)b;
+			break;
+		}
+		case O_HASH_SEED: {
+			char *end;
+
+			icfg.seed = strtoull(optarg, &end, 0);
+			if (*end || end == optarg)
+				goto bad_arg;
+			icfg.seed_set = true;
+			break;
+		}
+		case O_INDEX_MAX: {
+			char *end;
+
+			icfg.max_entries = strtoull(optarg, &end, 0);
+			if (*end || !icfg.max_entries)
+				goto bad_arg;
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -430,6 +544,23 @@ bad_arg:
 	d.nendpoints = metrics_gauge(d.metrics, "kvsplice_endpoints", NULL,
 				     "Endpoints over all Services.");
 
+	if (with_events) {
+		struct events_cfg ecfg = {0};
+
+		d.index = index_create(&icfg);
+		ecfg.index = d.index;
+		d.events = d.index ? events_create(&ecfg) : NULL;
+		if (!d.events) {
+			log_error("main", "events: cannot start (%s)", strerror(errno ? errno : ENOMEM));
+			rc = -ENOMEM;
+			goto cleanup;
+		}
+		d.events_ev.fd = events_fd(d.events);
+		d.events_ev.cb = events_cb;
+		if ((rc = loop_set(d.loop, &d.events_ev, EPOLLIN)) < 0 ||
+		    (rc = metrics_add_collector(d.metrics, events_collector, &d)) < 0)
+			goto cleanup;
+	}
 	if ((rc = discovery_file_source(services, &d.src)) < 0)
 		goto cleanup;
 	{
@@ -472,6 +603,8 @@ bad_arg:
 		goto cleanup;
 	if ((rc = metrics_add_collector(d.metrics, bpf_collector, &d)) < 0)
 		goto cleanup;
+	if (d.events && (rc = admin_handle(d.admin, "/debug/index", debug_index, &d)) < 0)
+		goto cleanup;
 	d.sig.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	d.sig.cb = signal_cb;
 	if (d.sig.fd < 0 || (rc = loop_set(d.loop, &d.sig, EPOLLIN)) < 0) {
@@ -513,13 +646,15 @@ bad_arg:
 		struct timespec ts;
 		uint64_t now;
 
-		rc = loop_run(d.loop, 100);
+		rc = loop_run(d.loop, d.events_more ? 0 : 100);
 		if (rc < 0) {
 			log_error("main", "epoll: %s", strerror(-rc));
 			goto cleanup;
 		}
 		proxy_tick(d.proxy);
 		admin_tick(d.admin);
+		if (d.events_more) /* events left input unread: the fd may not signal it again */
+			d.events_more = events_poll(d.events, 0);
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 		if (d.hup || now - last_poll >= 1000) {
@@ -542,6 +677,11 @@ cleanup:
 	}
 	admin_free(d.admin);
 	proxy_free(d.proxy);
+	if (d.events) {
+		loop_del(d.loop, &d.events_ev);
+		events_free(d.events);
+	}
+	index_free(d.index);
 	bpfctl_close(d.bpf);
 	services_put(d.svcs);
 	if (d.src)

@@ -603,6 +603,25 @@ static void runtime_tests(void)
 	index_worker_blocks(idx, 1, &g, &c);
 	CHECK(g == 0 && c == 0, "removed worker's blocks gone");
 	EQ(events_worker_remove(ev, 1), -ENOENT, "remove twice: ENOENT");
+
+	/* sync with discovery's view: add, keep, replace on a changed endpoint, remove */
+	{
+		struct events_spec sp[2] = {{"svc/a", p.pub_ep, p.rep_ep}, {"svc/b", p.pub_ep, NULL}};
+		EQ(events_sync(ev, sp, 2, "kv"), 0, "sync adds 2 workers");
+		int ida = events_worker_find(ev, "svc/a"), idb = events_worker_find(ev, "svc/b");
+		CHECK(ida >= 0 && idb >= 0 && ida != idb, "both subscribed (ids %d, %d)", ida, idb);
+		EQ(events_sync(ev, sp, 2, "kv"), 0, "same set again: nothing to do");
+		CHECK(events_worker_find(ev, "svc/a") == ida, "unchanged worker keeps its id");
+		sp[1].pub = "tcp://127.0.0.1:1";
+		events_sync(ev, sp, 2, "kv");
+		CHECK(events_worker_find(ev, "svc/b") >= 0, "changed endpoint: re-subscribed");
+		EQ(events_sync(ev, sp, 1, "kv"), 0, "sync to 1 worker");
+		CHECK(events_worker_find(ev, "svc/b") == -ENOENT && events_worker_find(ev, "svc/a") == ida,
+		      "the unlisted worker is removed, the other kept");
+		struct events_spec bad = {"svc/bad", "nonsense://", NULL};
+		EQ(events_sync(ev, &bad, 1, "kv"), 1, "an endpoint ZMQ refuses is counted as failed");
+		CHECK(events_worker_find(ev, "svc/a") == -ENOENT, "and the old set is gone");
+	}
 	events_free(ev);
 	index_free(idx);
 	peer_close(&p);

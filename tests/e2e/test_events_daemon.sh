@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The daemon with --events: kvsplice (no BPF, loopback) follows two kvsim workers' KV events from
+# the events_port / replay_port of its --services file; after requests sent through the proxy,
+# /debug/index and /metrics on the admin port show, per worker, exactly the blocks kvsim holds;
+# a worker removed from the file (reloaded on change) disappears from the index.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib/tap.sh
+source tools/kvsim/cluster.sh
+PY=/usr/bin/python3
+dir=$(mktemp -d /tmp/kvs-evd.XXXXXX)
+kvs_pid=""
+cleanup() {
+	[ -n "$kvs_pid" ] && kill "$kvs_pid" 2>/dev/null && wait "$kvs_pid" 2>/dev/null
+	kvsim_stop
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+KVSIM_WITH_EVENTS=1 kvsim_start 2 --num-blocks 64 --max-model-len 512 --time-scale 50 \
+	--events-format map --int-block-hashes 0 || { echo "not ok - kvsim started"; exit 1; }
+IFS=, read -r u0 u1 <<<"$KVSIM_URLS"
+IFS=, read -r e0 e1 <<<"$KVSIM_EVENTS"
+IFS=, read -r r0 r1 <<<"$KVSIM_REPLAYS"
+port() { echo "${1##*:}"; }
+svc() { # svc N: services file with the first N workers
+	local eps=""
+	[ "$1" -ge 1 ] && eps="{\"name\":\"w0\",\"ip\":\"127.0.0.1\",\"port\":$(port "$u0"),\"events_port\":$(port "$e0"),\"replay_port\":$(port "$r0")}"
+	[ "$1" -ge 2 ] && eps+=",{\"name\":\"w1\",\"ip\":\"127.0.0.1\",\"port\":$(port "$u1"),\"events_port\":$(port "$e1"),\"replay_port\":$(port "$r1")}"
+	echo "{\"services\":[{\"name\":\"qwen\",\"cluster_ip\":\"10.96.0.50\",\"port\":8000,\"endpoints\":[$eps]}]}"
+}
+svc 2 >"$dir/services.json"
+build/kvsplice --services "$dir/services.json" --no-bpf --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
+	--port-file "$dir/ports" --events --log-level warn 2>"$dir/kvsplice.log" &
+kvs_pid=$!
+for _ in $(seq 100); do [ -s "$dir/ports" ] && break; sleep 0.05; done
+read -r lport aport <"$dir/ports" 2>/dev/null
+[ -n "${aport:-}" ]
+ok $? "kvsplice --events started (admin port ${aport:-?})" || exit 1
+
+# requests through the proxy (round-robin over the two workers), shared prefixes
+$PY - "$lport" <<'PYEOF'
+import json, random, sys, urllib.request
+rng = random.Random(3)
+fams = [[rng.randrange(1, 150000) for _ in range(150)] for _ in range(4)]
+for i in range(24):
+    p = fams[i % 4] + [rng.randrange(1, 150000) for _ in range(rng.randrange(10, 60))]
+    req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % sys.argv[1],
+                                 data=json.dumps({"model": "Qwen/Qwen3-0.6B", "prompt": p,
+                                                  "max_tokens": 4}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=30).read()
+PYEOF
+ok $? "24 requests through the proxy"
+
+# /debug/index per worker = kvsim's /debug/cache (blocks and next seq), waiting for the events
+check_equal() {
+	$PY - "$aport" "$u0" "$u1" "$1" <<'PYEOF'
+import json, sys, time, urllib.request
+aport, urls, n = sys.argv[1], sys.argv[2:4], int(sys.argv[4])
+get = lambda u: json.loads(urllib.request.urlopen(u, timeout=10).read())
+for _ in range(100):
+    dbg = get("http://127.0.0.1:%s/debug/index" % aport)
+    ws = {w["name"]: w for w in dbg["workers"]}
+    good = len(ws) == n
+    for i in range(n):
+        c = get(urls[i] + "/debug/cache")
+        w = ws.get("qwen/w%d" % i)
+        good = good and w is not None and w["next_seq"] == c["events_next_seq"] and \
+            w["blocks_gpu"] == c["cached_blocks"] and c["cached_blocks"] > 0
+    if good:
+        sys.exit(0)
+    time.sleep(0.1)
+print(json.dumps(dbg)[:2000])
+sys.exit(1)
+PYEOF
+}
+check_equal 2
+ok $? "/debug/index: each worker's block count and seq equal kvsim's cache"
+
+m=$(curl -s "http://127.0.0.1:$aport/metrics")
+grep -q '^kvsplice_kv_batches_total{worker="qwen/w0"} [1-9]' <<<"$m" &&
+	grep -q '^kvsplice_index_blocks{worker="qwen/w1",tier="gpu"} [1-9]' <<<"$m" &&
+	grep -q '^kvsplice_kv_decode_errors_total{worker="qwen/w0",what="batch"} 0' <<<"$m"
+ok $? "/metrics has the per-worker event and index series"
+
+# remove w1 from the file: the daemon reloads it and drops w1's blocks
+sleep 1.1 # the file source compares mtimes
+svc 1 >"$dir/services.json.new" && mv "$dir/services.json.new" "$dir/services.json"
+check_equal 1
+ok $? "worker removed from --services: gone from the index"
+kill "$kvs_pid" && wait "$kvs_pid"
+ok $? "kvsplice exits cleanly"
+kvs_pid=""
