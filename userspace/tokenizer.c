@@ -1155,8 +1155,12 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 		}
 		free(tmp);
 	}
-	/* The whole-piece shortcut is used only for tokens the merges themselves rebuild. */
-	{
+	/* The whole-piece shortcut is used only for tokens the merges themselves rebuild, unless the
+	 * model says ignore_merges (then the reference takes every whole-piece vocab hit). */
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges"))) {
+		for (uint32_t id = 0; id < t->n_ids; id++)
+			t->whole_ok[id] = items[id] != NULL;
+	} else {
 		struct tok_ids one = {0};
 		struct work w = {0};
 		int bad = 0;

@@ -323,6 +323,14 @@ static void test_synthetic(void)
 	      "lowest rank first: ' ab' -> ' ' ab (a b ranks before ' ' a); added token split out");
 	encode_str(t, "x a", 3, &ids);
 	CHECK(ids.n == 2 && ids.v[1] == 258, "' a' merges when nothing ranks lower");
+	tokenizer_free(t);
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(j, "model"), "ignore_merges", cJSON_CreateTrue());
+	t = load_json(j, err, sizeof(err));
+	CHECK(t != NULL, "loads with ignore_merges (%s)", t ? "ok" : err);
+	if (t) {
+		encode_str(t, "bc", 2, &ids);
+		CHECK(ids.n == 1 && ids.v[0] == 259, "ignore_merges: a whole-piece vocab hit is taken as is");
+	}
 	tok_ids_free(&ids);
 	tokenizer_free(t);
 	cJSON_Delete(j);
