@@ -41,6 +41,19 @@ struct merge_slot {
 	uint32_t id;
 };
 
+/* A vocab hash slot carries what a lookup compares, so a hit costs the slot and the bytes only. */
+struct vslot {
+	uint32_t id;
+	uint32_t off; /* bytes in the arena */
+	uint32_t len;
+	uint32_t tag; /* high half of the hash */
+};
+
+struct pair {
+	uint32_t rank; /* UINT32_MAX: no merge */
+	uint32_t id;
+};
+
 struct added_tok {
 	const uint8_t *s; /* into the arena */
 	uint32_t len;
@@ -52,7 +65,8 @@ struct tokenizer {
 	uint32_t *tok_off;    /* id -> arena offset; tok_off[n_ids] = arena length */
 	uint8_t *whole_ok;    /* id -> 1 when BPE of the token's bytes gives the token itself */
 	uint32_t n_ids;       /* vocab and added tokens */
-	uint32_t *vhash;      /* open addressing, vocab ids by bytes, NO_ID = empty */
+	struct vslot *vhash;  /* open addressing, vocab ids by bytes, id NO_ID = empty */
+	struct pair *small;   /* merges of two ids < 256, directly indexed (a << 8 | b) */
 	uint32_t vmask;
 	struct merge_slot *mtab;
 	uint32_t mmask;
@@ -225,14 +239,15 @@ static inline size_t utf8_put(uint8_t *o, uint32_t c)
 
 static inline uint32_t vocab_find(const struct tokenizer *t, const uint8_t *s, size_t n)
 {
-	uint32_t h = (uint32_t)hash_bytes(s, n) & t->vmask;
+	uint64_t hv = hash_bytes(s, n);
+	uint32_t h = (uint32_t)hv & t->vmask, tag = (uint32_t)(hv >> 32);
 
 	for (;;) {
-		uint32_t id = t->vhash[h];
-		if (id == NO_ID)
+		const struct vslot *v = &t->vhash[h];
+		if (v->id == NO_ID)
 			return NO_ID;
-		if (t->tok_off[id + 1] - t->tok_off[id] == n && memcmp(t->arena + t->tok_off[id], s, n) == 0)
-			return id;
+		if (v->tag == tag && v->len == n && memcmp(t->arena + v->off, s, n) == 0)
+			return v->id;
 		h = (h + 1) & t->vmask;
 	}
 }
@@ -243,6 +258,10 @@ static inline uint32_t merge_find(const struct tokenizer *t, uint32_t a, uint32_
 	uint64_t key = (((uint64_t)a << 32) | b) + 1;
 	uint32_t h = hash_pair(key) & t->mmask;
 
+	if ((a | b) < 256) {
+		*id = t->small[a << 8 | b].id;
+		return t->small[a << 8 | b].rank;
+	}
 	for (;;) {
 		const struct merge_slot *m = &t->mtab[h];
 		if (m->key == key) {
@@ -762,6 +781,7 @@ void tokenizer_free(struct tokenizer *t)
 	free(t->tok_off);
 	free(t->whole_ok);
 	free(t->vhash);
+	free(t->small);
 	free(t->mtab);
 	free(t->added);
 	free(t);
@@ -875,15 +895,19 @@ static int vhash_insert(struct tokenizer *t, uint32_t id)
 {
 	const uint8_t *s = t->arena + t->tok_off[id];
 	size_t n = t->tok_off[id + 1] - t->tok_off[id];
-	uint32_t h = (uint32_t)hash_bytes(s, n) & t->vmask;
+	uint64_t hv = hash_bytes(s, n);
+	uint32_t h = (uint32_t)hv & t->vmask;
 
 	for (;;) {
-		uint32_t o = t->vhash[h];
-		if (o == NO_ID) {
-			t->vhash[h] = id;
+		struct vslot *v = &t->vhash[h];
+		if (v->id == NO_ID) {
+			v->id = id;
+			v->off = t->tok_off[id];
+			v->len = (uint32_t)n;
+			v->tag = (uint32_t)(hv >> 32);
 			return 0;
 		}
-		if (t->tok_off[o + 1] - t->tok_off[o] == n && memcmp(t->arena + t->tok_off[o], s, n) == 0)
+		if (v->len == n && memcmp(t->arena + v->off, s, n) == 0)
 			return -EEXIST;
 		h = (h + 1) & t->vmask;
 	}
@@ -1083,11 +1107,12 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 				t->added_one_first = seen++ ? -1 : b;
 	}
 	/* vocab hash */
-	for (t->vmask = 1; t->vmask < 2 * n_vocab; t->vmask <<= 1)
+	for (t->vmask = 1; t->vmask < n_vocab + n_vocab / 2; t->vmask <<= 1) /* load <= 2/3 */
 		;
 	if (!(t->vhash = malloc((size_t)t->vmask * sizeof(*t->vhash))))
 		goto cleanup;
-	memset(t->vhash, 0xff, (size_t)t->vmask * sizeof(*t->vhash));
+	for (uint32_t i = 0; i < t->vmask; i++)
+		t->vhash[i].id = NO_ID;
 	t->vmask--;
 	for (uint32_t id = 0; id < t->n_ids; id++)
 		if (items[id] && vhash_insert(t, id))
@@ -1155,6 +1180,17 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 		}
 		free(tmp);
 	}
+	if (!(t->small = malloc(65536 * sizeof(*t->small))))
+		goto cleanup;
+	for (uint32_t i = 0; i < 65536; i++)
+		t->small[i].rank = UINT32_MAX;
+	for (uint32_t i = 0; i <= t->mmask; i++) {
+		uint64_t k = t->mtab[i].key - 1;
+		if (t->mtab[i].key && (k >> 32) < 256 && (k & 0xffffffff) < 256) {
+			t->small[(k >> 32) << 8 | (k & 0xff)].rank = t->mtab[i].rank;
+			t->small[(k >> 32) << 8 | (k & 0xff)].id = t->mtab[i].id;
+		}
+	}
 	/* The whole-piece shortcut is used only for tokens the merges themselves rebuild, unless the
 	 * model says ignore_merges (then the reference takes every whole-piece vocab hit). */
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges"))) {
@@ -1184,7 +1220,7 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 			goto cleanup;
 	}
 	t->mem = sizeof(*t) + arena_cap + ((size_t)t->n_ids + 1) * sizeof(*t->tok_off) + t->n_ids +
-		 ((size_t)t->vmask + 1) * sizeof(*t->vhash) + ((size_t)t->mmask + 1) * sizeof(*t->mtab) +
+		 ((size_t)t->vmask + 1) * sizeof(*t->vhash) + ((size_t)t->mmask + 1) * sizeof(*t->mtab) + 65536 * sizeof(*t->small) +
 		 (size_t)t->n_added * sizeof(*t->added);
 	ret = t;
 	t = NULL;
