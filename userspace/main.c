@@ -69,8 +69,8 @@ static void usage(FILE *f)
 		"                           change) [required]\n"
 		"  --listen ADDR:PORT       proxy address connects are handed to; repeatable\n"
 		"                           (default " DEFAULT_LISTEN ")\n"
-		"  --admin ADDR:PORT        admin HTTP: /healthz /readyz /metrics (default " DEFAULT_ADMIN
-		")\n"
+		"  --admin ADDR:PORT        admin HTTP: /healthz /readyz /metrics /debug/route\n"
+		"                           (default " DEFAULT_ADMIN ")\n"
 		"  --no-bpf                 no interception: serve connections made to --listen\n"
 		"                           directly (Service = the one whose port is the listener's\n"
 		"                           port, else the only Service)\n"
@@ -317,6 +317,14 @@ static void signal_cb(struct loop_ev *ev, uint32_t events)
 		else
 			d->stop = true;
 	}
+}
+
+static int debug_route(struct buf *body, const char *query, const char **ctype, void *arg)
+{
+	struct daemon *d = arg;
+
+	*ctype = "application/json";
+	return proxy_debug_routes(d->proxy, body) < 0 ? 500 : 200;
 }
 
 static int cmd_detach(int argc, char **argv)
@@ -601,7 +609,8 @@ bad_arg:
 	}
 	if ((rc = admin_new(d.loop, &admin_sa, d.metrics, &d.admin)) < 0)
 		goto cleanup;
-	if ((rc = metrics_add_collector(d.metrics, bpf_collector, &d)) < 0)
+	if ((rc = metrics_add_collector(d.metrics, bpf_collector, &d)) < 0 ||
+	    (rc = admin_handle(d.admin, "/debug/route", debug_route, &d)) < 0)
 		goto cleanup;
 	if (d.events && (rc = admin_handle(d.admin, "/debug/index", debug_index, &d)) < 0)
 		goto cleanup;

@@ -101,6 +101,7 @@ struct conn {
 	size_t target_off, target_len;
 
 	/* upstream */
+	char ep_name[DISCOVERY_NAME_MAX]; /* of the last endpoint tried */
 	struct upstream *up;
 	uint64_t tried;
 	int attempts;
@@ -121,6 +122,18 @@ struct conn {
 	bool cli_eof, up_eof, cli_shut, up_shut;
 	bool close_after; /* close once the current response is out */
 	bool rdhup_seen;
+};
+
+/* One routing decision, for /debug/route. */
+struct route_rec {
+	struct timespec when;
+	struct sockaddr_in client;
+	char service[DISCOVERY_NAME_MAX];
+	char endpoint[DISCOVERY_NAME_MAX];
+	char method[16];
+	char target[128];
+	int attempts, status;
+	double ms;
 };
 
 struct stats {
@@ -151,6 +164,8 @@ struct proxy {
 	bool draining;
 	uint64_t drain_deadline;
 	struct stats st;
+	struct route_rec routes[PROXY_ROUTE_LOG];
+	unsigned nroutes; /* records written so far (the ring wraps) */
 };
 
 static uint64_t now_ms(void)
@@ -167,6 +182,57 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Records the outcome of the current request of c (status 0: pass-through). */
+static void route_record(struct conn *c, int status)
+{
+	struct proxy *p = c->p;
+	struct route_rec *r = &p->routes[p->nroutes++ % PROXY_ROUTE_LOG];
+
+	clock_gettime(CLOCK_REALTIME, &r->when);
+	r->client = c->peer;
+	snprintf(r->service, sizeof(r->service), "%s", c->svc_name);
+	snprintf(r->endpoint, sizeof(r->endpoint), "%s", c->attempts ? c->ep_name : "");
+	snprintf(r->method, sizeof(r->method), "%s", c->passthrough ? "" : c->method);
+	if (c->passthrough || !c->fwd.len)
+		r->target[0] = '\0';
+	else
+		snprintf(r->target, sizeof(r->target), "%.*s", (int)c->target_len,
+			 c->fwd.data + c->target_off);
+	r->attempts = c->attempts;
+	r->status = status;
+	r->ms = c->t_req ? (double)(now_ns() - c->t_req) / 1e6 : 0;
+}
+
+int proxy_debug_routes(const struct proxy *p, struct buf *out)
+{
+	unsigned n = p->nroutes < PROXY_ROUTE_LOG ? p->nroutes : PROXY_ROUTE_LOG;
+	int rc = buf_printf(out, "{\"router\":\"%s\",\"routes\":[", router_policy(p->router));
+
+	for (unsigned i = 0; i < n && !rc; i++) {
+		const struct route_rec *r = &p->routes[(p->nroutes - 1 - i) % PROXY_ROUTE_LOG];
+		char a[INET_ADDRSTRLEN], t[32];
+		struct tm tm;
+
+		inet_ntop(AF_INET, &r->client.sin_addr, a, sizeof(a));
+		gmtime_r(&r->when.tv_sec, &tm);
+		strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);
+		rc |= buf_printf(out, "%s{\"time\":\"%s.%03ldZ\",\"client\":\"%s:%u\",\"service\":",
+				 i ? "," : "", t, r->when.tv_nsec / 1000000, a,
+				 ntohs(r->client.sin_port));
+		rc |= buf_json_str(out, r->service, strlen(r->service));
+		rc |= buf_puts(out, ",\"method\":");
+		rc |= buf_json_str(out, r->method, strlen(r->method));
+		rc |= buf_puts(out, ",\"target\":");
+		rc |= buf_json_str(out, r->target, strlen(r->target));
+		rc |= buf_puts(out, ",\"endpoint\":");
+		rc |= buf_json_str(out, r->endpoint, strlen(r->endpoint));
+		rc |= buf_printf(out, ",\"attempts\":%d,\"status\":%d,\"ms\":%.3f}", r->attempts,
+				 r->status, r->ms);
+	}
+	rc |= buf_puts(out, "]}\n");
+	return rc ? -ENOMEM : 0;
 }
 
 void proxy_opts_default(struct proxy_opts *o)
@@ -388,6 +454,7 @@ static struct conn *conn_alloc(struct proxy *p)
 
 static void request_reset(struct conn *c)
 {
+	c->method[0] = '\0';
 	buf_reset(&c->fwd);
 	buf_reset(&c->body);
 	c->fwd_sent = 0;
@@ -444,6 +511,7 @@ static void conn_error(struct conn *c, int status, const char *message, bool clo
 	case 504: metrics_inc(st->err_504); break;
 	}
 	metrics_inc(st->resp[status / 100]);
+	route_record(c, status);
 	if (c->up) {
 		up_close(c->up);
 		c->up = NULL;
@@ -792,6 +860,8 @@ static void request_route(struct conn *c)
 			rq.method_len = strlen(c->method);
 			rq.target = c->fwd.data + c->target_off;
 			rq.target_len = c->target_len;
+			rq.head = c->fwd.data;
+			rq.head_len = c->fwd.len;
 			rq.body = c->body.data;
 			rq.body_len = c->body.len;
 		}
@@ -813,6 +883,7 @@ static void request_route(struct conn *c)
 		}
 		c->tried |= 1ULL << (idx % 64);
 		c->attempts++;
+		snprintf(c->ep_name, sizeof(c->ep_name), "%s", svc->endpoints[idx].name);
 		if (c->attempts > 1)
 			metrics_inc(p->st.up_retries);
 		c->up = up_take_idle(p, &svc->endpoints[idx].addr);
@@ -887,6 +958,7 @@ static void response_done(struct conn *c)
 	bool keep;
 
 	metrics_observe(p->st.duration, (double)(now_ns() - c->t_req) / 1e9);
+	route_record(c, c->resp_status);
 	if (c->resp_status >= 100 && c->resp_status < 600)
 		metrics_inc(p->st.resp[c->resp_status / 100]);
 	if (c->up) {
@@ -1252,6 +1324,7 @@ static void conn_progress(struct conn *c)
 				break;
 			if (r == 1) {
 				if (c->req_tunnel) {
+					route_record(c, 0);
 					c->state = C_TUNNEL;
 					c->deadline = now_ms() + (uint64_t)p->o.idle_timeout_ms;
 					if (!c->passthrough)

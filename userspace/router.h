@@ -20,6 +20,8 @@ struct router_request {
 	size_t method_len;
 	const char *target;
 	size_t target_len;
+	const char *head; /* the request head as forwarded (parse it with http_parse_request) */
+	size_t head_len;
 	const char *body; /* the whole (decoded) request body */
 	size_t body_len;
 	uint64_t tried; /* endpoints already tried for this request: bit (index % 64) */

@@ -96,6 +96,14 @@ expect_eq "keep-alive requests alternate between the two upstreams" "w1 w2 w1 w2
 reused=$(metric "$MADM" kvsplice_upstream_reused_total)
 check "upstream connections are reused from the pool (reused=$reused)" test "$reused" -ge 2
 
+check "/debug/route lists the last decisions, newest first, with endpoint and status" "$PY" -c '
+import json,sys,urllib.request
+j=json.load(urllib.request.urlopen("http://127.0.0.1:%s/debug/route" % sys.argv[1]))
+r=j["routes"]
+assert j["router"]=="round-robin" and len(r)>=4, j
+assert [x["endpoint"] for x in r[:4]]==["e2","e1","e2","e1"], r[:4]
+assert all(x["status"]==200 and x["method"]=="GET" and x["target"]=="/who" and x["service"]=="qwen" and x["attempts"]==1 for x in r[:4]), r[:4]' "$MADM"
+
 # --- request bodies ----------------------------------------------------------------------------
 resp=$(curl -s -H 'Transfer-Encoding: chunked' --data-binary 'hello chunked world' "$base/echo")
 check "chunked request body arrives whole, re-framed with Content-Length" "$PY" -c '
