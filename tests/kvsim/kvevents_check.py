@@ -66,7 +66,7 @@ def sub(endpoint, topic, fmt, inthash, url, prompt_ids):
     s = ctx.socket(zmq.SUB)
     s.setsockopt_string(zmq.SUBSCRIBE, topic)
     s.connect(endpoint)
-    time.sleep(0.5)  # slow joiner
+    time.sleep(1.0)  # slow joiner: the subscription must reach the publisher first
     ids = json.loads(prompt_ids)
     resp = post(url + "/v1/completions", {"prompt": ids, "max_tokens": 4})
     ok(resp["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, "first request: no hit")
