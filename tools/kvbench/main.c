@@ -1055,7 +1055,7 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"kvbench: %d URL(s), spread %s, P=%u, C=%u, %zu requests (+%u warm-up), "
 			"%u+%u tokens in, %u out, seed %" PRIu64 ", %u run(s)\n",
-			o->nt, spread_name(o->spread), o->wl.prefix_types, o->concurrency,
+			o->nt, (o->nt > 1 ? spread_name(o->spread) : "none"), o->wl.prefix_types, o->concurrency,
 			o->wl.requests, o->warmup ? o->wl.prefix_types : 0, o->wl.prefix_tokens,
 			o->wl.suffix_tokens, o->output_tokens, o->wl.seed, o->runs);
 	for (uint32_t run = 0; run < o->runs && !g_stop; run++) {
@@ -1124,7 +1124,7 @@ int main(int argc, char **argv)
 	if (o->json) {
 		root = cJSON_CreateObject();
 		cJSON_AddStringToObject(root, "label", o->label ? o->label : "");
-		cJSON_AddStringToObject(root, "spread", spread_name(o->spread));
+		cJSON_AddStringToObject(root, "spread", (o->nt > 1 ? spread_name(o->spread) : "none"));
 		cJSON_AddBoolToObject(root, "kv_events", o->nev > 0);
 		cJSON_AddNumberToObject(root, "urls", o->nt);
 		cJSON_AddNumberToObject(root, "prefix_types", o->wl.prefix_types);
@@ -1148,7 +1148,7 @@ int main(int argc, char **argv)
 		free(s);
 	} else {
 		printf("kvbench: %d URL(s) spread %s, P=%u, C=%u, seed %" PRIu64 "%s%s\n", o->nt,
-		       spread_name(o->spread), o->wl.prefix_types, o->concurrency, o->wl.seed,
+		       (o->nt > 1 ? spread_name(o->spread) : "none"), o->wl.prefix_types, o->concurrency, o->wl.seed,
 		       o->label ? ", " : "", o->label ? o->label : "");
 		printf("%-7s %5s %4s %6s %7s %7s %8s %8s %7s %7s %6s %6s\n", "run", "reqs", "err",
 		       "hit%", "cached", "metrics", "ttft_p50", "ttft_p99", "hit_p50", "miss_p50",
