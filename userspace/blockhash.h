@@ -5,9 +5,9 @@
  * its PYTHONHASHSEED or its wire encoding of hashes.
  *
  * Definition (all integers little-endian on the wire to XXH3):
- *   h_i = XXH3_64bits_withSeed(le64(h_{i-1}) || le32(t_{i*B}) .. le32(t_{i*B+B-1}) || extra_i, seed)
- * where B is the block size (default 16), extra_i is empty unless the block carries extra keys
- * the engine hashed too (see index.h), and h_{-1}, the parent of block 0, is the "root":
+ *   h_i = XXH3_64bits_withSeed(le64(h_{i-1}) || le32(t_{i*B}) .. le32(t_{i*B+B-1}) || extra_i,
+ * seed) where B is the block size (default 16), extra_i is empty unless the block carries extra
+ * keys the engine hashed too (see index.h), and h_{-1}, the parent of block 0, is the "root":
  *   - base model:          root = 0
  *   - LoRA adapter "name": root = XXH3_64bits_withSeed("lora-name:" || name, seed)
  *   - LoRA known only by the deprecated integer lora_id (old vLLM):

@@ -107,25 +107,73 @@ __attribute__((constructor)) static void mp_leads_init(void)
 			continue;
 		}
 		switch (c) {
-		case 0xcc: case 0xd0: l->fixed = 1; break;
-		case 0xcd: case 0xd1: case 0xd4: l->fixed = 2; break;
-		case 0xd5: l->fixed = 3; break;
-		case 0xca: case 0xce: case 0xd2: l->fixed = 4; break;
-		case 0xd6: l->fixed = 5; break;
-		case 0xcb: case 0xcf: case 0xd3: l->fixed = 8; break;
-		case 0xd7: l->fixed = 9; break;
-		case 0xd8: l->fixed = 17; break;
-		case 0xc4: case 0xd9: *l = (struct mp_lead){MP_BYTES, 1, 0, 0}; break;
-		case 0xc5: case 0xda: *l = (struct mp_lead){MP_BYTES, 2, 0, 0}; break;
-		case 0xc6: case 0xdb: *l = (struct mp_lead){MP_BYTES, 4, 0, 0}; break;
-		case 0xc7: *l = (struct mp_lead){MP_BYTES, 1, 1, 0}; break; /* ext: + type byte */
-		case 0xc8: *l = (struct mp_lead){MP_BYTES, 2, 1, 0}; break;
-		case 0xc9: *l = (struct mp_lead){MP_BYTES, 4, 1, 0}; break;
-		case 0xdc: *l = (struct mp_lead){MP_ARRAY, 2, 0, 0}; break;
-		case 0xdd: *l = (struct mp_lead){MP_ARRAY, 4, 0, 0}; break;
-		case 0xde: *l = (struct mp_lead){MP_MAP, 2, 0, 0}; break;
-		case 0xdf: *l = (struct mp_lead){MP_MAP, 4, 0, 0}; break;
-		default: l->kind = MP_BAD; break; /* 0xc1 is never used */
+		case 0xcc:
+		case 0xd0:
+			l->fixed = 1;
+			break;
+		case 0xcd:
+		case 0xd1:
+		case 0xd4:
+			l->fixed = 2;
+			break;
+		case 0xd5:
+			l->fixed = 3;
+			break;
+		case 0xca:
+		case 0xce:
+		case 0xd2:
+			l->fixed = 4;
+			break;
+		case 0xd6:
+			l->fixed = 5;
+			break;
+		case 0xcb:
+		case 0xcf:
+		case 0xd3:
+			l->fixed = 8;
+			break;
+		case 0xd7:
+			l->fixed = 9;
+			break;
+		case 0xd8:
+			l->fixed = 17;
+			break;
+		case 0xc4:
+		case 0xd9:
+			*l = (struct mp_lead){MP_BYTES, 1, 0, 0};
+			break;
+		case 0xc5:
+		case 0xda:
+			*l = (struct mp_lead){MP_BYTES, 2, 0, 0};
+			break;
+		case 0xc6:
+		case 0xdb:
+			*l = (struct mp_lead){MP_BYTES, 4, 0, 0};
+			break;
+		case 0xc7:
+			*l = (struct mp_lead){MP_BYTES, 1, 1, 0};
+			break; /* ext: + type byte */
+		case 0xc8:
+			*l = (struct mp_lead){MP_BYTES, 2, 1, 0};
+			break;
+		case 0xc9:
+			*l = (struct mp_lead){MP_BYTES, 4, 1, 0};
+			break;
+		case 0xdc:
+			*l = (struct mp_lead){MP_ARRAY, 2, 0, 0};
+			break;
+		case 0xdd:
+			*l = (struct mp_lead){MP_ARRAY, 4, 0, 0};
+			break;
+		case 0xde:
+			*l = (struct mp_lead){MP_MAP, 2, 0, 0};
+			break;
+		case 0xdf:
+			*l = (struct mp_lead){MP_MAP, 4, 0, 0};
+			break;
+		default:
+			l->kind = MP_BAD;
+			break; /* 0xc1 is never used */
 		}
 	}
 }
@@ -233,11 +281,31 @@ static int obj_int(const msgpack_object *o, int64_t *out)
 
 /* Field names in vLLM's declaration order (the array form's positions after the tag). */
 static const char *const stored_fields[] = {
-	"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium",
-	"lora_name", "extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window",
+    "block_hashes",
+    "parent_block_hash",
+    "token_ids",
+    "block_size",
+    "lora_id",
+    "medium",
+    "lora_name",
+    "extra_keys",
+    "group_idx",
+    "kv_cache_spec_kind",
+    "kv_cache_spec_sliding_window",
 };
-enum { F_HASHES, F_PARENT, F_TOKENS, F_BS, F_LORA_ID, F_MEDIUM, F_LORA_NAME, F_EXTRA, F_GROUP,
-       F_KIND, F_NFIELDS = 11 };
+enum {
+	F_HASHES,
+	F_PARENT,
+	F_TOKENS,
+	F_BS,
+	F_LORA_ID,
+	F_MEDIUM,
+	F_LORA_NAME,
+	F_EXTRA,
+	F_GROUP,
+	F_KIND,
+	F_NFIELDS = 11
+};
 static const char *const removed_fields[] = {"block_hashes", "medium", "group_idx"};
 enum { R_HASHES, R_MEDIUM, R_GROUP };
 
@@ -284,7 +352,7 @@ static int decode_medium(const msgpack_object *o, unsigned *tier)
 	if (o->type != MSGPACK_OBJECT_STR)
 		return -EBADMSG;
 	*tier = o->via.str.size == 3 && !strncasecmp(o->via.str.ptr, "GPU", 3) ? INDEX_TIER_GPU
-										 : INDEX_TIER_CPU;
+									       : INDEX_TIER_CPU;
 	return 0;
 }
 
@@ -543,17 +611,17 @@ int events_apply_event(struct index *idx, uint32_t w, const struct events_event 
 	switch (ev->type) {
 	case EVENTS_BLOCK_STORED:
 		s = (struct index_stored){
-			.engine = ev->hashes,
-			.n = ev->n_hashes,
-			.has_parent = ev->has_parent,
-			.parent = ev->parent,
-			.tokens = ev->tokens,
-			.n_tokens = ev->n_tokens,
-			.block_size = ev->block_size,
-			.root = events_event_root(ev, index_seed(idx)),
-			.extra = ev->extra,
-			.extra_len = ev->extra_len,
-			.tier = ev->tier,
+		    .engine = ev->hashes,
+		    .n = ev->n_hashes,
+		    .has_parent = ev->has_parent,
+		    .parent = ev->parent,
+		    .tokens = ev->tokens,
+		    .n_tokens = ev->n_tokens,
+		    .block_size = ev->block_size,
+		    .root = events_event_root(ev, index_seed(idx)),
+		    .extra = ev->extra,
+		    .extra_len = ev->extra_len,
+		    .tier = ev->tier,
 		};
 		return index_block_stored(idx, w, &s);
 	case EVENTS_BLOCK_REMOVED:
@@ -577,8 +645,8 @@ struct evw {
 	bool used;
 	char *name, *pub, *replay, *topic;
 	void *sub, *dealer;
-	bool have_seq;	      /* next_seq is meaningful */
-	uint64_t next_seq;    /* the seq expected next */
+	bool have_seq;	   /* next_seq is meaningful */
+	uint64_t next_seq; /* the seq expected next */
 	bool replaying;
 	bool initial;	      /* the running replay is an initial sync (from 0) */
 	bool got_replay;      /* the running replay delivered at least one batch */
@@ -635,7 +703,7 @@ struct events *events_create(const struct events_cfg *cfg)
 	}
 	ev->idx = cfg->index;
 	ev->replay_timeout_ms =
-		cfg->replay_timeout_ms > 0 ? cfg->replay_timeout_ms : EVENTS_DEFAULT_REPLAY_TIMEOUT_MS;
+	    cfg->replay_timeout_ms > 0 ? cfg->replay_timeout_ms : EVENTS_DEFAULT_REPLAY_TIMEOUT_MS;
 	ev->max_pending = cfg->max_pending ? cfg->max_pending : EVENTS_DEFAULT_MAX_PENDING;
 	ev->rcvhwm = cfg->rcvhwm > 0 ? cfg->rcvhwm : EVENTS_DEFAULT_RCVHWM;
 	ev->initial_replay = !cfg->no_initial_replay;
@@ -1030,8 +1098,9 @@ static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void 
 	}
 	if (w->have_seq && seq < w->next_seq) {
 		w->st.restarts++;
-		log_info("events", "worker %s: seq went back from %llu to %llu: restart, blocks "
-				   "dropped",
+		log_info("events",
+			 "worker %s: seq went back from %llu to %llu: restart, blocks "
+			 "dropped",
 			 w->name, (unsigned long long)w->next_seq, (unsigned long long)seq);
 		worker_drop(ev, id);
 		w->have_seq = false;
@@ -1258,30 +1327,30 @@ int events_metrics(const struct events *ev, struct buf *out)
 		const char *label;
 	} m[] = {
 #define F(x) offsetof(struct events_worker_stats, x)
-		{"kvsplice_kv_batches_total", "Event batches applied.", "counter", F(batches), NULL},
-		{"kvsplice_kv_events_total", "Events decoded, by type.", "counter", F(stored),
-		 "type=\"BlockStored\""},
-		{"kvsplice_kv_events_total", NULL, NULL, F(removed), "type=\"BlockRemoved\""},
-		{"kvsplice_kv_events_total", NULL, NULL, F(cleared), "type=\"AllBlocksCleared\""},
-		{"kvsplice_kv_events_total", NULL, NULL, F(other_group_events),
-		 "type=\"other_kv_group\""},
-		{"kvsplice_kv_seq_gaps_total", "Sequence gaps (batches lost by PUB/SUB).", "counter",
-		 F(gaps), NULL},
-		{"kvsplice_kv_replays_total", "Replays from the worker's replay endpoint.", "counter",
-		 F(replays_ok), "result=\"ok\""},
-		{"kvsplice_kv_replays_total", NULL, NULL, F(replays_failed), "result=\"failed\""},
-		{"kvsplice_kv_restarts_total", "Worker restarts seen (sequence went back).",
-		 "counter", F(restarts), NULL},
-		{"kvsplice_kv_worker_drops_total",
-		 "Times a worker's blocks were dropped as untrustworthy.", "counter", F(drops), NULL},
-		{"kvsplice_kv_decode_errors_total", "Input that did not decode, by what.", "counter",
-		 F(bad_frames), "what=\"frames\""},
-		{"kvsplice_kv_decode_errors_total", NULL, NULL, F(bad_batches), "what=\"batch\""},
-		{"kvsplice_kv_decode_errors_total", NULL, NULL, F(bad_events), "what=\"event\""},
-		{"kvsplice_kv_unknown_events_total", "Events of unknown type (skipped).", "counter",
-		 F(unknown_events), NULL},
-		{"kvsplice_kv_last_seq", "Last sequence number received.", "gauge", F(last_seq_seen),
-		 NULL},
+	    {"kvsplice_kv_batches_total", "Event batches applied.", "counter", F(batches), NULL},
+	    {"kvsplice_kv_events_total", "Events decoded, by type.", "counter", F(stored),
+	     "type=\"BlockStored\""},
+	    {"kvsplice_kv_events_total", NULL, NULL, F(removed), "type=\"BlockRemoved\""},
+	    {"kvsplice_kv_events_total", NULL, NULL, F(cleared), "type=\"AllBlocksCleared\""},
+	    {"kvsplice_kv_events_total", NULL, NULL, F(other_group_events),
+	     "type=\"other_kv_group\""},
+	    {"kvsplice_kv_seq_gaps_total", "Sequence gaps (batches lost by PUB/SUB).", "counter",
+	     F(gaps), NULL},
+	    {"kvsplice_kv_replays_total", "Replays from the worker's replay endpoint.", "counter",
+	     F(replays_ok), "result=\"ok\""},
+	    {"kvsplice_kv_replays_total", NULL, NULL, F(replays_failed), "result=\"failed\""},
+	    {"kvsplice_kv_restarts_total", "Worker restarts seen (sequence went back).", "counter",
+	     F(restarts), NULL},
+	    {"kvsplice_kv_worker_drops_total",
+	     "Times a worker's blocks were dropped as untrustworthy.", "counter", F(drops), NULL},
+	    {"kvsplice_kv_decode_errors_total", "Input that did not decode, by what.", "counter",
+	     F(bad_frames), "what=\"frames\""},
+	    {"kvsplice_kv_decode_errors_total", NULL, NULL, F(bad_batches), "what=\"batch\""},
+	    {"kvsplice_kv_decode_errors_total", NULL, NULL, F(bad_events), "what=\"event\""},
+	    {"kvsplice_kv_unknown_events_total", "Events of unknown type (skipped).", "counter",
+	     F(unknown_events), NULL},
+	    {"kvsplice_kv_last_seq", "Last sequence number received.", "gauge", F(last_seq_seen),
+	     NULL},
 #undef F
 	};
 	const char **names;
@@ -1299,8 +1368,8 @@ int events_metrics(const struct events *ev, struct buf *out)
 			rc |= put_name(out, w->name);
 			rc |= buf_printf(out, "\"%s%s} %llu\n", m[k].label ? "," : "",
 					 m[k].label ? m[k].label : "",
-					 (unsigned long long)*(const uint64_t *)((const char *)&w->st +
-										   m[k].off));
+					 (unsigned long long)*(
+					     const uint64_t *)((const char *)&w->st + m[k].off));
 		}
 	}
 	rc |= buf_puts(out, "# HELP kvsplice_kv_replaying 1 while a worker's replay runs.\n"
@@ -1340,21 +1409,23 @@ int events_debug_json(const struct events *ev, struct buf *out)
 		rc |= w->replay ? buf_json_str(out, w->replay, strlen(w->replay))
 				: buf_puts(out, "null");
 		rc |= buf_printf(
-			out,
-			",\"state\":\"%s\",\"next_seq\":%llu,\"pending\":%zu,\"blocks_gpu\":%llu,"
-			"\"blocks_cpu\":%llu,\"stale\":%s,\"batches\":%llu,\"events\":%llu,"
-			"\"gaps\":%llu,\"replays_ok\":%llu,\"replays_failed\":%llu,\"restarts\":%llu,"
-			"\"drops\":%llu,\"bad_frames\":%llu,\"bad_batches\":%llu,\"bad_events\":%llu,"
-			"\"unknown_events\":%llu}",
-			w->replaying ? "replaying" : w->have_seq ? "live" : "waiting",
-			(unsigned long long)w->next_seq, w->pend_n, (unsigned long long)gpu,
-			(unsigned long long)cpu, index_worker_stale(ev->idx, i) ? "true" : "false",
-			(unsigned long long)w->st.batches, (unsigned long long)w->st.events,
-			(unsigned long long)w->st.gaps, (unsigned long long)w->st.replays_ok,
-			(unsigned long long)w->st.replays_failed, (unsigned long long)w->st.restarts,
-			(unsigned long long)w->st.drops, (unsigned long long)w->st.bad_frames,
-			(unsigned long long)w->st.bad_batches, (unsigned long long)w->st.bad_events,
-			(unsigned long long)w->st.unknown_events);
+		    out,
+		    ",\"state\":\"%s\",\"next_seq\":%llu,\"pending\":%zu,\"blocks_gpu\":%llu,"
+		    "\"blocks_cpu\":%llu,\"stale\":%s,\"batches\":%llu,\"events\":%llu,"
+		    "\"gaps\":%llu,\"replays_ok\":%llu,\"replays_failed\":%llu,\"restarts\":%llu,"
+		    "\"drops\":%llu,\"bad_frames\":%llu,\"bad_batches\":%llu,\"bad_events\":%llu,"
+		    "\"unknown_events\":%llu}",
+		    w->replaying  ? "replaying"
+		    : w->have_seq ? "live"
+				  : "waiting",
+		    (unsigned long long)w->next_seq, w->pend_n, (unsigned long long)gpu,
+		    (unsigned long long)cpu, index_worker_stale(ev->idx, i) ? "true" : "false",
+		    (unsigned long long)w->st.batches, (unsigned long long)w->st.events,
+		    (unsigned long long)w->st.gaps, (unsigned long long)w->st.replays_ok,
+		    (unsigned long long)w->st.replays_failed, (unsigned long long)w->st.restarts,
+		    (unsigned long long)w->st.drops, (unsigned long long)w->st.bad_frames,
+		    (unsigned long long)w->st.bad_batches, (unsigned long long)w->st.bad_events,
+		    (unsigned long long)w->st.unknown_events);
 		first = 0;
 	}
 	rc |= buf_puts(out, "],\"index\":");

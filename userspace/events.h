@@ -71,8 +71,8 @@ struct events_event {
 	const uint32_t *tokens; /* BlockStored: token ids, n_hashes * block_size of them */
 	size_t n_tokens;
 	uint32_t block_size;
-	unsigned tier;		 /* INDEX_TIER_GPU (medium null or "GPU") or INDEX_TIER_CPU */
-	const char *lora_name;	 /* NULL when null/absent; not NUL-terminated */
+	unsigned tier;	       /* INDEX_TIER_GPU (medium null or "GPU") or INDEX_TIER_CPU */
+	const char *lora_name; /* NULL when null/absent; not NUL-terminated */
 	size_t lora_len;
 	bool has_lora_id;
 	int64_t lora_id;

@@ -417,18 +417,21 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 		long i;
 
 		if (k % BATCH == 0) {
-			/* Hash the next BATCH blocks, then prefetch their slots in both tables: each
-			 * is a likely cache (and TLB) miss, and issuing them together overlaps them. */
+			/* Hash the next BATCH blocks, then prefetch their slots in both tables:
+			 * each is a likely cache (and TLB) miss, and issuing them together overlaps
+			 * them. */
 			size_t m = s->n - k < BATCH ? s->n - k : BATCH;
 			for (size_t j = 0; j < m; j++) {
 				const void *ex = s->extra ? s->extra[k + j] : NULL;
 				size_t exl = s->extra_len ? s->extra_len[k + j] : 0;
-				parent = blockhash_block(idx->seed, parent, s->tokens + (k + j) * idx->bs,
-							 idx->bs, ex, ex ? exl : 0);
+				parent = blockhash_block(idx->seed, parent,
+							 s->tokens + (k + j) * idx->bs, idx->bs, ex,
+							 ex ? exl : 0);
 				owns[j] = parent;
 				__builtin_prefetch(g_slot(idx, parent & (idx->gcap - 1)));
 				if (t->cap)
-					__builtin_prefetch(&t->s[mix64(s->engine[k + j]) & (t->cap - 1)]);
+					__builtin_prefetch(
+					    &t->s[mix64(s->engine[k + j]) & (t->cap - 1)]);
 			}
 		}
 		own = owns[k % BATCH];
@@ -450,7 +453,8 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 			continue;
 		}
 		if (i >= 0) {
-			/* same engine hash, other tokens: the engine's view changed; trust the news */
+			/* same engine hash, other tokens: the engine's view changed; trust the news
+			 */
 			idx->st.conflicts++;
 			drop_entry(idx, w, (size_t)i);
 		}
@@ -511,7 +515,7 @@ int index_block_removed(struct index *idx, uint32_t w, unsigned tier, const uint
 				long x = w_find(t, engine[k + j]);
 				if (x >= 0)
 					__builtin_prefetch(
-						g_slot(idx, t->s[x].own & (idx->gcap - 1)));
+					    g_slot(idx, t->s[x].own & (idx->gcap - 1)));
 			}
 		}
 		i = w_find(t, engine[k]);
@@ -736,14 +740,16 @@ int index_metrics(struct index *idx, const char *const *names, size_t nnames, st
 			 (unsigned long long)st.bytes, (unsigned long long)st.unique_blocks,
 			 (unsigned long long)st.entries);
 #define CTR(name, field, help)                                                                     \
-	rc |= buf_printf(out, "# HELP kvsplice_index_" name "_total " help "\n"                     \
-			      "# TYPE kvsplice_index_" name "_total counter\n"                      \
-			      "kvsplice_index_" name "_total %llu\n",                               \
+	rc |= buf_printf(out,                                                                      \
+			 "# HELP kvsplice_index_" name "_total " help "\n"                         \
+			 "# TYPE kvsplice_index_" name "_total counter\n"                          \
+			 "kvsplice_index_" name "_total %llu\n",                                   \
 			 (unsigned long long)st.field)
 	CTR("blocks_stored", stored, "Blocks added to the index.");
 	CTR("duplicate_blocks", duplicates, "Blocks stored again (no-ops).");
 	CTR("orphan_blocks", orphans, "Stored blocks dropped because their parent was unknown.");
-	CTR("alias_blocks", aliases, "Engine hashes of one worker that gave an already held block.");
+	CTR("alias_blocks", aliases,
+	    "Engine hashes of one worker that gave an already held block.");
 	CTR("conflict_blocks", conflicts, "Engine hashes re-stored with other tokens.");
 	CTR("blocks_removed", removed, "Blocks removed by BlockRemoved.");
 	CTR("unknown_removes", unknown_removes, "BlockRemoved for blocks the index did not hold.");
@@ -760,9 +766,9 @@ int index_metrics(struct index *idx, const char *const *names, size_t nnames, st
 		for (int tier = 0; tier < 2; tier++) {
 			rc |= buf_printf(out, "kvsplice_index_blocks{worker=\"");
 			rc |= nm ? put_label(out, nm) : buf_printf(out, "%u", w);
-			rc |= buf_printf(out, "\",tier=\"%s\"} %llu\n", tier ? "cpu" : "gpu",
-					 (unsigned long long)(tier ? idx->w[w].n_cpu
-								   : idx->w[w].n_gpu));
+			rc |= buf_printf(
+			    out, "\",tier=\"%s\"} %llu\n", tier ? "cpu" : "gpu",
+			    (unsigned long long)(tier ? idx->w[w].n_cpu : idx->w[w].n_gpu));
 		}
 	}
 	pthread_rwlock_unlock(&idx->lock);

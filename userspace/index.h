@@ -59,33 +59,33 @@ struct index_cfg {
 
 /* One BlockStored event for one worker, after decoding (events.c fills it). */
 struct index_stored {
-	const uint64_t *engine;	 /* engine hashes of the new blocks, n of them */
+	const uint64_t *engine; /* engine hashes of the new blocks, n of them */
 	size_t n;
-	bool has_parent;	 /* false: the first block is block 0 of its sequence */
-	uint64_t parent;	 /* engine hash of the block before engine[0] */
-	const uint32_t *tokens;	 /* n * block_size token ids */
+	bool has_parent;	/* false: the first block is block 0 of its sequence */
+	uint64_t parent;	/* engine hash of the block before engine[0] */
+	const uint32_t *tokens; /* n * block_size token ids */
 	size_t n_tokens;
 	uint32_t block_size;
-	uint64_t root;		 /* blockhash_root() of the LoRA namespace (0 = base model) */
+	uint64_t root;		  /* blockhash_root() of the LoRA namespace (0 = base model) */
 	const void *const *extra; /* per block extra-key bytes to hash in, or NULL */
 	const size_t *extra_len;  /* their lengths (0 = none), or NULL */
-	unsigned tier;		 /* INDEX_TIER_GPU or INDEX_TIER_CPU */
+	unsigned tier;		  /* INDEX_TIER_GPU or INDEX_TIER_CPU */
 };
 
 struct index_stats {
-	uint64_t unique_blocks;	 /* own hashes held by at least one worker */
-	uint64_t entries;	 /* (worker, block) pairs */
-	uint64_t bytes;		 /* heap bytes held by the index */
-	uint64_t stored;	 /* blocks added */
-	uint64_t duplicates;	 /* blocks stored again (idempotent no-ops) */
-	uint64_t orphans;	 /* blocks dropped: parent unknown for that worker */
-	uint64_t aliases;	 /* two engine hashes of one worker gave one own hash */
-	uint64_t conflicts;	 /* an engine hash re-stored with different tokens (replaced) */
-	uint64_t removed;	 /* blocks removed by BlockRemoved */
+	uint64_t unique_blocks;	  /* own hashes held by at least one worker */
+	uint64_t entries;	  /* (worker, block) pairs */
+	uint64_t bytes;		  /* heap bytes held by the index */
+	uint64_t stored;	  /* blocks added */
+	uint64_t duplicates;	  /* blocks stored again (idempotent no-ops) */
+	uint64_t orphans;	  /* blocks dropped: parent unknown for that worker */
+	uint64_t aliases;	  /* two engine hashes of one worker gave one own hash */
+	uint64_t conflicts;	  /* an engine hash re-stored with different tokens (replaced) */
+	uint64_t removed;	  /* blocks removed by BlockRemoved */
 	uint64_t unknown_removes; /* BlockRemoved for a block the index did not hold */
-	uint64_t cleared;	 /* whole-worker clears (AllBlocksCleared, restart, lost events) */
-	uint64_t evictions;	 /* entries evicted by the max_entries bound */
-	uint64_t rejected;	 /* events refused (bad worker id, block size, token count) */
+	uint64_t cleared;	  /* whole-worker clears (AllBlocksCleared, restart, lost events) */
+	uint64_t evictions;	  /* entries evicted by the max_entries bound */
+	uint64_t rejected;	  /* events refused (bad worker id, block size, token count) */
 };
 
 /* Creates an empty index. Returns NULL on a bad cfg (max_workers above INDEX_MAX_WORKERS, block

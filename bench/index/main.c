@@ -171,8 +171,8 @@ static struct ingest_result bench_ingest(size_t total, size_t bpe, size_t cap)
 			off[nb] = sb.size;
 			double t0 = now_s();
 			for (size_t i = 0; timed && i < nb; i++)
-				events_decode(d, sb.data + off[i], off[i + 1] - off[i], NULL, NULL, NULL,
-					      NULL);
+				events_decode(d, sb.data + off[i], off[i + 1] - off[i], NULL, NULL,
+					      NULL, NULL);
 			double t1 = now_s();
 			for (size_t i = 0; i < nb; i++) {
 				c.w = (uint32_t)(i % W);
@@ -214,7 +214,7 @@ int main(int argc, char **argv)
 	size_t total_ingest = 4u << 20;
 	enum { POOL = 4000, FAMILIES = 200, WORKERS = 64, QUERIES = 200000 };
 	static uint32_t toks[CHAIN * BS];
-	uint64_t (*pool)[CHAIN] = malloc(sizeof(uint64_t[POOL][CHAIN]));
+	uint64_t(*pool)[CHAIN] = malloc(sizeof(uint64_t[POOL][CHAIN]));
 	uint32_t depth[WORKERS];
 	uint64_t *lat;
 	(void)0;
@@ -270,8 +270,11 @@ int main(int argc, char **argv)
 	for (uint32_t w = 0;; w = (w + 1) % WORKERS) {
 		uint64_t eng[CHAIN];
 		size_t c = rnd() % POOL;
-		struct index_stored s = {.engine = eng, .n = CHAIN, .tokens = ptok[c],
-					 .n_tokens = CHAIN * BS, .block_size = BS,
+		struct index_stored s = {.engine = eng,
+					 .n = CHAIN,
+					 .tokens = ptok[c],
+					 .n_tokens = CHAIN * BS,
+					 .block_size = BS,
 					 .tier = rnd() % 8 ? INDEX_TIER_GPU : INDEX_TIER_CPU};
 		for (size_t i = 0; i < CHAIN; i++)
 			eng[i] = pool[c][i] ^ (0x51ed27ULL * (w + 1));
@@ -346,7 +349,8 @@ int main(int argc, char **argv)
 	printf("| ingest, 16384 blocks/worker (1 M entries), 16-block events + removals "
 	       "(stored blocks/s) | %.2f M |\n",
 	       i16.full / 1e6);
-	printf("| ingest, decode only, same batches (blocks/s) | %.2f M |\n", i16.decode_only / 1e6);
+	printf("| ingest, decode only, same batches (blocks/s) | %.2f M |\n",
+	       i16.decode_only / 1e6);
 	printf("| ingest, decode + index, 1-block events + removals (blocks/s) | %.2f M |\n",
 	       i1.full / 1e6);
 	printf("| ingest index: entries held, orphans, bytes per entry | %" PRIu64 ", %" PRIu64
@@ -356,7 +360,8 @@ int main(int argc, char **argv)
 	       i16.bytes_per_block, i1.bytes_per_block);
 	printf("| index fill, 150-block events, 64 workers (blocks/s) | %.2f M |\n",
 	       (double)stores * CHAIN / fill_s / 1e6);
-	printf("| indexed (worker, block) entries / distinct blocks | %" PRIu64 " / %" PRIu64 " |\n",
+	printf("| indexed (worker, block) entries / distinct blocks | %" PRIu64 " / %" PRIu64
+	       " |\n",
 	       st.entries, st.unique_blocks);
 	printf("| lookup 150-block chain, 64 workers, wall: p50 / p99 / max (us) | %.2f / %.2f / "
 	       "%.2f |\n",
@@ -384,9 +389,9 @@ int main(int argc, char **argv)
 			"\"lookup_p50_us\":%.3f,\"lookup_p99_us\":%.3f,\"lookup_max_us\":%.3f,"
 			"\"noise_floor_p99_us\":%.3f,\"mean_depth\":%.1f,\"bytes\":%" PRIu64 ","
 			"\"bytes_per_entry\":%.1f,\"bytes_per_unique_block\":%.1f}\n",
-			i16.full, i16.decode_only, i1.full, s16.full, s1.full, st.entries, st.unique_blocks, WORKERS,
-			CHAIN, p50, p99, pmax, np99, (double)sum_depth / (double)nq, st.bytes, bpe,
-			bpu);
+			i16.full, i16.decode_only, i1.full, s16.full, s1.full, st.entries,
+			st.unique_blocks, WORKERS, CHAIN, p50, p99, pmax, np99,
+			(double)sum_depth / (double)nq, st.bytes, bpe, bpu);
 		fclose(f);
 	}
 	free(lat);

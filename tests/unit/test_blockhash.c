@@ -12,7 +12,7 @@
 /* CHECK_EQ evaluates its arguments twice: calls with side effects go through EQ. */
 #define EQ(a, b, what)                                                                             \
 	do {                                                                                       \
-		long long eq_a_ = (long long)(a), eq_b_ = (long long)(b);                           \
+		long long eq_a_ = (long long)(a), eq_b_ = (long long)(b);                          \
 		CHECK_EQ(eq_a_, eq_b_, what);                                                      \
 	} while (0)
 
@@ -47,7 +47,7 @@ int main(void)
 	EQ(blockhash_chain(1337, 16, 0, toks, 40, h, 1), 1, "max respected");
 	EQ(blockhash_chain(1337, 0, 0, toks, 40, h, 4), 0, "block size 0 refused");
 	EQ(blockhash_chain(1337, BLOCKHASH_MAX_BLOCK_SIZE + 1, 0, big, 3000, h, 4), 0,
-		 "block size above the max refused");
+	   "block size above the max refused");
 
 	/* the streaming path (block size > 64, or extra bytes) equals the one-shot definition */
 	for (uint32_t i = 0; i < 3000; i++)
@@ -60,7 +60,10 @@ int main(void)
 		uint64_t a = blockhash_block(5, p, big, 100, NULL, 0);
 		uint64_t b = XXH3_64bits_withSeed(raw, sizeof(raw), 5);
 		CHECK(a == b, "block size 100 (streaming path) = one-shot XXH3 of the definition");
-		uint64_t c = blockhash_block(5, p, big, 16, "\x91\xa3" "abc", 5);
+		uint64_t c = blockhash_block(5, p, big, 16,
+					     "\x91\xa3"
+					     "abc",
+					     5);
 		CHECK(c != blockhash_block(5, p, big, 16, NULL, 0), "extra keys change the hash");
 	}
 	/* a chain hashes prefixes consistently: first k hashes of a longer chain are equal */
@@ -72,7 +75,7 @@ int main(void)
 	      "seed changes the hash");
 	big[17] ^= 1;
 	CHECK(blockhash_chain(9, 16, 0, big, 48, h, 4) == 3 && h[0] == h2[0] && h[1] != h2[1] &&
-		      h[2] != h2[2],
+		  h[2] != h2[2],
 	      "a token change changes its block and every later one");
 	return tap_done();
 }

@@ -19,7 +19,7 @@
 
 #define EQ(a, b, what)                                                                             \
 	do {                                                                                       \
-		long long eq_a_ = (long long)(a), eq_b_ = (long long)(b);                           \
+		long long eq_a_ = (long long)(a), eq_b_ = (long long)(b);                          \
 		CHECK_EQ(eq_a_, eq_b_, what);                                                      \
 	} while (0)
 
@@ -216,8 +216,13 @@ static void decoder_tests(void)
 			msgpack_packer pk;
 			struct got g = {0};
 			struct events_decode_counts c = {0};
-			struct stored_spec s = {.h = h, .n = 2, .has_parent = 1, .parent = h[2],
-						.tok = toks, .medium = "CPU", .lora = "ad",
+			struct stored_spec s = {.h = h,
+						.n = 2,
+						.has_parent = 1,
+						.parent = h[2],
+						.tok = toks,
+						.medium = "CPU",
+						.lora = "ad",
 						.extra_fields = e & 1};
 			double ts = 0;
 			int rc;
@@ -250,13 +255,13 @@ static void decoder_tests(void)
 			      "%s form, %s hashes: 3 events + 1 unknown (rc %d)",
 			      map ? "map" : "array", hn[e], rc);
 			CHECK(g.type[0] == EVENTS_BLOCK_STORED && g.nh[0] == 2 && g.h0[0] == h[0] &&
-				      g.has_parent[0] && g.parent[0] == h[2] && g.nt[0] == 2 * BS &&
-				      g.t0[0] == toks[0] && g.tier[0] == INDEX_TIER_CPU &&
-				      g.root[0] == blockhash_root(1337, "ad", 2),
+				  g.has_parent[0] && g.parent[0] == h[2] && g.nt[0] == 2 * BS &&
+				  g.t0[0] == toks[0] && g.tier[0] == INDEX_TIER_CPU &&
+				  g.root[0] == blockhash_root(1337, "ad", 2),
 			      "%s/%s: BlockStored fields (hash %s as u64)", map ? "map" : "array",
 			      hn[e], e == H_SINT ? "signed" : "value");
 			CHECK(g.type[1] == EVENTS_BLOCK_REMOVED && g.nh[1] == 2 && g.h0[1] == 7 &&
-				      g.tier[1] == INDEX_TIER_GPU,
+				  g.tier[1] == INDEX_TIER_GPU,
 			      "%s/%s: BlockRemoved", map ? "map" : "array", hn[e]);
 			CHECK(g.type[2] == EVENTS_ALL_CLEARED, "%s/%s: AllBlocksCleared",
 			      map ? "map" : "array", hn[e]);
@@ -270,15 +275,18 @@ static void decoder_tests(void)
 			const char *bytes;
 			size_t n;
 		} bad[] = {
-			{"empty payload", "", 0},
-			{"not msgpack (0xc1)", "\xc1", 1},
-			{"truncated array", "\x93\xcb", 2},
-			{"array32 claiming 4G elements", "\xdd\xff\xff\xff\xff", 5},
-			{"map32 claiming 4G pairs", "\xdf\xff\xff\xff\xff", 5},
-			{"str32 longer than payload", "\xdb\x00\x10\x00\x00" "ab", 7},
-			{"batch is an int", "\x05", 1},
-			{"events not an array", "\x93\xcb\0\0\0\0\0\0\0\0\x05\x00", 12},
-			{"trailing bytes", "\x92\x00\x90\x00", 4},
+		    {"empty payload", "", 0},
+		    {"not msgpack (0xc1)", "\xc1", 1},
+		    {"truncated array", "\x93\xcb", 2},
+		    {"array32 claiming 4G elements", "\xdd\xff\xff\xff\xff", 5},
+		    {"map32 claiming 4G pairs", "\xdf\xff\xff\xff\xff", 5},
+		    {"str32 longer than payload",
+		     "\xdb\x00\x10\x00\x00"
+		     "ab",
+		     7},
+		    {"batch is an int", "\x05", 1},
+		    {"events not an array", "\x93\xcb\0\0\0\0\0\0\0\0\x05\x00", 12},
+		    {"trailing bytes", "\x92\x00\x90\x00", 4},
 		};
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 			struct events_decode_counts c = {0};
@@ -299,7 +307,7 @@ static void decoder_tests(void)
 		msgpack_sbuffer_init(&sb);
 		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
 		pk_batch(&pk, 0, 6);
-		msgpack_pack_int(&pk, 3);	 /* event that is an int */
+		msgpack_pack_int(&pk, 3);   /* event that is an int */
 		msgpack_pack_array(&pk, 0); /* empty array */
 		/* BlockStored with too few tokens */
 		msgpack_pack_array(&pk, 5);
@@ -339,15 +347,15 @@ static void decoder_tests(void)
 		pk_batch_end(&pk, 0);
 		int rc = events_decode(d, sb.data, sb.size, collect, &g, &c, NULL);
 		CHECK(rc == 1 && c.bad_events == 5 && g.n == 1 && g.h0[0] == 42 &&
-			      g.tier[0] == INDEX_TIER_GPU && g.root[0] == 0,
+			  g.tier[0] == INDEX_TIER_GPU && g.root[0] == 0,
 		      "5 bad events skipped, the good one delivered (rc %d, bad %llu)", rc,
 		      (unsigned long long)c.bad_events);
 		(void)s;
 		msgpack_sbuffer_destroy(&sb);
 	}
 	CHECK(events_hash_u64("\x01\x02", 2) == 0x0102 &&
-		      events_hash_u64("\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 10) ==
-			      0xffffffffffffff01ULL,
+		  events_hash_u64("\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 10) ==
+		      0xffffffffffffff01ULL,
 	      "raw hash bytes: last 8 big-endian");
 	events_decoder_free(d);
 }
@@ -401,8 +409,12 @@ static void make_batch(struct peer *p, uint64_t seq)
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
 	uint64_t h = 100 + seq;
-	struct stored_spec s = {.h = &h, .n = 1, .has_parent = seq > 0, .parent = 99 + seq,
-				.tok = toks + seq * BS, .medium = "GPU"};
+	struct stored_spec s = {.h = &h,
+				.n = 1,
+				.has_parent = seq > 0,
+				.parent = 99 + seq,
+				.tok = toks + seq * BS,
+				.medium = "GPU"};
 
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -488,7 +500,8 @@ static void runtime_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 4};
 	struct index *idx = index_create(&icfg);
-	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 300, .no_initial_replay = true};
+	struct events_cfg ecfg = {
+	    .index = idx, .replay_timeout_ms = 300, .no_initial_replay = true};
 	struct events *ev = events_create(&ecfg);
 	struct events_worker_stats st;
 	struct peer p = {0};
@@ -578,8 +591,9 @@ static void runtime_tests(void)
 	zmq_send(p.pub, "kv-only-topic", 13, 0);
 	pump(ev, 200);
 	events_worker_stats(ev, 1, &st);
-	CHECK(st.bad_frames == 2 && st.bad_batches == 1, "bad frames (%llu) and batch (%llu) counted",
-	      (unsigned long long)st.bad_frames, (unsigned long long)st.bad_batches);
+	CHECK(st.bad_frames == 2 && st.bad_batches == 1,
+	      "bad frames (%llu) and batch (%llu) counted", (unsigned long long)st.bad_frames,
+	      (unsigned long long)st.bad_batches);
 	publish(&p, 4); /* seq 3 was the bad payload: 4 is next in sequence */
 	pump(ev, 100);
 	events_worker_stats(ev, 1, &st);
@@ -588,12 +602,12 @@ static void runtime_tests(void)
 	{
 		struct buf m = {0};
 		CHECK(!events_metrics(ev, &m) &&
-			      strstr(m.data, "kvsplice_kv_seq_gaps_total{worker=\"w1\"} 3") &&
-			      strstr(m.data, "kvsplice_index_blocks{worker=\"w1\",tier=\"gpu\"}"),
+			  strstr(m.data, "kvsplice_kv_seq_gaps_total{worker=\"w1\"} 3") &&
+			  strstr(m.data, "kvsplice_index_blocks{worker=\"w1\",tier=\"gpu\"}"),
 		      "metrics text per worker");
 		buf_reset(&m);
 		CHECK(!events_debug_json(ev, &m) && strstr(m.data, "\"name\":\"w1\"") &&
-			      strstr(m.data, "\"index\":{"),
+			  strstr(m.data, "\"index\":{"),
 		      "debug JSON");
 		buf_free(&m);
 	}
@@ -606,7 +620,8 @@ static void runtime_tests(void)
 
 	/* sync with discovery's view: add, keep, replace on a changed endpoint, remove */
 	{
-		struct events_spec sp[2] = {{"svc/a", p.pub_ep, p.rep_ep}, {"svc/b", p.pub_ep, NULL}};
+		struct events_spec sp[2] = {{"svc/a", p.pub_ep, p.rep_ep},
+					    {"svc/b", p.pub_ep, NULL}};
 		EQ(events_sync(ev, sp, 2, "kv"), 0, "sync adds 2 workers");
 		int ida = events_worker_find(ev, "svc/a"), idb = events_worker_find(ev, "svc/b");
 		CHECK(ida >= 0 && idb >= 0 && ida != idb, "both subscribed (ids %d, %d)", ida, idb);
@@ -616,10 +631,12 @@ static void runtime_tests(void)
 		events_sync(ev, sp, 2, "kv");
 		CHECK(events_worker_find(ev, "svc/b") >= 0, "changed endpoint: re-subscribed");
 		EQ(events_sync(ev, sp, 1, "kv"), 0, "sync to 1 worker");
-		CHECK(events_worker_find(ev, "svc/b") == -ENOENT && events_worker_find(ev, "svc/a") == ida,
+		CHECK(events_worker_find(ev, "svc/b") == -ENOENT &&
+			  events_worker_find(ev, "svc/a") == ida,
 		      "the unlisted worker is removed, the other kept");
 		struct events_spec bad = {"svc/bad", "nonsense://", NULL};
-		EQ(events_sync(ev, &bad, 1, "kv"), 1, "an endpoint ZMQ refuses is counted as failed");
+		EQ(events_sync(ev, &bad, 1, "kv"), 1,
+		   "an endpoint ZMQ refuses is counted as failed");
 		CHECK(events_worker_find(ev, "svc/a") == -ENOENT, "and the old set is gone");
 	}
 	events_free(ev);

@@ -12,7 +12,7 @@
 /* CHECK_EQ evaluates its arguments twice: calls with side effects go through EQ. */
 #define EQ(a, b, what)                                                                             \
 	do {                                                                                       \
-		long long eq_a_ = (long long)(a), eq_b_ = (long long)(b);                           \
+		long long eq_a_ = (long long)(a), eq_b_ = (long long)(b);                          \
 		CHECK_EQ(eq_a_, eq_b_, what);                                                      \
 	} while (0)
 
@@ -92,7 +92,7 @@ int main(void)
 	CHECK(g == 3 && c == 3, "worker 2 holds 3 GPU and 3 CPU");
 	eng = 3 * 1000003 + 1;
 	EQ(index_block_removed(idx, 2, INDEX_TIER_CPU, &eng, 1), 0,
-		 "remove CPU copy: block stays in GPU");
+	   "remove CPU copy: block stays in GPU");
 	index_query(idx, ca, 200, depth, gd, 4);
 	CHECK(depth[2] == 3 && gd[2] == 3, "still depth 3");
 	EQ(index_block_removed(idx, 2, INDEX_TIER_GPU, &eng, 1), 1, "remove GPU copy");
@@ -113,9 +113,14 @@ int main(void)
 		uint32_t other[BS];
 		fill(other, BS, 99);
 		uint64_t e0 = 2 * 1000003 + 7;
-		struct index_stored s = {.engine = &e0, .n = 1, .has_parent = true,
-					 .parent = 2 * 1000003 + 6, .tokens = other,
-					 .n_tokens = BS, .block_size = BS, .tier = INDEX_TIER_GPU};
+		struct index_stored s = {.engine = &e0,
+					 .n = 1,
+					 .has_parent = true,
+					 .parent = 2 * 1000003 + 6,
+					 .tokens = other,
+					 .n_tokens = BS,
+					 .block_size = BS,
+					 .tier = INDEX_TIER_GPU};
 		EQ(index_block_stored(idx, 1, &s), 1, "conflicting re-store replaces");
 		index_stats(idx, &st);
 		EQ(st.conflicts, 1, "conflict counted");
@@ -125,8 +130,8 @@ int main(void)
 
 	/* bad input */
 	{
-		struct index_stored s = {.engine = &eng, .n = 1, .tokens = a, .n_tokens = 15,
-					 .block_size = BS};
+		struct index_stored s = {
+		    .engine = &eng, .n = 1, .tokens = a, .n_tokens = 15, .block_size = BS};
 		EQ(index_block_stored(idx, 0, &s), -EINVAL, "token count mismatch refused");
 		s.n_tokens = 8;
 		s.block_size = 8;
@@ -153,11 +158,11 @@ int main(void)
 	{
 		struct buf out = {0};
 		CHECK(!index_metrics(idx, NULL, 0, &out) &&
-			      strstr(out.data, "kvsplice_index_orphan_blocks_total 4"),
+			  strstr(out.data, "kvsplice_index_orphan_blocks_total 4"),
 		      "metrics text has the orphan counter");
 		buf_reset(&out);
 		CHECK(!index_debug_json(idx, NULL, 0, &out) && out.data[0] == '{' &&
-			      strstr(out.data, "\"orphans\":4"),
+			  strstr(out.data, "\"orphans\":4"),
 		      "debug JSON");
 		buf_free(&out);
 	}
@@ -201,7 +206,8 @@ int main(void)
 		idx = index_create(&cfg);
 		for (int s = 0; s < SEQS; s++) {
 			fill(toks[s], LEN * BS, 1000 + (uint32_t)s / 3);
-			toks[s][(s % 3 + 1) * 5 * BS] ^= (uint32_t)s; /* families sharing prefixes */
+			toks[s][(s % 3 + 1) * 5 * BS] ^=
+			    (uint32_t)s; /* families sharing prefixes */
 			blockhash_chain(5, BS, 0, toks[s], LEN * BS, chain[s], LEN);
 		}
 		srand(12345);
@@ -220,11 +226,15 @@ int main(void)
 				uint64_t eng2[LEN];
 				for (int i = from; i < to; i++)
 					eng2[i - from] = chain[s][i] ^ seed;
-				struct index_stored st2 = {
-					.engine = eng2, .n = (size_t)(to - from),
-					.has_parent = from > 0, .parent = from ? chain[s][from - 1] ^ seed : 0,
-					.tokens = toks[s] + from * BS, .n_tokens = (size_t)(to - from) * BS,
-					.block_size = BS, .tier = INDEX_TIER_GPU};
+				struct index_stored st2 = {.engine = eng2,
+							   .n = (size_t)(to - from),
+							   .has_parent = from > 0,
+							   .parent =
+							       from ? chain[s][from - 1] ^ seed : 0,
+							   .tokens = toks[s] + from * BS,
+							   .n_tokens = (size_t)(to - from) * BS,
+							   .block_size = BS,
+							   .tier = INDEX_TIER_GPU};
 				index_block_stored(idx, w, &st2);
 				for (int i = from; i < to; i++)
 					for (int s2 = 0; s2 < SEQS; s2++)

@@ -30,10 +30,9 @@
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: kvevents decode [--block-size N] [--seed N] FILE...\n"
-		"       kvevents watch [--block-size N] [--seed N] [--topic T] "
-		"[--replay-timeout-ms N] [--no-initial-replay] NAME=PUB[,REPLAY]...\n");
+	fprintf(stderr, "usage: kvevents decode [--block-size N] [--seed N] FILE...\n"
+			"       kvevents watch [--block-size N] [--seed N] [--topic T] "
+			"[--replay-timeout-ms N] [--no-initial-replay] NAME=PUB[,REPLAY]...\n");
 }
 
 struct decode_ctx {
@@ -148,11 +147,10 @@ static int cmd_decode(struct index *idx, int argc, char **argv)
 	index_worker_foreach(idx, 0, print_block, &first);
 	buf_reset(&o);
 	index_debug_json(idx, NULL, 0, &o);
-	printf("],\"counts\":{\"batches\":%" PRIu64 ",\"bad_batches\":%" PRIu64
-	       ",\"events\":%" PRIu64 ",\"bad_events\":%" PRIu64 ",\"unknown_events\":%" PRIu64
-	       "},\"stats\":%s}\n",
-	       cnt.batches, cnt.bad_batches, cnt.events, cnt.bad_events, cnt.unknown_events,
-	       o.data);
+	printf(
+	    "],\"counts\":{\"batches\":%" PRIu64 ",\"bad_batches\":%" PRIu64 ",\"events\":%" PRIu64
+	    ",\"bad_events\":%" PRIu64 ",\"unknown_events\":%" PRIu64 "},\"stats\":%s}\n",
+	    cnt.batches, cnt.bad_batches, cnt.events, cnt.bad_events, cnt.unknown_events, o.data);
 	buf_free(&o);
 	buf_free(&c.out);
 	events_decoder_free(d);
@@ -241,8 +239,8 @@ cleanup:
 	free(chain);
 }
 
-static int cmd_watch(struct index *idx, const struct events_cfg *ecfg, const char *topic,
-		     int argc, char **argv)
+static int cmd_watch(struct index *idx, const struct events_cfg *ecfg, const char *topic, int argc,
+		     char **argv)
 {
 	struct events *ev = events_create(ecfg);
 	uint32_t maxw = index_max_workers(idx);
@@ -298,7 +296,8 @@ static int cmd_watch(struct index *idx, const struct events_cfg *ecfg, const cha
 			printf("{\"add\":%d}\n", add_spec(ev, maxw, line + 4, topic));
 		} else if (!strncmp(line, "remove ", 7)) {
 			int id = events_worker_find(ev, line + 7);
-			printf("{\"remove\":%d}\n", id < 0 ? id : events_worker_remove(ev, (uint32_t)id));
+			printf("{\"remove\":%d}\n",
+			       id < 0 ? id : events_worker_remove(ev, (uint32_t)id));
 		} else if (k) {
 			printf("{\"error\":\"unknown command\"}\n");
 		}
@@ -312,14 +311,14 @@ static int cmd_watch(struct index *idx, const struct events_cfg *ecfg, const cha
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"block-size", required_argument, NULL, 'b'},
-		{"seed", required_argument, NULL, 's'},
-		{"topic", required_argument, NULL, 't'},
-		{"replay-timeout-ms", required_argument, NULL, 'r'},
-		{"no-initial-replay", no_argument, NULL, 'n'},
-		{"log-level", required_argument, NULL, 'l'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
+	    {"block-size", required_argument, NULL, 'b'},
+	    {"seed", required_argument, NULL, 's'},
+	    {"topic", required_argument, NULL, 't'},
+	    {"replay-timeout-ms", required_argument, NULL, 'r'},
+	    {"no-initial-replay", no_argument, NULL, 'n'},
+	    {"log-level", required_argument, NULL, 'l'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	struct index_cfg icfg = {.max_workers = 256};
 	struct events_cfg ecfg = {0};
