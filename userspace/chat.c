@@ -20,10 +20,20 @@
  *   line); older ones do not -> UNSUPPORTED.
  * - Assistant reasoning: the request field "reasoning" (or the deprecated "reasoning_content",
  *   used when "reasoning" is null/absent) becomes the template's message.reasoning_content.
- * - Assistant tool_calls: [] or null render nothing; a non-empty list -> UNSUPPORTED (arguments
- *   are re-serialised by Python's json.dumps, not reproduced here). Request "tools" non-empty ->
- *   UNSUPPORTED. continue_final_message true -> UNSUPPORTED. A request "chat_template" other
- *   than this template -> UNSUPPORTED.
+ * - Tools: each request tool reaches the template as ChatCompletionToolsParam.model_dump(), i.e.
+ *   {"type": "function", "function": {"name", "description" (null if absent), "parameters" (null
+ *   if absent), "strict" (only if a boolean)}}, printed by transformers' tojson = Python
+ *   json.dumps(ensure_ascii=False). Python re-serialises what json.loads made of the text: ints
+ *   keep their digits, floats print as repr(float), a repeated key keeps its first place and last
+ *   value. cJSON loses 1 vs 1.0, so tool definitions are re-read from the request text
+ *   (chat_render_json); from a bare cJSON tree, tools holding numbers -> UNSUPPORTED. Fields
+ *   vLLM versions dump differently (extra keys, defer_loading, strict null) -> UNSUPPORTED.
+ * - Assistant tool_calls (id, type "function", function {name, arguments}): arguments go through
+ *   json.loads and back through tojson (a JSON string result prints raw); "" becomes {}.
+ *   Arguments that are not JSON (older vLLM fails, newer uses {}), NaN/Infinity, lone
+ *   surrogates -> UNSUPPORTED. [] or null render nothing.
+ * - continue_final_message true -> UNSUPPORTED. A request "chat_template" other than this
+ *   template -> UNSUPPORTED.
  * - Roles: user/system/assistant/tool are rendered as the template does; any other role string
  *   (e.g. "developer") is accepted by vLLM and the template renders nothing for it, so neither
  *   do we.
@@ -39,6 +49,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +79,7 @@ struct cmsg {
 	bool joined;
 	bool has_reasoning;
 	struct span reasoning;
+	const cJSON *tool_calls; /* assistant: a validated, non-empty list, or NULL */
 };
 
 #define BILLING_HEADER "x-anthropic-billing-header"
@@ -107,6 +119,11 @@ static bool span_ends(struct span s, const char *suf)
 	size_t n = strlen(suf);
 
 	return s.n >= n && memcmp(s.p + s.n - n, suf, n) == 0;
+}
+
+static int put(struct buf *out, struct span s)
+{
+	return buf_append(out, s.p, s.n);
 }
 
 /* Python str.lstrip('\n') / rstrip('\n') / strip('\n'). */
@@ -178,6 +195,583 @@ static enum role role_of(const char *r)
 	if (strcmp(r, "tool") == 0)
 		return ROLE_TOOL;
 	return ROLE_OTHER;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* ---- Python's json, for tool definitions and tool-call arguments -------------------------------
+ * The template prints them with transformers' tojson, i.e. Python json.dumps(x,
+ * ensure_ascii=False) of what json.loads made of the request: ints keep their digits, floats are
+ * printed as repr(float), a repeated key keeps its first position and its last value. cJSON
+ * cannot tell 1 from 1.0, so these values are parsed here from their text. */
+
+enum pj_type { PJ_NULL, PJ_FALSE, PJ_TRUE, PJ_INT, PJ_FLOAT, PJ_STR, PJ_ARR, PJ_OBJ };
+
+struct pj {
+	enum pj_type t;
+	char *s; /* INT: digits as written; STR: decoded UTF-8; OBJ member: key in k */
+	size_t n;
+	double d; /* FLOAT */
+	char *k;  /* key of an object member */
+	size_t kn;
+	struct pj *child, *last, *next;
+	size_t count;
+};
+
+#define PJ_MAX_DEPTH 200    /* deeper values: not reproduced (Python's own limit is ~1000) */
+#define PJ_MAX_MEMBERS 4096 /* per object: repeated-key lookup is linear */
+#define PJ_MAX_INT_DIGITS 4300 /* Python refuses longer ints (sys.int_info.default_max_str_digits) */
+
+static void pj_free(struct pj *v)
+{
+	struct pj *c, *nx;
+
+	if (!v)
+		return;
+	for (c = v->child; c; c = nx) {
+		nx = c->next;
+		pj_free(c);
+	}
+	free(v->s);
+	free(v->k);
+	free(v);
+}
+
+struct pj_in {
+	const char *p, *end;
+	const char *why;
+	int rc; /* CHAT_UNSUPPORTED (not reproduced) or -ENOMEM on failure */
+};
+
+static int pj_fail(struct pj_in *in, int rc, const char *why)
+{
+	if (!in->rc) {
+		in->rc = rc;
+		in->why = why;
+	}
+	return -1;
+}
+
+static void pj_ws(struct pj_in *in)
+{
+	while (in->p < in->end &&
+	       (*in->p == ' ' || *in->p == '\t' || *in->p == '\n' || *in->p == '\r'))
+		in->p++;
+}
+
+static int hex4(const char *p)
+{
+	int v = 0, i;
+
+	for (i = 0; i < 4; i++) {
+		int h = hexval(p[i]);
+		if (h < 0)
+			return -1;
+		v = v * 16 + h;
+	}
+	return v;
+}
+
+static int put_utf8(struct buf *b, unsigned cp)
+{
+	char u[4];
+	size_t n;
+
+	if (cp < 0x80) {
+		u[0] = (char)cp;
+		n = 1;
+	} else if (cp < 0x800) {
+		u[0] = (char)(0xc0 | cp >> 6);
+		u[1] = (char)(0x80 | (cp & 0x3f));
+		n = 2;
+	} else if (cp < 0x10000) {
+		u[0] = (char)(0xe0 | cp >> 12);
+		u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		u[2] = (char)(0x80 | (cp & 0x3f));
+		n = 3;
+	} else {
+		u[0] = (char)(0xf0 | cp >> 18);
+		u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+		u[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		u[3] = (char)(0x80 | (cp & 0x3f));
+		n = 4;
+	}
+	return buf_append(b, u, n);
+}
+
+/* A JSON string at in->p (on the opening quote), decoded as Python's json does (strict: raw
+ * control characters refused). Lone surrogates: Python keeps them, UTF-8 cannot -> refused. */
+static int pj_string(struct pj_in *in, char **s, size_t *n)
+{
+	struct buf b = {0};
+	const char *p = in->p + 1;
+
+	for (;;) {
+		const char *run = p;
+
+		while (p < in->end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
+			p++;
+		if (buf_append(&b, run, (size_t)(p - run)))
+			goto nomem;
+		if (p >= in->end || (unsigned char)*p < 0x20) {
+			buf_free(&b);
+			return pj_fail(in, CHAT_UNSUPPORTED, "tool JSON: bad string");
+		}
+		if (*p == '"')
+			break;
+		if (p + 1 >= in->end)
+			goto bad;
+		p++;
+		switch (*p) {
+		case '"': case '\\': case '/':
+			if (buf_append(&b, p, 1))
+				goto nomem;
+			p++;
+			break;
+		case 'b': case 'f': case 'n': case 'r': case 't': {
+			char c = *p == 'b' ? '\b' : *p == 'f' ? '\f' : *p == 'n' ? '\n' : *p == 'r' ? '\r' : '\t';
+			if (buf_append(&b, &c, 1))
+				goto nomem;
+			p++;
+			break;
+		}
+		case 'u': {
+			int cp, lo;
+
+			if (in->end - p < 5 || (cp = hex4(p + 1)) < 0)
+				goto bad;
+			p += 5;
+			if (cp >= 0xd800 && cp < 0xdc00 && in->end - p >= 6 && p[0] == '\\' &&
+			    p[1] == 'u' && (lo = hex4(p + 2)) >= 0xdc00 && lo < 0xe000) {
+				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+				p += 6;
+			} else if (cp >= 0xd800 && cp < 0xe000) {
+				buf_free(&b);
+				return pj_fail(in, CHAT_UNSUPPORTED, "tool JSON: lone surrogate escape");
+			}
+			if (put_utf8(&b, (unsigned)cp))
+				goto nomem;
+			break;
+		}
+		default:
+			goto bad;
+		}
+	}
+	in->p = p + 1;
+	if (buf_reserve(&b, 0))
+		goto nomem;
+	*s = b.data;
+	*n = b.len;
+	return 0;
+bad:
+	buf_free(&b);
+	return pj_fail(in, CHAT_UNSUPPORTED, "tool JSON: bad string escape");
+nomem:
+	buf_free(&b);
+	return pj_fail(in, -ENOMEM, "out of memory");
+}
+
+static int pj_number(struct pj_in *in, struct pj *v)
+{
+	const char *p = in->p, *start = p;
+	bool is_float = false;
+
+	if (p < in->end && *p == '-')
+		p++;
+	if (p < in->end && *p == '0') {
+		p++;
+	} else if (p < in->end && *p >= '1' && *p <= '9') {
+		while (p < in->end && *p >= '0' && *p <= '9')
+			p++;
+	} else {
+		return pj_fail(in, CHAT_UNSUPPORTED, "tool JSON: not JSON (NaN/Infinity or bad value)");
+	}
+	if (p + 1 < in->end && *p == '.' && p[1] >= '0' && p[1] <= '9') {
+		is_float = true;
+		for (p++; p < in->end && *p >= '0' && *p <= '9';)
+			p++;
+	}
+	if (p < in->end && (*p == 'e' || *p == 'E')) {
+		const char *q = p + 1;
+		if (q < in->end && (*q == '+' || *q == '-'))
+			q++;
+		if (q < in->end && *q >= '0' && *q <= '9') {
+			is_float = true;
+			for (p = q; p < in->end && *p >= '0' && *p <= '9';)
+				p++;
+		}
+	}
+	v->s = strndup(start, (size_t)(p - start));
+	if (!v->s)
+		return pj_fail(in, -ENOMEM, "out of memory");
+	v->n = (size_t)(p - start);
+	in->p = p;
+	if (!is_float) {
+		v->t = PJ_INT;
+		if (v->n - (start[0] == '-') > PJ_MAX_INT_DIGITS)
+			return pj_fail(in, CHAT_UNSUPPORTED, "tool JSON: integer too long for Python");
+		return 0;
+	}
+	v->t = PJ_FLOAT;
+	v->d = strtod(v->s, NULL);
+	if (v->d - v->d != 0) /* inf: Python prints Infinity, which is not JSON */
+		return pj_fail(in, CHAT_UNSUPPORTED, "tool JSON: number overflows a double");
+	return 0;
+}
+
+static int pj_value(struct pj_in *in, struct pj **out, int depth);
+
+/* Adds member m (key set) to object o with Python dict semantics. */
+static int pj_obj_put(struct pj_in *in, struct pj *o, struct pj *m)
+{
+	struct pj **pp, *c;
+
+	for (pp = &o->child; (c = *pp); pp = &c->next) {
+		if (c->kn == m->kn && memcmp(c->k, m->k, m->kn) == 0) {
+			/* first position, last value */
+			m->next = c->next;
+			*pp = m;
+			if (o->last == c)
+				o->last = m;
+			c->next = NULL;
+			pj_free(c);
+			return 0;
+		}
+	}
+	if (o->count >= PJ_MAX_MEMBERS) {
+		pj_free(m);
+		return pj_fail(in, CHAT_UNSUPPORTED, "tool JSON: object too large");
+	}
+	if (o->last)
+		o->last->next = m;
+	else
+		o->child = m;
+	o->last = m;
+	o->count++;
+	return 0;
+}
+
+static int pj_value(struct pj_in *in, struct pj **out, int depth)
+{
+	struct pj *v = calloc(1, sizeof(*v)), *m;
+	char *k;
+	size_t kn;
+
+	*out = NULL;
+	if (!v)
+		return pj_fail(in, -ENOMEM, "out of memory");
+	if (depth > PJ_MAX_DEPTH) {
+		free(v);
+		return pj_fail(in, CHAT_UNSUPPORTED, "tool JSON: nested too deep");
+	}
+	pj_ws(in);
+	if (in->p >= in->end)
+		goto bad;
+	switch (*in->p) {
+	case '"':
+		v->t = PJ_STR;
+		if (pj_string(in, &v->s, &v->n))
+			goto fail;
+		break;
+	case 'n':
+	case 't':
+	case 'f': {
+		static const char *const lit[] = {"null", "true", "false"};
+		int i = *in->p == 'n' ? 0 : *in->p == 't' ? 1 : 2;
+		size_t l = strlen(lit[i]);
+
+		if ((size_t)(in->end - in->p) < l || memcmp(in->p, lit[i], l))
+			goto bad;
+		v->t = i == 0 ? PJ_NULL : i == 1 ? PJ_TRUE : PJ_FALSE;
+		in->p += l;
+		break;
+	}
+	case '[':
+		v->t = PJ_ARR;
+		in->p++;
+		pj_ws(in);
+		if (in->p < in->end && *in->p == ']') {
+			in->p++;
+			break;
+		}
+		for (;;) {
+			if (pj_value(in, &m, depth + 1))
+				goto fail;
+			if (v->last)
+				v->last->next = m;
+			else
+				v->child = m;
+			v->last = m;
+			pj_ws(in);
+			if (in->p < in->end && *in->p == ',') {
+				in->p++;
+				continue;
+			}
+			if (in->p < in->end && *in->p == ']') {
+				in->p++;
+				break;
+			}
+			goto bad;
+		}
+		break;
+	case '{':
+		v->t = PJ_OBJ;
+		in->p++;
+		pj_ws(in);
+		if (in->p < in->end && *in->p == '}') {
+			in->p++;
+			break;
+		}
+		for (;;) {
+			pj_ws(in);
+			if (in->p >= in->end || *in->p != '"')
+				goto bad;
+			if (pj_string(in, &k, &kn))
+				goto fail;
+			pj_ws(in);
+			if (in->p >= in->end || *in->p != ':') {
+				free(k);
+				goto bad;
+			}
+			in->p++;
+			if (pj_value(in, &m, depth + 1)) {
+				free(k);
+				goto fail;
+			}
+			m->k = k;
+			m->kn = kn;
+			if (pj_obj_put(in, v, m))
+				goto fail;
+			pj_ws(in);
+			if (in->p < in->end && *in->p == ',') {
+				in->p++;
+				continue;
+			}
+			if (in->p < in->end && *in->p == '}') {
+				in->p++;
+				break;
+			}
+			goto bad;
+		}
+		break;
+	default:
+		if (pj_number(in, v))
+			goto fail;
+	}
+	*out = v;
+	return 0;
+bad:
+	pj_fail(in, CHAT_UNSUPPORTED, "tool JSON: not valid JSON");
+fail:
+	pj_free(v);
+	return -1;
+}
+
+/* Python json.loads of s[0..n). Returns CHAT_OK with *out, CHAT_UNSUPPORTED (*why), -ENOMEM. */
+static int pj_parse(const char *s, size_t n, struct pj **out, const char **why)
+{
+	struct pj_in in = {s, s + n, NULL, 0};
+
+	*out = NULL;
+	if (pj_value(&in, out, 0) == 0) {
+		pj_ws(&in);
+		if (in.p == in.end)
+			return CHAT_OK;
+		pj_fail(&in, CHAT_UNSUPPORTED, "tool JSON: not valid JSON");
+		pj_free(*out);
+		*out = NULL;
+	}
+	*why = in.why;
+	return in.rc;
+}
+
+/* repr(float) for a finite double: the shortest digits that read back to d (the nearest such
+ * string), positional for exponents -4..15, else d.ddde+XX. */
+static int pj_float_repr(struct buf *out, double d)
+{
+	char tmp[64], digits[32], cand[64];
+	int prec, exp10 = 0, nd = 0, i, rc = 0;
+
+	if (d == 0)
+		return buf_puts(out, signbit(d) ? "-0.0" : "0.0");
+	for (prec = 1; prec <= 17; prec++) {
+		char *e;
+		snprintf(tmp, sizeof(tmp), "%.*e", prec - 1, d);
+		if (strtod(tmp, NULL) == d)
+			break;
+		/* The correctly rounded string can miss where the rounding interval is lopsided
+		 * (d a power of two); its decimal neighbour on the far side may still hit. */
+		e = strchr(tmp, 'e');
+		if (e && prec > 1) {
+			int j;
+			char *m = tmp + (tmp[0] == '-');
+			for (j = 0; j < 2; j++) {
+				size_t len = (size_t)(e - tmp);
+				int carry = j == 0 ? 1 : -1, q;
+				memcpy(cand, tmp, len);
+				cand[len] = '\0';
+				for (q = (int)len - 1; q >= (int)(m - tmp) && carry; q--) {
+					if (cand[q] == '.')
+						continue;
+					cand[q] = (char)(cand[q] + carry);
+					if (cand[q] > '9') {
+						cand[q] = '0';
+					} else if (cand[q] < '0') {
+						cand[q] = '9';
+					} else {
+						carry = 0;
+					}
+				}
+				if (carry || cand[m - tmp] == '0')
+					continue;
+				snprintf(cand + len, sizeof(cand) - len, "%s", e);
+				if (strtod(cand, NULL) == d) {
+					memcpy(tmp, cand, sizeof(tmp));
+					goto found;
+				}
+			}
+		}
+	}
+found:
+	/* tmp = [-]D.DDDe[+-]XX */
+	{
+		const char *p = tmp;
+		if (*p == '-') {
+			rc |= buf_append(out, "-", 1);
+			p++;
+		}
+		for (; *p && *p != 'e'; p++)
+			if (*p != '.')
+				digits[nd++] = *p;
+		exp10 = atoi(p + 1);
+		while (nd > 1 && digits[nd - 1] == '0')
+			nd--;
+	}
+	if (exp10 >= -4 && exp10 < 16) {
+		if (exp10 < 0) {
+			rc |= buf_puts(out, "0.");
+			for (i = 0; i < -exp10 - 1; i++)
+				rc |= buf_append(out, "0", 1);
+			rc |= buf_append(out, digits, (size_t)nd);
+		} else {
+			for (i = 0; i <= exp10; i++)
+				rc |= buf_append(out, i < nd ? &digits[i] : "0", 1);
+			rc |= buf_append(out, ".", 1);
+			if (nd > exp10 + 1)
+				rc |= buf_append(out, digits + exp10 + 1, (size_t)(nd - exp10 - 1));
+			else
+				rc |= buf_append(out, "0", 1);
+		}
+	} else {
+		rc |= buf_append(out, digits, 1);
+		if (nd > 1) {
+			rc |= buf_append(out, ".", 1);
+			rc |= buf_append(out, digits + 1, (size_t)(nd - 1));
+		}
+		rc |= buf_printf(out, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+	}
+	return rc ? -ENOMEM : 0;
+}
+
+/* json.dumps(s, ensure_ascii=False) of a string. */
+static int pj_dump_str(struct buf *out, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, run = 0;
+	int rc = buf_append(out, "\"", 1);
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+		const char *rep = NULL;
+		size_t rn = 2;
+
+		switch (c) {
+		case '"': rep = "\\\""; break;
+		case '\\': rep = "\\\\"; break;
+		case '\n': rep = "\\n"; break;
+		case '\r': rep = "\\r"; break;
+		case '\t': rep = "\\t"; break;
+		case '\b': rep = "\\b"; break;
+		case '\f': rep = "\\f"; break;
+		default:
+			if (c < 0x20) {
+				rep = esc;
+				rn = 6;
+			}
+		}
+		if (!rep)
+			continue;
+		rc |= buf_append(out, s + run, i - run);
+		rc |= buf_append(out, rep, rn);
+		run = i + 1;
+	}
+	rc |= buf_append(out, s + run, n - run);
+	rc |= buf_append(out, "\"", 1);
+	return rc ? -ENOMEM : 0;
+}
+
+/* json.dumps(v, ensure_ascii=False) with the default separators ", " and ": ". */
+static int pj_dump(struct buf *out, const struct pj *v)
+{
+	const struct pj *c;
+	int rc = 0;
+
+	switch (v->t) {
+	case PJ_NULL:
+		return buf_puts(out, "null");
+	case PJ_TRUE:
+		return buf_puts(out, "true");
+	case PJ_FALSE:
+		return buf_puts(out, "false");
+	case PJ_INT:
+		/* Python's int drops the sign of zero */
+		if (strcmp(v->s, "-0") == 0)
+			return buf_puts(out, "0");
+		return buf_append(out, v->s, v->n);
+	case PJ_FLOAT:
+		return pj_float_repr(out, v->d);
+	case PJ_STR:
+		return pj_dump_str(out, v->s, v->n);
+	case PJ_ARR:
+	case PJ_OBJ:
+		rc |= buf_append(out, v->t == PJ_ARR ? "[" : "{", 1);
+		for (c = v->child; c; c = c->next) {
+			if (c != v->child)
+				rc |= buf_append(out, ", ", 2);
+			if (v->t == PJ_OBJ) {
+				rc |= pj_dump_str(out, c->k, c->kn);
+				rc |= buf_append(out, ": ", 2);
+			}
+			rc |= pj_dump(out, c);
+		}
+		rc |= buf_append(out, v->t == PJ_ARR ? "]" : "}", 1);
+		return rc ? -ENOMEM : 0;
+	}
+	return 0;
+}
+
+/* The last member named key of a pj object, or NULL. */
+static const struct pj *pj_get(const struct pj *o, const char *key)
+{
+	const struct pj *c;
+	size_t n = strlen(key);
+
+	if (!o || o->t != PJ_OBJ)
+		return NULL;
+	for (c = o->child; c; c = c->next)
+		if (c->kn == n && memcmp(c->k, key, n) == 0)
+			return c;
+	return NULL;
 }
 
 /* Keys whose presence in a content part makes vLLM treat it as media (MM_PARSER_MAP minus the
@@ -307,6 +901,205 @@ static int content_flatten(const cJSON *content, struct cmsg *m, bool system, st
 	return CHAT_OK;
 }
 
+/* Assistant tool_calls as vLLM validates them (ChatCompletionMessageToolCallParam: id, type
+ * "function", function {name, arguments: strings}). */
+static int tool_calls_check(const cJSON *calls, const char **why)
+{
+	const cJSON *c, *fn, *type;
+
+	cJSON_ArrayForEach(c, calls)
+	{
+		fn = obj_get(c, "function");
+		type = obj_get(c, "type");
+		if (!cJSON_IsObject(c) || !cJSON_IsString(obj_get(c, "id")) || !cJSON_IsString(type) ||
+		    strcmp(type->valuestring, "function") != 0 || !cJSON_IsObject(fn) ||
+		    !cJSON_IsString(obj_get(fn, "name")) || !cJSON_IsString(obj_get(fn, "arguments"))) {
+			*why = "a tool call is not {id, type: function, function: {name, arguments}}";
+			return CHAT_INVALID;
+		}
+	}
+	return CHAT_OK;
+}
+
+/* One assistant tool call as the template prints it, arguments as vLLM re-serialises them
+ * (json.loads, then tojson unless the result is a string). */
+static int tool_call_render(struct buf *out, const cJSON *call, bool newline, const char **why)
+{
+	const cJSON *fn = obj_get(call, "function");
+	const char *args = obj_get(fn, "arguments")->valuestring;
+	struct pj *v = NULL;
+	int rc = 0;
+
+	if (newline)
+		rc |= buf_append(out, "\n", 1);
+	rc |= buf_puts(out, "<tool_call>\n{\"name\": \"");
+	rc |= buf_puts(out, obj_get(fn, "name")->valuestring);
+	rc |= buf_puts(out, "\", \"arguments\": ");
+	if (rc)
+		return -ENOMEM;
+	if (!*args) {
+		rc = buf_puts(out, "{}"); /* vLLM: empty arguments become {} */
+	} else {
+		rc = pj_parse(args, strlen(args), &v, why);
+		if (rc == CHAT_UNSUPPORTED)
+			*why = "tool call arguments that are not JSON (vLLM versions differ)";
+		if (rc != CHAT_OK)
+			return rc;
+		rc = v->t == PJ_STR ? buf_append(out, v->s, v->n) : pj_dump(out, v);
+		pj_free(v);
+	}
+	rc |= buf_puts(out, "}\n</tool_call>");
+	return rc ? -ENOMEM : CHAT_OK;
+}
+
+/* A cJSON value as a pj. Numbers are refused: cJSON has lost whether they were written 1 or
+ * 1.0, which json.dumps would print differently. */
+static int pj_from_cjson(const cJSON *c, struct pj **out, const char **why, int depth)
+{
+	struct pj *v = calloc(1, sizeof(*v)), *m;
+	const cJSON *it;
+	int rc;
+
+	*out = NULL;
+	if (!v)
+		return -ENOMEM;
+	if (depth > PJ_MAX_DEPTH) {
+		rc = CHAT_UNSUPPORTED;
+		*why = "tool JSON: nested too deep";
+		goto fail;
+	}
+	if (cJSON_IsNull(c)) {
+		v->t = PJ_NULL;
+	} else if (cJSON_IsBool(c)) {
+		v->t = cJSON_IsTrue(c) ? PJ_TRUE : PJ_FALSE;
+	} else if (cJSON_IsString(c)) {
+		v->t = PJ_STR;
+		v->n = strlen(c->valuestring);
+		if (!(v->s = strdup(c->valuestring))) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	} else if (cJSON_IsArray(c) || cJSON_IsObject(c)) {
+		struct pj_in in = {0};
+		v->t = cJSON_IsArray(c) ? PJ_ARR : PJ_OBJ;
+		cJSON_ArrayForEach(it, c)
+		{
+			rc = pj_from_cjson(it, &m, why, depth + 1);
+			if (rc != CHAT_OK)
+				goto fail;
+			if (v->t == PJ_ARR) {
+				if (v->last)
+					v->last->next = m;
+				else
+					v->child = m;
+				v->last = m;
+				continue;
+			}
+			m->kn = strlen(it->string ? it->string : "");
+			if (!(m->k = strdup(it->string ? it->string : ""))) {
+				pj_free(m);
+				rc = -ENOMEM;
+				goto fail;
+			}
+			if (pj_obj_put(&in, v, m)) {
+				rc = in.rc;
+				*why = in.why;
+				goto fail;
+			}
+		}
+	} else {
+		rc = CHAT_UNSUPPORTED;
+		*why = "numbers in tools need the request text (chat_render_json)";
+		goto fail;
+	}
+	*out = v;
+	return CHAT_OK;
+fail:
+	pj_free(v);
+	return rc;
+}
+
+/* The template's tools block: each tool as vLLM hands it over (ChatCompletionToolsParam
+ * .model_dump(): {"type": "function", "function": {name, description, parameters[, strict]}})
+ * through tojson. Fields that vLLM versions dump differently are refused. */
+static int tools_render(struct buf *out, const struct pj *tools, const struct cmsg *first,
+			const char **why)
+{
+	static const char *const tool_keys[] = {"type", "function"};
+	static const char *const fn_keys[] = {"name", "description", "parameters", "strict"};
+	const struct pj *t, *c, *fn, *type, *name, *desc, *params, *strict;
+	int rc = 0;
+	size_t i;
+
+	if (tools->t != PJ_ARR) {
+		*why = "tools is not a list";
+		return CHAT_INVALID;
+	}
+	rc |= buf_puts(out, "<|im_start|>system\n");
+	if (first->role == ROLE_SYSTEM) {
+		rc |= put(out, first->content);
+		rc |= buf_puts(out, "\n\n");
+	}
+	rc |= buf_puts(out, "# Tools\n\nYou may call one or more functions to assist with the user "
+			    "query.\n\nYou are provided with function signatures within <tools></tools> "
+			    "XML tags:\n<tools>");
+	for (t = tools->child; t && !rc; t = t->next) {
+		if (t->t != PJ_OBJ || (fn = pj_get(t, "function")) == NULL || fn->t != PJ_OBJ) {
+			*why = "a tool is not {type: function, function: {...}}";
+			return CHAT_INVALID;
+		}
+		for (c = t->child; c; c = c->next) {
+			for (i = 0; i < 2 && (c->kn != strlen(tool_keys[i]) ||
+					      memcmp(c->k, tool_keys[i], c->kn)); i++)
+				;
+			if (i == 2)
+				goto versions;
+		}
+		for (c = fn->child; c; c = c->next) {
+			for (i = 0; i < 4 && (c->kn != strlen(fn_keys[i]) ||
+					      memcmp(c->k, fn_keys[i], c->kn)); i++)
+				;
+			if (i == 4)
+				goto versions;
+		}
+		type = pj_get(t, "type");
+		name = pj_get(fn, "name");
+		desc = pj_get(fn, "description");
+		params = pj_get(fn, "parameters");
+		strict = pj_get(fn, "strict");
+		if ((type && (type->t != PJ_STR || strcmp(type->s, "function"))) || !name ||
+		    name->t != PJ_STR || (desc && desc->t != PJ_STR && desc->t != PJ_NULL) ||
+		    (params && params->t != PJ_OBJ && params->t != PJ_NULL) ||
+		    (strict && strict->t != PJ_TRUE && strict->t != PJ_FALSE &&
+		     strict->t != PJ_NULL)) {
+			*why = "a tool function is not {name, description, parameters, strict} as typed";
+			return CHAT_INVALID;
+		}
+		if (strict && strict->t == PJ_NULL)
+			goto versions;
+		rc |= buf_puts(out, "\n{\"type\": \"function\", \"function\": {\"name\": ");
+		rc |= pj_dump_str(out, name->s, name->n);
+		rc |= buf_puts(out, ", \"description\": ");
+		rc |= desc && desc->t == PJ_STR ? pj_dump_str(out, desc->s, desc->n)
+						: buf_puts(out, "null");
+		rc |= buf_puts(out, ", \"parameters\": ");
+		rc |= params && params->t == PJ_OBJ ? pj_dump(out, params) : buf_puts(out, "null");
+		if (strict)
+			rc |= buf_puts(out, strict->t == PJ_TRUE ? ", \"strict\": true"
+								 : ", \"strict\": false");
+		rc |= buf_puts(out, "}}");
+	}
+	rc |= buf_puts(out, "\n</tools>\n\nFor each function call, return a json object with "
+			    "function name and arguments within <tool_call></tool_call> XML tags:\n"
+			    "<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+			    "<args-json-object>}\n</tool_call><|im_end|>\n");
+	return rc ? -ENOMEM : CHAT_OK;
+versions:
+	*why = "tool fields that vLLM versions dump differently (only type, function{name, "
+	       "description, parameters, strict} are reproduced)";
+	return CHAT_UNSUPPORTED;
+}
+
 /* Parses one message into m. Returns a chat_status or -ENOMEM. */
 static int message_parse(const cJSON *msg, struct cmsg *m, struct buf *scratch, const char **why)
 {
@@ -337,10 +1130,11 @@ static int message_parse(const cJSON *msg, struct cmsg *m, struct buf *scratch, 
 			*why = "assistant tool_calls is not a list";
 			return CHAT_INVALID;
 		}
-		if (cJSON_GetArraySize(calls) > 0) {
-			*why = "assistant message with tool_calls";
-			return CHAT_UNSUPPORTED;
-		}
+		rc = tool_calls_check(calls, why);
+		if (rc != CHAT_OK)
+			return rc;
+		if (cJSON_GetArraySize(calls) > 0)
+			m->tool_calls = calls;
 	}
 	/* protocol.py: reasoning_content is renamed to reasoning unless reasoning is set. */
 	reasoning = obj_get(msg, "reasoning");
@@ -453,10 +1247,6 @@ static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_pro
 			*why = "tools is not a list";
 			return CHAT_INVALID;
 		}
-		if (cJSON_GetArraySize(v) > 0) {
-			*why = "request with tools";
-			return CHAT_UNSUPPORTED;
-		}
 	}
 	v = obj_get(req, "chat_template");
 	if (!is_null_or_absent(v)) {
@@ -489,15 +1279,12 @@ static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_pro
 	return thinking_resolve(req, kw, server_kw, think_off, why);
 }
 
-static int put(struct buf *out, struct span s)
-{
-	return buf_append(out, s.p, s.n);
-}
-
-/* The template's assistant branch for message i. */
-static int render_assistant(struct buf *out, const struct cmsg *m, bool after_query, bool last)
+/* The template's assistant branch for message i. Returns a chat_status or -ENOMEM. */
+static int render_assistant(struct buf *out, const struct cmsg *m, bool after_query, bool last,
+			    const char **why)
 {
 	struct span content = m->content, reasoning = span_str("");
+	const cJSON *call;
 	int rc = 0;
 
 	if (m->has_reasoning) {
@@ -516,18 +1303,34 @@ static int render_assistant(struct buf *out, const struct cmsg *m, bool after_qu
 		rc |= buf_puts(out, "<|im_start|>assistant\n");
 		rc |= put(out, content);
 	}
-	rc |= buf_puts(out, "<|im_end|>\n");
-	return rc ? -ENOMEM : 0;
+	if (rc)
+		return -ENOMEM;
+	if (m->tool_calls) {
+		cJSON_ArrayForEach(call, m->tool_calls)
+		{
+			/* '\n' before every call but a first one that follows empty content */
+			rc = tool_call_render(out, call, call != m->tool_calls->child || content.n > 0,
+					      why);
+			if (rc != CHAT_OK)
+				return rc;
+		}
+	}
+	return buf_puts(out, "<|im_end|>\n") ? -ENOMEM : CHAT_OK;
 }
 
-/* The template body over parsed messages. Returns 0 or -ENOMEM. */
-static int render(struct buf *out, const struct cmsg *ms, size_t n, bool gen_prompt,
-		  bool think_off)
+/* The template body over parsed messages (tools: a non-empty list, or NULL). Returns a
+ * chat_status or -ENOMEM. */
+static int render(struct buf *out, const struct cmsg *ms, size_t n, const struct pj *tools,
+		  bool gen_prompt, bool think_off, const char **why)
 {
 	size_t i, last_query = n - 1;
 	int rc = 0;
 
-	if (ms[0].role == ROLE_SYSTEM) {
+	if (tools) {
+		rc = tools_render(out, tools, &ms[0], why);
+		if (rc != CHAT_OK)
+			return rc;
+	} else if (ms[0].role == ROLE_SYSTEM) {
 		rc |= buf_puts(out, "<|im_start|>system\n");
 		rc |= put(out, ms[0].content);
 		rc |= buf_puts(out, "<|im_end|>\n");
@@ -556,7 +1359,9 @@ static int render(struct buf *out, const struct cmsg *ms, size_t n, bool gen_pro
 			rc |= buf_puts(out, "<|im_end|>\n");
 			break;
 		case ROLE_ASSISTANT:
-			rc |= render_assistant(out, m, i > last_query, i == n - 1);
+			rc = render_assistant(out, m, i > last_query, i == n - 1, why);
+			if (rc != CHAT_OK)
+				return rc;
 			break;
 		case ROLE_TOOL:
 			if (i == 0 || ms[i - 1].role != ROLE_TOOL)
@@ -579,12 +1384,16 @@ static int render(struct buf *out, const struct cmsg *ms, size_t n, bool gen_pro
 	return rc ? -ENOMEM : 0;
 }
 
-int chat_render_with(const cJSON *request, const cJSON *server_kwargs, struct buf *out,
-		     const char **why)
+/* chat_render_with, given the request's tools already parsed from its text (raw_tools, NULL:
+ * taken from the cJSON tree). */
+static int render_request(const cJSON *request, const struct pj *raw_tools,
+			  const cJSON *server_kwargs, struct buf *out, const char **why)
 {
 	struct buf scratch = {0};
 	struct cmsg *ms = NULL;
-	const cJSON *messages, *msg;
+	struct pj *own_tools = NULL;
+	const struct pj *tools = NULL;
+	const cJSON *messages, *msg, *ctools;
 	size_t n = 0, i, out_len = out->len;
 	bool gen_prompt, think_off;
 	const char *dummy;
@@ -617,31 +1426,37 @@ int chat_render_with(const cJSON *request, const cJSON *server_kwargs, struct bu
 	for (i = 0; i < n; i++)
 		if (ms[i].joined)
 			ms[i].content.p = scratch.data ? scratch.data + ms[i].joined_off : "";
-	rc = render(out, ms, n, gen_prompt, think_off);
+	ctools = obj_get(request, "tools");
+	if (cJSON_IsArray(ctools) && cJSON_GetArraySize(ctools) > 0) {
+		tools = raw_tools;
+		if (!tools) {
+			rc = pj_from_cjson(ctools, &own_tools, why, 0);
+			if (rc != CHAT_OK)
+				goto cleanup;
+			tools = own_tools;
+		}
+	}
+	rc = render(out, ms, n, tools, gen_prompt, think_off, why);
 cleanup:
 	if (rc != CHAT_OK && out->len > out_len) {
 		out->len = out_len;
 		out->data[out_len] = '\0';
 	}
+	pj_free(own_tools);
 	buf_free(&scratch);
 	free(ms);
 	return rc;
 }
 
+int chat_render_with(const cJSON *request, const cJSON *server_kwargs, struct buf *out,
+		     const char **why)
+{
+	return render_request(request, NULL, server_kwargs, out, why);
+}
+
 int chat_render(const cJSON *request, struct buf *out, const char **why)
 {
 	return chat_render_with(request, NULL, out, why);
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 int chat_raw_check(const char *json, size_t len, const char **why)
@@ -667,6 +1482,9 @@ int chat_raw_check(const char *json, size_t len, const char **why)
 int chat_render_json(const char *json, size_t len, const cJSON *server_kwargs, struct buf *out,
 		     const char **why)
 {
+	const cJSON *tools;
+	struct pj *raw = NULL;
+	const char *dummy;
 	cJSON *req;
 	int rc;
 
@@ -679,7 +1497,16 @@ int chat_render_json(const char *json, size_t len, const cJSON *server_kwargs, s
 			*why = "request is not valid JSON";
 		return CHAT_INVALID;
 	}
-	rc = chat_render_with(req, server_kwargs, out, why);
+	tools = obj_get(req, "tools");
+	if (cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0) {
+		/* Tool definitions are printed by json.dumps: take them from the text (numbers). */
+		rc = pj_parse(json, len, &raw, why ? why : &dummy);
+		if (rc != CHAT_OK)
+			goto cleanup;
+	}
+	rc = render_request(req, raw ? pj_get(raw, "tools") : NULL, server_kwargs, out, why);
+cleanup:
+	pj_free(raw);
 	cJSON_Delete(req);
 	return rc;
 }

@@ -40,7 +40,10 @@ int chat_render_with(const cJSON *request, const cJSON *server_kwargs, struct bu
 int chat_raw_check(const char *json, size_t len, const char **why);
 
 /* Parses json[0..len) (one request object), runs chat_raw_check, then chat_render_with.
- * Returns a chat_status (CHAT_INVALID when the text is not JSON) or -ENOMEM. */
+ * Prefer it when the raw body is at hand: tool definitions are re-read from the text, since
+ * json.dumps prints 1 and 1.0 differently and a cJSON tree cannot tell them apart (chat_render
+ * refuses tools holding numbers). Returns a chat_status (CHAT_INVALID when the text is not
+ * JSON) or -ENOMEM. */
 int chat_render_json(const char *json, size_t len, const cJSON *server_kwargs, struct buf *out,
 		     const char **why);
 

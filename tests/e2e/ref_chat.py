@@ -56,6 +56,35 @@ def conversation(messages):
     return conv
 
 
+def tool_dicts(tools):
+    """ChatCompletionToolsParam.model_dump() of each tool, as vLLM passes tools to the template."""
+    if not tools:
+        return None
+    out = []
+    for t in tools:
+        fn = t["function"]
+        d = {"name": fn["name"], "description": fn.get("description"),
+             "parameters": fn.get("parameters")}
+        if fn.get("strict") is not None:
+            d["strict"] = fn["strict"]
+        out.append({"type": "function", "function": d})
+    return out
+
+
+def postprocess_tool_calls(conv):
+    """vLLM's _postprocess_messages: arguments strings become what json.loads makes of them."""
+    for m in conv:
+        for item in m.get("tool_calls") or []:
+            args = item["function"].get("arguments")
+            if isinstance(args, str):
+                try:
+                    item["function"]["arguments"] = json.loads(args)
+                except json.JSONDecodeError:
+                    item["function"]["arguments"] = {}
+            elif not isinstance(args, (dict, list)):
+                item["function"]["arguments"] = {}
+
+
 def template_kwargs(req):
     user = req.get("chat_template_kwargs") or {}
     extra = {
@@ -97,9 +126,10 @@ def main():
             req = json.loads(line)
             kw = template_kwargs(req)
             kw.pop("documents", None)
-            text = template.render(messages=conversation(req["messages"]),
-                                   tools=req.get("tools") or None, documents=req.get("documents"),
-                                   **kw)
+            conv = conversation(req["messages"])
+            postprocess_tool_calls(conv)
+            text = template.render(messages=conv, tools=tool_dicts(req.get("tools")),
+                                   documents=req.get("documents"), **kw)
             out.write(json.dumps({"status": "ok", "text": text}, ensure_ascii=False) + "\n")
         except Exception as e:  # noqa: BLE001 - reported, compared by the caller
             out.write(json.dumps({"status": "error", "why": str(e)}) + "\n")

@@ -2,7 +2,8 @@
 /* libFuzzer target for userspace/chat. Input starting with '{' or '[' is a request as JSON text
  * (chat_render_json: raw check, cJSON parse, render). Any other input drives a small builder
  * that assembles a well-formed request from the bytes (roles, string/list/null content made of
- * template-relevant fragments and raw bytes, reasoning fields, kwargs), so the deep paths of the
+ * template-relevant fragments and raw bytes, reasoning fields, tools, tool calls with JSON-ish
+ * arguments, kwargs), so the deep paths of the
  * renderer are reached. Checked: no crash or sanitizer report, a known status, out untouched on
  * refusal, and the generation prompt at the end of an accepted rendering. */
 #include <stdint.h>
@@ -58,6 +59,22 @@ static void add_text(cJSON *obj, const char *key, struct in *in)
 	free(s);
 }
 
+static const char *const jfrags[] = {
+	"{", "}", "[", "]", ",", ":", "\"k\"", "1", "1.0", "-0", "1e5", "2.5e-300", "\"s\"", "null",
+	"true", "\"\\u00e9\"", "\"\\ud83d\"", " ", "123456789012345678901234567890", "1e999",
+};
+
+/* JSON-ish text (valid or not) for tool-call arguments. */
+static char *json_text(struct in *in)
+{
+	char *s = calloc(1, 16 * 32 + 1);
+	unsigned i, k = take(in) % 17;
+
+	for (i = 0; s && i < k; i++)
+		strcat(s, jfrags[take(in) % (sizeof(jfrags) / sizeof(jfrags[0]))]);
+	return s;
+}
+
 static cJSON *content(struct in *in)
 {
 	static const char *const types[] = {"text", "input_text", "output_text", "refusal",
@@ -107,8 +124,21 @@ static cJSON *build(struct in *in)
 			add_text(m, "reasoning", in);
 		if (r & 0x80)
 			add_text(m, "reasoning_content", in);
-		if ((r & 0x38) == 0x38)
-			cJSON_AddItemToObject(m, "tool_calls", cJSON_CreateArray());
+		if ((r & 0x38) == 0x38) {
+			cJSON *calls = cJSON_AddArrayToObject(m, "tool_calls"), *c, *fn;
+			unsigned j, nc = take(in) % 3;
+			for (j = 0; j < nc; j++) {
+				char *a = json_text(in);
+				c = cJSON_CreateObject();
+				cJSON_AddStringToObject(c, "id", "c");
+				cJSON_AddStringToObject(c, "type", "function");
+				fn = cJSON_AddObjectToObject(c, "function");
+				add_text(fn, "name", in);
+				cJSON_AddStringToObject(fn, "arguments", a ? a : "");
+				free(a);
+				cJSON_AddItemToArray(calls, c);
+			}
+		}
 		cJSON_AddItemToArray(msgs, m);
 	}
 	if (flags & 1)
@@ -119,6 +149,14 @@ static cJSON *build(struct in *in)
 			cJSON_AddBoolToObject(kw, "enable_thinking", flags & 16);
 		else
 			cJSON_AddNullToObject(kw, "enable_thinking");
+	}
+	if (flags & 128) {
+		cJSON *tools = cJSON_AddArrayToObject(req, "tools"), *t = cJSON_CreateObject(), *fn;
+		cJSON_AddStringToObject(t, "type", "function");
+		fn = cJSON_AddObjectToObject(t, "function");
+		add_text(fn, "name", in);
+		cJSON_AddItemToObject(fn, "parameters", content(in)); /* any JSON value */
+		cJSON_AddItemToArray(tools, t);
 	}
 	if (flags & 32)
 		cJSON_AddStringToObject(req, "reasoning_effort", flags & 64 ? "none" : "high");

@@ -242,8 +242,8 @@ function generate(seed, count) {
 	const unsupported = () => {
 		const base = { messages: [{ role: "user", content: text() }] };
 		const k = Math.floor(r() * 6);
-		if (k === 0) base.tools = [{ type: "function", function: { name: "f", parameters: {} } }];
-		if (k === 1) base.messages.push({ role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{}" } }] });
+		if (k === 0) base.messages[0].content = [{ type: "input_audio", input_audio: { data: "", format: "wav" } }];
+		if (k === 1) base.messages[0].content = [{ type: "text", text: "t", uuid: "u" }];
 		if (k === 2) base.messages[0].content = [{ type: "text", text: "see" }, { type: "image_url", image_url: { url: "data:," } }];
 		if (k === 3) { base.continue_final_message = true; base.add_generation_prompt = false; }
 		if (k === 4) base.reasoning_effort = "none";
@@ -257,7 +257,98 @@ function generate(seed, count) {
 		if (k === 2) return { messages: [{ role: "user", content: 7 }] };
 		return { messages: [{ role: "user", content: [{ type: "bogus" }] }] };
 	};
-	const kinds = ["basic", "reasoning", "tools", "list", "unicode", "edge"];
+	// ---- tool use: JSON text with chosen number spellings, escapes, repeated keys, spacing ----
+	const NUMS = ["0", "1", "-1", "1.0", "-0", "-0.0", "0.5", "1e-7", "1E+22", "1e22", "123456789012345678901234567890",
+		"3.14159", "2.5e-05", "1e16", "1e15", "100.0", "0.1", "5e-324", "1.7976931348623157e308", "4.35", "2.675",
+		"1e-4", "0.0001", "12345.678e-3", "9007199254740993", "8.0", "1.5e300", "2.2250738585072014e-308",
+		"0.30000000000000004", "123e0", "1e-5", "9.999999999999999e15", "1234567890123456.7", "0.000123", "7e-10"];
+	const f64 = new Float64Array(1), u32 = new Uint32Array(f64.buffer);
+	const randomNumber = () => {
+		const k = r();
+		if (k < 0.4) return pick(NUMS);
+		if (k < 0.55) return String(Math.floor(r() * 1e6) - 5e5);
+		if (k < 0.7) return String(2 ** (Math.floor(r() * 200) - 100) * (chance(0.5) ? 1 : 3));
+		do {
+			u32[0] = Math.floor(r() * 2 ** 32);
+			u32[1] = Math.floor(r() * 2 ** 32);
+		} while (!Number.isFinite(f64[0]));
+		const x = f64[0];
+		return pick([String(x), x.toExponential(20), x.toPrecision(17), x.toExponential()]);
+	};
+	const ws = () => pick(["", "", " ", "\n", "  ", "\t"]);
+	const rawString = () => pick([
+		() => JSON.stringify(text(3)),
+		() => JSON.stringify(unicodeText()),
+		() => '"caf\\u00e9 \\ud83d\\ude00 \\/ \\" \\\\ \\b\\f\\n\\r\\t \\u001f \\u2028"',
+		() => '"plain"',
+	])();
+	const rawJson = (depth = 0) => {
+		const k = r();
+		if (depth > 3 || k < 0.3) return pick([randomNumber, rawString, () => pick(["true", "false", "null"])])();
+		if (k < 0.55) {
+			const n = Math.floor(r() * 4);
+			return "[" + ws() + Array.from({ length: n }, () => rawJson(depth + 1)).join(ws() + "," + ws()) + ws() + "]";
+		}
+		const n = Math.floor(r() * 5);
+		const members = Array.from({ length: n }, () => `${pick(['"a"', '"b"', '"type"', '"ключ"', '"x y"', rawString()])}${ws()}:${ws()}${rawJson(depth + 1)}`);
+		return "{" + ws() + members.join(ws() + "," + ws()) + ws() + "}";
+	};
+	const schema = () => `{"type": "object", "properties": {"location": {"type": "string", "description": ${rawString()}},` +
+		` "days": {"type": "integer", "minimum": ${randomNumber()}, "maximum": ${randomNumber()}, "default": ${randomNumber()}},` +
+		` "extra": ${rawJson(1)}, "dup": 1, "dup": ${rawJson(2)}}, "required": ["location"]}`;
+	const toolUse = () => {
+		const placeholders = [];
+		const tools = Array.from({ length: 1 + Math.floor(r() * 3) }, (_, i) => {
+			const fn = { name: pick(["get_weather", "search", "run_code", "検索", "a\"b"]) };
+			const d = r();
+			if (d < 0.6) fn.description = text(6);
+			else if (d < 0.8) fn.description = null;
+			if (chance(0.85)) {
+				fn.parameters = `__P${i}__`;
+				placeholders.push([`"__P${i}__"`, chance(0.8) ? schema() : rawJson(0).startsWith("{") ? "{}" : "null"]);
+			} else if (chance(0.5)) fn.parameters = null;
+			if (chance(0.25)) fn.strict = chance(0.5);
+			return chance(0.8) ? { type: "function", function: fn } : { function: fn };
+		});
+		const args = () => {
+			const k = r();
+			if (k < 0.1) return "";
+			if (k < 0.15) return JSON.stringify(text(3));
+			if (k < 0.2) return randomNumber();
+			if (k < 0.3) return ws() + rawJson(1) + ws();
+			return `{"location": ${rawString()},${ws()}"days": ${randomNumber()}, "nested": ${rawJson(1)}, "k": 1, "k": ${rawJson(2)}}`;
+		};
+		const msgs = [];
+		if (chance(0.6)) msgs.push({ role: "system", content: content() });
+		const turns = 1 + Math.floor(r() * 3);
+		for (let i = 0; i < turns; i++) {
+			msgs.push({ role: "user", content: content() });
+			const calls = Array.from({ length: 1 + Math.floor(r() * 3) }, (_, j) => ({
+				id: `call_${i}_${j}`, type: "function", function: { name: pick(["get_weather", "search", "x"]), arguments: args() } }));
+			msgs.push({ role: "assistant", content: pick([null, "", thinkContent(), "\n", "Let me check."]), tool_calls: calls });
+			for (const c of calls) msgs.push({ role: "tool", tool_call_id: c.id, content: content() });
+			if (chance(0.6)) msgs.push({ role: "assistant", content: thinkContent() });
+		}
+		const req = kwargsAndFlags({ model: "qwen3", messages: msgs, tools });
+		let raw = JSON.stringify(req);
+		// JSON whitespace newlines would split the JSONL line: spaces instead (strings are escaped)
+		for (const [ph, val] of placeholders) raw = raw.replace(ph, val.replace(/\n/g, " "));
+		return { request: JSON.parse(raw), raw };
+	};
+	const toolUnsupported = () => {
+		const k = Math.floor(r() * 5);
+		const base = { messages: [{ role: "user", content: "q" }], tools: [{ type: "function", function: { name: "f" } }] };
+		if (k === 0) base.messages.push({ role: "assistant", content: "", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: pick(["{bad", "  ", "NaN", "{\"a\": Infinity}", "[1,]", "\"\\ud800\""]) } }] });
+		if (k === 1) base.tools[0].function.strict = null;
+		if (k === 2) base.tools[0].defer_loading = true;
+		if (k === 3) base.tools[0].function.cache_control = { type: "ephemeral" };
+		if (k === 4) base.tools[0].function.parameters = { big: 1e999 };
+		let raw = JSON.stringify(base);
+		if (k === 4) raw = raw.replace("null", "1e999");
+		return { request: JSON.parse(raw.replace("1e999", "0")), raw };
+	};
+
+	const kinds = ["basic", "reasoning", "tools", "list", "unicode", "edge", "tool_use"];
 	const cases = [];
 	for (let i = 0; i < count; i++) {
 		const k = r();
@@ -265,6 +356,11 @@ function generate(seed, count) {
 		else if (k < 0.1) cases.push({ category: "invalid", expect: "invalid", request: invalid() });
 		else {
 			const kind = kinds[i % kinds.length];
+			if (kind === "tool_use") {
+				if (chance(0.12)) cases.push({ category: "tool_unsupported", expect: "unsupported", ...toolUnsupported() });
+				else cases.push({ category: kind, expect: "ok", ...toolUse() });
+				continue;
+			}
 			cases.push({ category: kind, expect: "ok", request: kwargsAndFlags({ model: "qwen3", messages: conversationOf(kind) }) });
 		}
 	}
@@ -311,7 +407,10 @@ function checkMode(dir) {
 	}
 	cases.forEach((cs, i) => {
 		if (cs.expect === "ok") {
-			let good = ref[i].status === "ok" && c[i].status === "ok" && ref[i].text === c[i].text;
+			// @huggingface/jinja's tojson is not Python's json.dumps (number spelling, spacing): tool
+			// definitions and tool-call arguments are compared with Python's jinja2 only.
+			const hfOk = cs.category === "tool_use" || (ref[i].status === "ok" && ref[i].text === c[i].text);
+			let good = c[i].status === "ok" && hfOk && (py || cs.category !== "tool_use");
 			if (py) good &&= py[i].status === "ok" && py[i].text === c[i].text;
 			report(cs.category, good, `case ${i}: ref ${JSON.stringify(ref[i]).slice(0, 400)}\n#   c   ${JSON.stringify(c[i]).slice(0, 400)}` +
 				(py ? `\n#   py  ${JSON.stringify(py[i]).slice(0, 400)}` : ""));
@@ -342,7 +441,9 @@ const cats = {
 	list: "conversations with list content render identically",
 	unicode: "unicode conversations render identically",
 	edge: "conversations with other roles and later system turns render identically",
-	unsupported: "requests with tools, tool_calls, images, continue_final_message, ... are refused as unsupported",
+	unsupported: "requests with audio, uuids, images, continue_final_message, ... are refused as unsupported",
+	tool_use: "conversations with tools and tool calls render as Python's jinja2 renders them (json.dumps)",
+	tool_unsupported: "tool requests vLLM versions render differently are refused as unsupported",
 	invalid: "malformed requests are refused as invalid",
 };
 
@@ -353,15 +454,16 @@ if (!isMain) {
 	const dir = opt("--gen");
 	const cases = generate(Number(opt("--seed", "1")), Number(opt("--count", "200")));
 	fs.writeFileSync(`${dir}/cases.jsonl`, cases.map((c) => JSON.stringify(c)).join("\n") + "\n");
-	fs.writeFileSync(`${dir}/requests.jsonl`, cases.map((c) => JSON.stringify(c.request)).join("\n") + "\n");
+	fs.writeFileSync(`${dir}/requests.jsonl`, cases.map((c) => c.raw ?? JSON.stringify(c.request)).join("\n") + "\n");
 } else if (args.includes("--ids-inputs")) {
 	// For the token-id comparison: the requests of the cases that render, and the reference's
 	// rendering of each as {"text", "cat"} (for ref_tokenize.mjs and compare_ids.mjs).
 	const dir = opt("--ids-inputs");
 	const cases = readJsonl(`${dir}/cases.jsonl`);
-	const ref = readJsonl(`${dir}/ref.jsonl`);
+	// The rendering to tokenize: Python jinja2's (what vLLM runs) when there, else @huggingface/jinja's
+	const ref = fs.existsSync(`${dir}/py.jsonl`) ? readJsonl(`${dir}/py.jsonl`) : readJsonl(`${dir}/ref.jsonl`);
 	const keep = cases.map((c, i) => i).filter((i) => cases[i].expect === "ok" && ref[i].status === "ok");
-	fs.writeFileSync(`${dir}/ok_requests.jsonl`, keep.map((i) => JSON.stringify(cases[i].request)).join("\n") + "\n");
+	fs.writeFileSync(`${dir}/ok_requests.jsonl`, keep.map((i) => cases[i].raw ?? JSON.stringify(cases[i].request)).join("\n") + "\n");
 	fs.writeFileSync(`${dir}/ok_texts.jsonl`, keep.map((i) => JSON.stringify({ text: ref[i].text, cat: cases[i].category })).join("\n") + "\n");
 } else if (args.includes("--check")) {
 	process.exitCode = checkMode(opt("--check"));

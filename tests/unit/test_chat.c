@@ -253,13 +253,6 @@ static void test_refused(void)
 	char req[1024];
 
 #define REQ(...) (snprintf(req, sizeof(req), __VA_ARGS__), req)
-	expect_rc("tools", REQ("{%s,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", u),
-		  CHAT_UNSUPPORTED);
-	expect_rc("assistant tool_calls",
-		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
-		  "\"content\":null,\"tool_calls\":[{\"id\":\"1\",\"type\":\"function\","
-		  "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}",
-		  CHAT_UNSUPPORTED);
 	expect_rc("image part",
 		  "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
 		  "\"image_url\":{\"url\":\"http://x\"}}]}]}",
@@ -320,6 +313,92 @@ static void test_refused(void)
 	expect_rc("an escaped backslash before u0000 is plain text",
 		  "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\\\u0000b\"}]}", CHAT_OK);
 #undef REQ
+}
+
+#define TOOLS_HEAD                                                                                  \
+	"# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "     \
+	"provided with function signatures within <tools></tools> XML tags:\n<tools>"
+#define TOOLS_TAIL                                                                                  \
+	"\n</tools>\n\nFor each function call, return a json object with function name and "         \
+	"arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "              \
+	"<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+
+static void test_tools(void)
+{
+	const char *tools_req =
+		"{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"u\"}],"
+		"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
+		"\"object\",\"properties\":{\"n\":{\"minimum\":1.0,\"maximum\":10}}}}},"
+		"{\"function\":{\"description\":\"d\\u00e9\\n\",\"name\":\"g\",\"strict\":true}}]}";
+	const char *tools_want =
+		"<|im_start|>system\nS\n\n" TOOLS_HEAD
+		"\n{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": null, "
+		"\"parameters\": {\"type\": \"object\", \"properties\": {\"n\": {\"minimum\": 1.0, "
+		"\"maximum\": 10}}}}}"
+		"\n{\"type\": \"function\", \"function\": {\"name\": \"g\", \"description\": \"d\u00e9\\n\", "
+		"\"parameters\": null, \"strict\": true}}" TOOLS_TAIL
+		"<|im_start|>user\nu<|im_end|>\n" GEN;
+	struct buf out = {0};
+	const char *why = NULL;
+	cJSON *tree = cJSON_Parse(tools_req);
+	int rc;
+
+	expect("tools: model_dump field order, description null, number spelling kept, system merged",
+	       tools_req, tools_want);
+	rc = chat_render(tree, &out, &why);
+	CHECK(rc == CHAT_UNSUPPORTED && why,
+	      "tools with numbers from a cJSON tree: unsupported (1 and 1.0 are lost) -> %s",
+	      why ? why : "");
+	cJSON_Delete(tree);
+	buf_free(&out);
+	expect("tool calls: arguments through json.loads/json.dumps, empty arguments as {}",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"\","
+	       "\"tool_calls\":[{\"id\":\"1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":"
+	       "\"{\\\"a\\\": 1.0, \\\"b\\\":1e-5,\\\"a\\\":2,\\\"c\\\":\\\"\\\\u00e9\\\\t\\\"}\"}},"
+	       "{\"id\":\"2\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"\"}}]},"
+	       "{\"role\":\"tool\",\"content\":\"r\"}]}",
+	       "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", "
+	       "\"arguments\": {\"a\": 2, \"b\": 1e-05, \"c\": \"\u00e9\\t\"}}\n</tool_call>\n<tool_call>\n"
+	       "{\"name\": \"g\", \"arguments\": {}}\n</tool_call><|im_end|>\n"
+	       "<|im_start|>user\n<tool_response>\nr\n</tool_response><|im_end|>\n" GEN);
+	expect("floats print as Python's repr, ints keep their digits, a JSON string prints raw",
+	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"c\","
+	       "\"tool_calls\":[{\"id\":\"1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":"
+	       "\"[0.1, 1e16, 1e15, 1e-4, 1e-5, 5e-324, -0.0, -0, 2.675, 1.7976931348623157e308, "
+	       "123456789012345678901234567890, 12.50, 1E2]\"}},{\"id\":\"2\",\"type\":\"function\",\"function\":"
+	       "{\"name\":\"g\",\"arguments\":\"\\\"raw text\\\"\"}}]}],\"add_generation_prompt\":false}",
+	       "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nc\n<tool_call>\n"
+	       "{\"name\": \"f\", \"arguments\": [0.1, 1e+16, 1000000000000000.0, 0.0001, 1e-05, 5e-324, "
+	       "-0.0, 0, 2.675, 1.7976931348623157e+308, 123456789012345678901234567890, 12.5, 100.0]}\n"
+	       "</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": raw text}\n</tool_call><|im_end|>\n");
+	expect_rc("tool call arguments that are not JSON",
+		  "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"1\","
+		  "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{bad\"}}]}]}",
+		  CHAT_UNSUPPORTED);
+	expect_rc("tool call arguments with NaN",
+		  "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"1\","
+		  "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"[NaN]\"}}]}]}",
+		  CHAT_UNSUPPORTED);
+	expect_rc("a tool call without id",
+		  "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{"
+		  "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}",
+		  CHAT_INVALID);
+	expect_rc("strict null (dumped by older vLLM, dropped by newer)",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":\"function\","
+		  "\"function\":{\"name\":\"f\",\"strict\":null}}]}",
+		  CHAT_UNSUPPORTED);
+	expect_rc("a tool field outside the reproduced set",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":\"function\","
+		  "\"function\":{\"name\":\"f\"},\"defer_loading\":true}]}",
+		  CHAT_UNSUPPORTED);
+	expect_rc("a tool function without a name",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":\"function\","
+		  "\"function\":{\"description\":\"x\"}}]}",
+		  CHAT_INVALID);
+	expect_rc("a number overflowing a double in tools",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":\"function\","
+		  "\"function\":{\"name\":\"f\",\"parameters\":{\"m\":1e999}}}]}",
+		  CHAT_UNSUPPORTED);
 }
 
 static void test_out_buffer(void)
@@ -420,6 +499,7 @@ int main(int argc, char **argv)
 	test_roles();
 	test_reasoning();
 	test_refused();
+	test_tools();
 	test_out_buffer();
 	test_server_kwargs();
 	test_template_check();

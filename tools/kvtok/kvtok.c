@@ -224,7 +224,7 @@ cleanup:
  * prompt with add_special_tokens=false. A request the renderer does not reproduce exactly, or a
  * model whose tokenizer_config.json has another template, gets an error line saying why.
  * Returns 0 and the ids, or non-zero with *why. */
-static int kvtok_messages(const struct tokenizer *tok, const char *line, size_t n, const cJSON *req,
+static int kvtok_messages(const struct tokenizer *tok, const char *line, size_t n,
 			  struct tok_ids *ids, const char **why)
 {
 	static const char *cfg_why;
@@ -238,9 +238,8 @@ static int kvtok_messages(const struct tokenizer *tok, const char *line, size_t 
 		*why = cfg_why;
 		return cfg_rc;
 	}
-	rc = chat_raw_check(line, n, why);
-	if (rc == CHAT_OK)
-		rc = chat_render(req, &text, why);
+	/* from the text, not the cJSON tree: tool JSON keeps 1 and 1.0 apart */
+	rc = chat_render_json(line, n, NULL, &text, why);
 	if (rc == CHAT_OK && tokenizer_encode(tok, text.data ? text.data : "", text.len, ids))
 		rc = -ENOMEM;
 	if (rc == -ENOMEM)
@@ -270,7 +269,7 @@ static int do_line(const struct tokenizer *tok, const char *line, size_t n, stru
 		goto cleanup;
 	}
 	if (cJSON_HasObjectItem(req, "messages")) {
-		if (kvtok_messages(tok, line, n, req, &ids, &why))
+		if (kvtok_messages(tok, line, n, &ids, &why))
 			goto cleanup;
 	} else if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(req, "text"))) {
 		if (json_key_string(line, n, "text", &text)) {
