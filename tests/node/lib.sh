@@ -66,14 +66,19 @@ kvs_bpf_stat() {
 }
 
 # Starts kvsplice (or $KVSPLICE, any program taking the same flags) in the node namespace and
-# waits until its listener is registered. Extra flags: $KVSPLICE_ARGS.
+# waits until its listener is registered. Extra flags: $KVSPLICE_ARGS; another services file:
+# $KVSPLICE_SERVICES; $KVSPLICE_CGROUP: a cgroup to run it in (e.g. the client cgroup, to see
+# that its own connects are never intercepted, as on a node where the programs sit at the root).
 kvs_start_kvsplice() {
 	local bin=${KVSPLICE:-$KVS_ROOT/build/kvsplice} i
-	# shellcheck disable=SC2086
-	setsid nsenter --net="/run/netns/$NS_NODE" -- "$bin" \
-		--services "$RUN_DIR/services.json" --listen "$PROXY_IP:$PROXY_PORT" \
-		--cgroup "$CG_CLIENTS" --pin-dir "$PIN_DIR" --admin "$ADMIN_ADDR" ${KVSPLICE_ARGS:-} \
-		>>"$RUN_DIR/kvsplice.log" 2>&1 </dev/null &
+	(
+		[ -z "${KVSPLICE_CGROUP:-}" ] || echo "$BASHPID" >"$KVSPLICE_CGROUP/cgroup.procs"
+		# shellcheck disable=SC2086
+		exec setsid nsenter --net="/run/netns/$NS_NODE" -- "$bin" \
+			--services "${KVSPLICE_SERVICES:-$RUN_DIR/services.json}" \
+			--listen "$PROXY_IP:$PROXY_PORT" --cgroup "$CG_CLIENTS" --pin-dir "$PIN_DIR" \
+			--admin "$ADMIN_ADDR" ${KVSPLICE_ARGS:-}
+	) >>"$RUN_DIR/kvsplice.log" 2>&1 </dev/null &
 	echo $! >"$RUN_DIR/kvsplice.pid"
 	for i in $(seq 100); do
 		kvs_intercepting && return 0

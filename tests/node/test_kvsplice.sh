@@ -110,4 +110,24 @@ ok $((! $?)) "after SIGTERM interception is off"
 w=$(tests/node/client.sh curl -s -m 5 -D - -o /dev/null "http://$SVC_IP:$SVC_PORT/health" | hdr x-kvsim-worker)
 ok $([[ $w == w[12] ]] && echo 0 || echo 1) "and the Service is still served (DNAT)"
 kvs_stop_kvsplice TERM
+
+# --- kvsplice's own connects are never intercepted ----------------------------------------------
+# kvsplice runs inside the intercepted cgroup (as on a node where the programs attach at the root)
+# and its only endpoint is the Service address itself: without the SO_MARK exclusion its upstream
+# connect would be handed back to itself.
+python3 - "$RUN_DIR/services.json" "$SVC_IP" "$SVC_PORT" >"$RUN_DIR/services-loop.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["services"][0]["endpoints"] = [{"name": "svc", "ip": sys.argv[2], "port": int(sys.argv[3])}]
+print(json.dumps(d))
+EOF
+KVSPLICE_CGROUP=$CG_CLIENTS KVSPLICE_SERVICES=$RUN_DIR/services-loop.json kvs_start_kvsplice
+ok $? "kvsplice started inside the client cgroup, its endpoint = the Service address"
+o0=$(kvs_bpf_stat own_connect) r0=$(kvs_bpf_stat rewritten)
+out=$(tests/node/client.sh curl -s -m 10 -D - -o /dev/null "http://$SVC_IP:$SVC_PORT/health")
+ok $([[ $(hdr x-kvsim-worker <<<"$out") == w[12] ]] && echo 0 || echo 1) \
+	"a client request is relayed by kvsplice to the Service address and answered by a worker"
+ok $(($(kvs_bpf_stat own_connect) > o0 && $(kvs_bpf_stat rewritten) == r0 + 1 ? 0 : 1)) \
+	"kvsplice's upstream connect was not intercepted (own_connect $o0 -> $(kvs_bpf_stat own_connect), rewritten +$(($(kvs_bpf_stat rewritten) - r0)))"
+kvs_stop_kvsplice TERM
 tap_done

@@ -42,6 +42,9 @@ s = socket.create_connection(('$SVC_IP', $SVC_PORT), timeout=5)
 assert s.getpeername() == ('$SVC_IP', $SVC_PORT), s.getpeername()"
 ok $? "without kvsplice getpeername() shows the ClusterIP (DNAT is reversed on the way back)"
 
+code=$(kvs_in "$NS_NODE" curl -s -m 5 -o /dev/null -w '%{http_code}' "http://$SVC_IP:$SVC_PORT/health")
+expect_eq "a process of the node itself (hostNetwork) reaches the Service through DNAT" 200 "$code"
+
 tests/node/client.sh ip route get 192.0.2.1 >/dev/null 2>&1
 ok $((! $?)) "the client pod has no route out"
 kvs_in "$NS_NODE" ip route get 192.0.2.1 >/dev/null 2>&1

@@ -67,6 +67,9 @@ kvs_in "$NS_NODE" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0
 	net.ipv4.conf.default.rp_filter=0
 # The node-local proxy address (as node-local-dns does with 169.254.20.10).
 ip -n "$NS_NODE" addr add "$PROXY_IP/32" dev lo
+# A route for the Service range, so that the node's own processes (hostNetwork pods, kvsplice)
+# reach ClusterIPs through the DNAT in the output hook, as a node's default route allows.
+ip -n "$NS_NODE" route add 10.96.0.0/12 dev lo
 
 # add_pod NS IP NODE_DEV: a pod namespace wired to the node by a veth, routed via 10.244.0.1.
 add_pod() {
