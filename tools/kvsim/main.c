@@ -97,6 +97,7 @@ struct sim {
 	size_t nnice;
 	uint64_t req_counter;
 	uint64_t ok_requests, err_requests;
+	uint64_t connections; /* accepted */
 	struct kvc_events evbuf;
 	volatile sig_atomic_t stop;
 };
@@ -528,11 +529,15 @@ static void handle_metrics(struct sim *sm, struct conn *c)
 		   ".0\n"
 		   "# HELP vllm:request_success_total Count of successfully processed requests.\n"
 		   "# TYPE vllm:request_success_total counter\nvllm:request_success_total%s %" PRIu64
-		   ".0\n",
+		   ".0\n"
+		   "# HELP kvsim_connections_total TCP connections accepted (kvsim only).\n"
+		   "# TYPE kvsim_connections_total counter\nkvsim_connections_total %" PRIu64 "\n"
+		   "# HELP kvsim_errors_total Requests answered with an error (kvsim only).\n"
+		   "# TYPE kvsim_errors_total counter\nkvsim_errors_total %" PRIu64 "\n",
 		   lbl, sched_num_running(sm->s), lbl, sched_num_waiting(sm->s), lbl,
 		   kvc_usage(sm->kv), lbl, st->queries_tokens, lbl, st->hit_tokens, lbl,
 		   st->preemptions, lbl, st->prompt_tokens, lbl, st->generation_tokens, lbl,
-		   sm->ok_requests);
+		   sm->ok_requests, sm->connections, sm->err_requests);
 	respond(sm, c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
 	buf_free(&b);
 }
@@ -875,6 +880,7 @@ static void on_accept(struct sim *sm)
 		}
 		c->fd = fd;
 		c->st = C_HEAD;
+		sm->connections++;
 		e.events = EPOLLIN | EPOLLRDHUP;
 		e.data.ptr = c;
 		epoll_ctl(sm->ep, EPOLL_CTL_ADD, fd, &e);
