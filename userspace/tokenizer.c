@@ -913,8 +913,9 @@ static int vhash_insert(struct tokenizer *t, uint32_t id)
 	}
 }
 
-/* Converts a byte-level token string to its bytes at dst; returns the byte count or -1. */
-static int byte_level_decode(const char *str, const int16_t u2b[512], uint8_t *dst)
+/* Converts a byte-level token string to its bytes at dst (room for cap); returns the byte count,
+ * or -1 for a character outside the byte-level alphabet or more than cap bytes. */
+static int byte_level_decode(const char *str, const int16_t u2b[512], uint8_t *dst, size_t cap)
 {
 	const uint8_t *s = (const uint8_t *)str;
 	size_t n = strlen(str), o = 0;
@@ -922,7 +923,7 @@ static int byte_level_decode(const char *str, const int16_t u2b[512], uint8_t *d
 
 	for (size_t i = 0; i < n;) {
 		i += utf8_decode(s + i, n - i, &c);
-		if (c >= 512 || u2b[c] < 0)
+		if (c >= 512 || u2b[c] < 0 || o >= cap)
 			return -1;
 		dst[o++] = (uint8_t)u2b[c];
 	}
@@ -989,7 +990,7 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 	n_vocab = (uint32_t)cJSON_GetArraySize(vocab);
 	cJSON_ArrayForEach(it, vocab)
 	{
-		if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1e8)
+		if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= (1 << 24))
 			REFUSE("%s: model: vocab id of \"%s\" is not a valid id", path, it->string);
 		if ((uint32_t)it->valueint > max_id)
 			max_id = (uint32_t)it->valueint;
@@ -997,7 +998,7 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 	cJSON_ArrayForEach(it, added)
 	{
 		const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
-		if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 1e8)
+		if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= (1 << 24))
 			REFUSE("%s: added_tokens: an entry has no valid id", path);
 		if ((uint32_t)id->valueint > max_id)
 			max_id = (uint32_t)id->valueint;
@@ -1071,7 +1072,7 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 			if (!str)
 				continue;
 			if (items[id]) {
-				n = byte_level_decode(str, u2b, t->arena + arena_len);
+				n = byte_level_decode(str, u2b, t->arena + arena_len, need);
 				if (n <= 0) {
 					free(added_items);
 					REFUSE("%s: model: vocab token \"%s\" is not byte-level (ByteLevel BPE expected)",
@@ -1131,7 +1132,7 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 	t->mmask--;
 	{
 		uint32_t rank = 0;
-		uint8_t *tmp = malloc(4 * t->max_tok_len + 8);
+		uint8_t *tmp = malloc(2 * (size_t)t->max_tok_len + 8);
 		if (!tmp)
 			goto cleanup;
 		cJSON_ArrayForEach(it, merges)
@@ -1153,19 +1154,23 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 				free(tmp);
 				REFUSE("%s: model: merge %u is not a pair of tokens", path, rank);
 			}
-			ln = byte_level_decode(l, u2b, tmp);
-			lid = ln > 0 && (uint32_t)ln <= t->max_tok_len ? vocab_find(t, tmp, (size_t)ln) : NO_ID;
-			rn = byte_level_decode(r, u2b, tmp + (ln > 0 ? ln : 0));
-			rid = rn > 0 && (uint32_t)rn <= t->max_tok_len ? vocab_find(t, tmp + ln, (size_t)rn) : NO_ID;
+			ln = byte_level_decode(l, u2b, tmp, t->max_tok_len);
+			rn = ln > 0 ? byte_level_decode(r, u2b, tmp + ln, t->max_tok_len) : -1;
+			lid = ln > 0 ? vocab_find(t, tmp, (size_t)ln) : NO_ID;
+			rid = rn > 0 ? vocab_find(t, tmp + ln, (size_t)rn) : NO_ID;
 			mid = lid != NO_ID && rid != NO_ID && (uint32_t)(ln + rn) <= t->max_tok_len
 				      ? vocab_find(t, tmp, (size_t)(ln + rn))
 				      : NO_ID;
 			if (sp)
 				*sp = ' ';
 			if (mid == NO_ID) {
+				char what[200];
+				if (sp)
+					snprintf(what, sizeof(what), "\"%s\"", it->valuestring);
+				else
+					snprintf(what, sizeof(what), "[\"%s\", \"%s\"]", l, r);
 				free(tmp);
-				REFUSE("%s: model: merge %u (\"%s\" \"%s\") uses or makes a token not in the vocab", path,
-				       rank, l, r);
+				REFUSE("%s: model: merge %u %s uses or makes a token not in the vocab", path, rank, what);
 			}
 			key = (((uint64_t)lid << 32) | rid) + 1;
 			for (h = hash_pair(key) & t->mmask; t->mtab[h].key && t->mtab[h].key != key;

@@ -357,6 +357,11 @@ static void test_refusals(void)
 		{"model.continuing_subword_prefix", "\"##\"", "continuing_subword_prefix"},
 		{"added.lstrip", "true", "lstrip"},
 		{"added.normalized", "true", "normalized"},
+		{"model.merges", "[\"a b\", \"x yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\"]", "merge 1"},
+		{"model.merges", "[\"a  b\"]", "merge 0"},
+		{"model.merges", "[[\"a\"]]", "merge 0"},
+		{"model.merges", "[\"\u00e9 b\"]", "merge 0"},
+		{"model.vocab", "{\"a\": 99999999}", "vocab id"},
 	};
 	char err[512];
 
