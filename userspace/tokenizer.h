@@ -34,10 +34,13 @@ void tokenizer_free(struct tokenizer *t);
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, struct tok_ids *out);
 
 /* Appends the UTF-8 text of ids (byte-level decoded, added tokens as their content) to out.
- * Returns 0, -EINVAL for an id outside the vocabulary, -ENOMEM. */
+ * The bytes are appended as the tokens hold them: ids that split a character give its bytes (the
+ * concatenation of consecutive decodes is the text; no U+FFFD is substituted).
+ * Returns 0, -EINVAL for an id outside the vocabulary (nothing appended), -ENOMEM. */
 int tokenizer_decode(const struct tokenizer *t, const uint32_t *ids, size_t n, struct buf *out);
 
-/* The id of a token given by its exact content (e.g. "<|im_end|>"), or -1. */
+/* The id of a token given by its exact content: an added token's content (e.g. "<|im_end|>"),
+ * or the text a vocab token stands for (e.g. " the", not its byte-level spelling "Ġthe"); or -1. */
 int64_t tokenizer_token_id(const struct tokenizer *t, const char *content);
 
 /* Number of ids (vocabulary plus added tokens). */
