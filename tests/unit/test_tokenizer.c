@@ -76,6 +76,9 @@ static void test_added_tokens(void)
 	CHECK_EQ(im_end, 151645, "<|im_end|> id");
 	CHECK_EQ(tokenizer_token_id(qwen, "<think>"), 151667, "<think> id (added, not special)");
 	CHECK_EQ(tokenizer_token_id(qwen, "<|no_such|>"), -1, "unknown content has no id");
+	encode_str(qwen, " the", 4, &ids);
+	CHECK(ids.n == 1 && tokenizer_token_id(qwen, " the") == ids.v[0], "a vocab token's id by its text");
+	CHECK_EQ(tokenizer_token_id(qwen, "\xc4\xa0the"), -1, "not by its byte-level spelling");
 	encode_str(qwen, "<|im_end|>", 10, &ids);
 	CHECK(ids.n == 1 && ids.v[0] == (uint32_t)im_end, "an added token alone is its id");
 	encode_str(qwen, "a<|im_end|><|im_end|>b", 22, &ids);
