@@ -61,10 +61,11 @@ for t in build/fuzz/fuzz_*; do
 	[ -x "$t" ] || continue
 	want "$t" || continue
 	corpus=tests/fuzz/corpus/$(basename "$t")
-	mkdir -p "$logdir/corpus"
+	# New inputs go to a scratch corpus of this target's own; the committed seeds are read only.
+	mkdir -p "$logdir/corpus-$(basename "$t")"
 	run_file "fuzz/$(basename "$t")" bash -c '
 		"$1" -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-			-artifact_prefix="$3/" "$3/corpus" $( [ -d "$4" ] && echo "$4" ) \
+			-artifact_prefix="$3/" "$3/corpus-$(basename "$1")" $( [ -d "$4" ] && echo "$4" ) \
 			&& echo "ok - $(basename "$1") ran $2 s with no crash and no sanitizer report"' \
 		_ "$t" "$FUZZ_SECONDS" "$logdir" "$corpus"
 done
