@@ -9,6 +9,9 @@
  *            socket's send side (bpf/relay.bpf.c, stream verdict); the relay thread only waits
  *   sk_msg   copy loop, but what the relay writes to the client-facing socket goes straight into
  *            the client socket's receive queue (sk_msg ingress redirect), skipping the TCP stack
+ *   sk_skb_hc sk_skb, but as a proxy would end it: the server closes after its last byte and the
+ *            relay half-closes the client side as soon as it sees the upstream FIN (bytes still
+ *            queued in the kernel redirect are then lost: counted as incomplete)
  * Runs are interleaved (path after path, rep after rep) in a private network namespace on lo; the
  * median MiB/s per path is reported, and whether every byte arrived. Prints a table, writes JSON.
  * usage: bpfrelay [--mib N] [--reps N] [--json FILE]     (root) */
@@ -31,8 +34,9 @@
 
 #include "relay.skel.h"
 
-enum { P_DIRECT, P_COPY, P_SPLICE, P_SKB, P_MSG, P_MAX };
-static const char *const path_names[P_MAX] = {"direct", "copy", "splice", "sk_skb", "sk_msg"};
+enum { P_DIRECT, P_COPY, P_SPLICE, P_SKB, P_MSG, P_SKB_HC, P_MAX };
+static const char *const path_names[P_MAX] = {"direct", "copy",	  "splice",
+					      "sk_skb", "sk_msg", "sk_skb_hc"};
 
 #define CHUNK (64 * 1024)
 #define MAXREPS 32
@@ -47,6 +51,7 @@ struct run {
 	int c;		    /* client socket */
 	int a, b;	    /* relay: client-facing, upstream-facing */
 	struct timespec t0; /* when the server started */
+	long long got;	    /* bytes the client received */
 };
 
 static double now(void)
@@ -117,7 +122,8 @@ static void *server(void *arg)
 			break;
 		left -= n;
 	}
-	ev_wait(r->done); /* close only when the client is through: see sk_skb half-close loss */
+	if (r->path != P_SKB_HC)
+		ev_wait(r->done); /* close only when the client is through: see sk_skb_hc */
 	if (s >= 0)
 		close(s);
 	free(buf);
@@ -132,6 +138,14 @@ static void *relay(void *arg)
 
 	if (r->path == P_SPLICE && pipe2(p, O_CLOEXEC) < 0)
 		goto out;
+	if (r->path == P_SKB_HC) {
+		struct pollfd pf = {.fd = r->b, .events = POLLRDHUP};
+
+		while (poll(&pf, 1, 10000) == 1 && !(pf.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			;
+		shutdown(r->a, SHUT_WR);
+		goto out;
+	}
 	for (;;) {
 		ssize_t n, w, off = 0;
 
@@ -193,13 +207,14 @@ static double transfer(struct run *r)
 		r->a = accept4(r->prx_l, NULL, NULL, SOCK_CLOEXEC);
 		r->b = dial(&sa);
 	}
-	if (r->path == P_SKB && (put(bpf_map__fd(r->skel->maps.skb_dst), r->a) ||
-				 put(bpf_map__fd(r->skel->maps.skb_src), r->b)))
+	if ((r->path == P_SKB || r->path == P_SKB_HC) &&
+	    (put(bpf_map__fd(r->skel->maps.skb_dst), r->a) ||
+	     put(bpf_map__fd(r->skel->maps.skb_src), r->b)))
 		perror("sk_skb sockmap");
 	if (r->path == P_MSG && (put(bpf_map__fd(r->skel->maps.msg_dst), r->c) ||
 				 put(bpf_map__fd(r->skel->maps.msg_src), r->a)))
 		perror("sk_msg sockmap");
-	if (r->path == P_COPY || r->path == P_SPLICE || r->path == P_MSG)
+	if (r->path == P_COPY || r->path == P_SPLICE || r->path == P_MSG || r->path == P_SKB_HC)
 		pthread_create(&rt, NULL, relay, r);
 	ev_post(r->go);
 	while (got < r->bytes) {
@@ -214,6 +229,7 @@ static double transfer(struct run *r)
 		got += n;
 	}
 	t1 = now();
+	r->got = got;
 	if (got == r->bytes)
 		mibs = (double)r->bytes / 1048576.0 / (t1 - (r->t0.tv_sec + r->t0.tv_nsec / 1e9));
 	ev_post(r->done);
@@ -244,6 +260,7 @@ int main(int argc, char **argv)
 	const char *json = "build/bench/bpfrelay.json";
 	double res[P_MAX][MAXREPS];
 	int lost[P_MAX] = {0}, reps = 3, rc = 1;
+	double least[P_MAX]; /* smallest share of the bytes received, % */
 	long long mib = 256;
 	struct relay_bpf *skel = NULL;
 	FILE *jf;
@@ -281,6 +298,8 @@ int main(int argc, char **argv)
 			res[p][rep] = transfer(&r);
 			if (res[p][rep] < 0)
 				lost[p]++;
+			if (!rep || 100.0 * (double)r.got / (double)r.bytes < least[p])
+				least[p] = 100.0 * (double)r.got / (double)r.bytes;
 		}
 
 	jf = fopen(json, "w");
@@ -288,7 +307,8 @@ int main(int argc, char **argv)
 		fprintf(jf, "{\"bench\":\"bpfrelay\",\"mib\":%lld,\"reps\":%d,\"paths\":[", mib,
 			reps);
 	printf("%lld MiB per transfer, %d reps, median of complete transfers\n", mib, reps);
-	printf("%-8s %12s %10s %s\n", "path", "MiB/s", "vs copy", "incomplete transfers");
+	printf("%-10s %10s %8s %11s %s\n", "path", "MiB/s", "vs copy", "incomplete",
+	       "least received");
 	double copy_med = 0;
 	for (int p = 0; p < P_MAX; p++) {
 		double ok[MAXREPS], med;
@@ -301,11 +321,13 @@ int main(int argc, char **argv)
 		med = n ? ok[n / 2] : 0;
 		if (p == P_COPY)
 			copy_med = med;
-		printf("%-8s %12.0f %9.2fx %d of %d\n", path_names[p], med,
-		       copy_med > 0 && p >= P_COPY ? med / copy_med : 0, lost[p], reps);
+		printf("%-10s %10.0f %7.2fx %6d of %d %13.1f%%\n", path_names[p], med,
+		       copy_med > 0 && p >= P_COPY ? med / copy_med : 0, lost[p], reps, least[p]);
 		if (jf)
-			fprintf(jf, "%s{\"path\":\"%s\",\"mib_per_s\":%.1f,\"incomplete\":%d}",
-				p ? "," : "", path_names[p], med, lost[p]);
+			fprintf(jf,
+				"%s{\"path\":\"%s\",\"mib_per_s\":%.1f,\"incomplete\":%d,"
+				"\"least_received_pct\":%.2f}",
+				p ? "," : "", path_names[p], med, lost[p], least[p]);
 	}
 	if (jf) {
 		fprintf(jf, "]}\n");
