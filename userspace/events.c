@@ -669,6 +669,7 @@ struct events {
 	struct events_decoder *dec;
 	struct evw *w;
 	uint32_t nw;
+	uint32_t rr; /* first worker events_poll looks at */
 	/* current apply target (for the decode callback) */
 	struct evw *cur;
 	uint32_t cur_id;
@@ -1146,8 +1147,12 @@ static void handle_replay_msg(struct events *ev, uint32_t id, zmq_msg_t *parts, 
 	if (!w->replaying) /* an answer after we gave up */
 		return;
 	if (seq == UINT64_MAX) {
-		if (w->initial && !w->got_replay)
-			w->have_seq = false; /* nothing buffered there: take the live stream */
+		if (w->initial && !w->got_replay) {
+			/* nothing buffered there: take the live stream as it comes (without
+			 * skip_initial the queued batch would ask for the same replay again) */
+			w->have_seq = false;
+			w->skip_initial = true;
+		}
 		replay_done(ev, id, true, NULL);
 		return;
 	}
@@ -1241,20 +1246,20 @@ static void drain_worker(struct events *ev, uint32_t id, int *budget)
 
 int events_poll(struct events *ev, int budget)
 {
-	struct epoll_event ees[64];
 	int64_t now = now_ms();
 	uint64_t exp;
 	bool more = false;
 
 	if (budget <= 0)
 		budget = EVENTS_DEFAULT_BUDGET;
-	/* readiness is re-read from ZMQ_EVENTS below; this only consumes the wake-ups */
-	while (epoll_wait(ev->epfd, ees, 64, 0) == 64)
-		;
+	/* No epoll_wait on the inner set: it is level-triggered, and a ZMQ_FD stops being
+	 * readable once ZMQ_EVENTS has been read for its socket, which draining does below. */
 	if (read(ev->tfd, &exp, sizeof(exp)) < 0) {
 		/* EAGAIN: the timer did not fire */
 	}
-	for (uint32_t i = 0; i < ev->nw; i++) {
+	/* start where the last call stopped, so one flooding worker cannot starve the others */
+	for (uint32_t k = 0; k < ev->nw; k++) {
+		uint32_t i = (ev->rr + k) % ev->nw;
 		struct evw *w = &ev->w[i];
 		if (!w->used)
 			continue;
@@ -1263,6 +1268,11 @@ int events_poll(struct events *ev, int budget)
 		drain_worker(ev, i, &budget);
 		if (w->used && (readable(w->sub) || readable(w->dealer)))
 			more = true;
+		if (budget <= 0) {
+			ev->rr = (i + 1) % ev->nw;
+			more = true;
+			break;
+		}
 	}
 	return more;
 }

@@ -644,11 +644,57 @@ static void runtime_tests(void)
 	peer_close(&p);
 }
 
+/* Joining a running worker: replay from 0; an empty replay buffer means "take the stream". */
+static void initial_replay_tests(void)
+{
+	struct index_cfg icfg = {.max_workers = 4};
+	struct index *idx = index_create(&icfg);
+	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 1000};
+	struct events *ev = events_create(&ecfg);
+	struct events_worker_stats st;
+	struct peer p = {0};
+	zmq_pollitem_t it;
+
+	peer_open(&p);
+	for (uint64_t s = 0; s < 12; s++)
+		make_batch(&p, s);
+	events_worker_add(ev, 0, "late", p.pub_ep, p.rep_ep, "kv");
+	pump(ev, 300);
+	publish(&p, 5); /* the first batch this subscriber sees */
+	pump(ev, 50);
+	EQ(serve_replay(&p, 8, 1000), 0, "joining at seq 5: replay asked from seq 0");
+	pump(ev, 200);
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.replays_ok == 1 && st.next_seq == 8 && !st.replaying,
+	      "initial replay applied 0..7 (next seq %llu)", (unsigned long long)st.next_seq);
+	EQ(depth_of(idx, 0, 12), 8, "depth 8 after the initial sync");
+	/* another subscriber joins when the worker's replay buffer is empty */
+	events_worker_remove(ev, 0);
+	events_worker_add(ev, 1, "late3", p.pub_ep, p.rep_ep, "kv");
+	pump(ev, 300);
+	publish(&p, 9);
+	pump(ev, 50);
+	EQ(serve_replay(&p, 0, 1000), 0, "late3: replay asked from 0, buffer empty");
+	pump(ev, 100);
+	publish(&p, 10);
+	pump(ev, 100);
+	it = (zmq_pollitem_t){.socket = p.router, .events = ZMQ_POLLIN};
+	CHECK(zmq_poll(&it, 1, 200) == 0, "no further replay request (no loop)");
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.next_seq == 11 && st.replays_ok == 1 && st.batches == 2,
+	      "empty buffer: the live stream taken from seq 9 (next %llu, batches %llu)",
+	      (unsigned long long)st.next_seq, (unsigned long long)st.batches);
+	events_free(ev);
+	index_free(idx);
+	peer_close(&p);
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++)
 		toks[i] = (uint32_t)(i * 7919 + 3) % 151000;
 	decoder_tests();
 	runtime_tests();
+	initial_replay_tests();
 	return tap_done();
 }
