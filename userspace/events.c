@@ -1263,9 +1263,9 @@ int events_poll(struct events *ev, int budget)
 		struct evw *w = &ev->w[i];
 		if (!w->used)
 			continue;
-		if (w->replaying && now >= w->deadline_ms)
+		drain_worker(ev, i, &budget); /* answers already here count, even if late */
+		if (w->used && w->replaying && now >= w->deadline_ms)
 			replay_done(ev, i, false, "timeout");
-		drain_worker(ev, i, &budget);
 		if (w->used && (readable(w->sub) || readable(w->dealer)))
 			more = true;
 		if (budget <= 0) {

@@ -58,7 +58,7 @@ class Worker:
         s = "%s=tcp://127.0.0.1:%d" % (self.name, self.pub_port)
         return s + (",tcp://127.0.0.1:%d" % self.rep_port if self.rep_port else "")
 
-    def wait_subscribed(self, timeout=5.0):
+    def wait_subscribed(self, timeout=15.0):
         if self.pub.poll(int(timeout * 1000)):
             self.pub.recv()  # b"\x01" + topic
             return True
@@ -130,7 +130,7 @@ class Chains:
 class Kvevents:
     def __init__(self, path, specs):
         self.p = subprocess.Popen([path, "watch", "--seed", str(g.SEED), "--topic", "kv",
-                                   "--replay-timeout-ms", "500", "--log-level",
+                                   "--replay-timeout-ms", "3000", "--log-level",
                                    os.environ.get("KVEVENTS_LOG", "warn")] + specs,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
@@ -152,7 +152,7 @@ class Kvevents:
                 return sorted(map(tuple, w["blocks"])), w["next_seq"]
         return None, None
 
-    def wait_seq(self, wid, seq, timeout=5.0):
+    def wait_seq(self, wid, seq, timeout=15.0):
         t = time.time() + timeout
         while time.time() < t:
             blocks, nxt = self.held(wid)

@@ -501,7 +501,7 @@ static void runtime_tests(void)
 	struct index_cfg icfg = {.max_workers = 4};
 	struct index *idx = index_create(&icfg);
 	struct events_cfg ecfg = {
-	    .index = idx, .replay_timeout_ms = 300, .no_initial_replay = true};
+	    .index = idx, .replay_timeout_ms = 1000, .no_initial_replay = true};
 	struct events *ev = events_create(&ecfg);
 	struct events_worker_stats st;
 	struct peer p = {0};
@@ -523,7 +523,7 @@ static void runtime_tests(void)
 
 	/* gap: 5 and 6 lost, 7 published; the replay serves 5..7 */
 	publish(&p, 7);
-	pump(ev, 50);
+	pump(ev, 250);
 	events_worker_stats(ev, 1, &st);
 	CHECK(st.gaps == 1 && st.replaying, "gap seen, replay running");
 	start = serve_replay(&p, 8, 1000);
@@ -537,7 +537,7 @@ static void runtime_tests(void)
 
 	/* gap the replay cannot fill (its buffer starts later): blocks dropped, not trusted */
 	publish(&p, 12);
-	pump(ev, 50);
+	pump(ev, 250);
 	zmq_pollitem_t it = {.socket = p.router, .events = ZMQ_POLLIN};
 	zmq_poll(&it, 1, 1000);
 	{
@@ -562,7 +562,7 @@ static void runtime_tests(void)
 
 	/* no answer at all: timeout */
 	publish(&p, 20);
-	pump(ev, 500);
+	pump(ev, 1300);
 	events_worker_stats(ev, 1, &st);
 	CHECK(st.replays_failed == 2 && !st.replaying, "replay timeout counted as failed");
 	(void)serve_replay(&p, 0, 10); /* discard the request */
@@ -661,7 +661,7 @@ static void initial_replay_tests(void)
 	events_worker_add(ev, 0, "late", p.pub_ep, p.rep_ep, "kv");
 	pump(ev, 300);
 	publish(&p, 5); /* the first batch this subscriber sees */
-	pump(ev, 50);
+	pump(ev, 250);
 	EQ(serve_replay(&p, 8, 1000), 0, "joining at seq 5: replay asked from seq 0");
 	pump(ev, 200);
 	events_worker_stats(ev, 0, &st);
@@ -673,7 +673,7 @@ static void initial_replay_tests(void)
 	events_worker_add(ev, 1, "late3", p.pub_ep, p.rep_ep, "kv");
 	pump(ev, 300);
 	publish(&p, 9);
-	pump(ev, 50);
+	pump(ev, 250);
 	EQ(serve_replay(&p, 0, 1000), 0, "late3: replay asked from 0, buffer empty");
 	pump(ev, 100);
 	publish(&p, 10);
