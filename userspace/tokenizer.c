@@ -664,8 +664,9 @@ static int encode_segment(const struct tokenizer *t, const uint8_t *s, size_t n,
 			continue;
 		}
 		l = utf8_decode(s + i, n - i, &c);
-		if ((c == 0xFFFD && l != 3) || (c == 0xFFFD && memcmp(s + i, "\xEF\xBF\xBD", 3)) ||
-		    (t->nfc && (unicode_cls(c) & UCLS_NFC))) {
+		/* ill-formed (U+FFFD decoded from anything but EF BF BD; a 3-byte ill-formed subpart
+		 * never starts with EF), or a code point NFC may change */
+		if ((c == 0xFFFD && (l != 3 || s[i] != 0xEF)) || (t->nfc && (unicode_cls(c) & UCLS_NFC))) {
 			slow = true;
 			break;
 		}

@@ -109,6 +109,8 @@ static void test_invalid_utf8(void)
 	CHECK(SAME("x\xf5\x80", "x\xef\xbf\xbd\xef\xbf\xbd"), "F5 80 is two U+FFFD");
 	CHECK(SAME("\xf0\x9f\x98", "\xef\xbf\xbd"), "a truncated 4-byte sequence at the end is one U+FFFD");
 	CHECK(SAME("\xc0\x80", "\xef\xbf\xbd\xef\xbf\xbd"), "an overlong NUL is two U+FFFD");
+	CHECK(SAME("\xef" "A\xef\xbf", "\xef\xbf\xbd" "A\xef\xbf\xbd"), "a truncated EF sequence is one U+FFFD");
+	CHECK(SAME("\xef\xbf\xbd", "\xef\xbf\xbd"), "a real U+FFFD is kept");
 }
 
 static void test_pretokenizer_rules(void)
