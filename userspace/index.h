@@ -37,9 +37,9 @@
 #ifndef INDEX_MAX_WORKERS
 #define INDEX_MAX_WORKERS 4096
 #endif
-/* Default bound on (worker, block) pairs: 256 workers x 64 Ki blocks. */
+/* Default bound on (worker, block) pairs: 256 workers x 16 Ki blocks (about 200-330 MB). */
 #ifndef INDEX_DEFAULT_MAX_ENTRIES
-#define INDEX_DEFAULT_MAX_ENTRIES (16u << 20)
+#define INDEX_DEFAULT_MAX_ENTRIES (4u << 20)
 #endif
 
 /* Tier bits (vLLM's `medium`): GPU memory, or any offload medium (CPU, disk, ...). */
