@@ -7,7 +7,8 @@
 # (one pass per router policy), then Dynamo's cost as a client-side baseline (kvbench --spread
 # dynamo to the pod IPs, the overlap from the workers' KV events as in Dynamo's KV routing).
 # Ends with the seed-style table, the seeds' published numbers beside ours. Time-scaled so that it takes a few minutes.
-# Env: DEMO_TIME_SCALE (4), DEMO_PS ("2 7 12 24"), DEMO_C (8), DEMO_RUNS (1), DEMO_SEED (1),
+# Env: DEMO_TIME_SCALE (4), DEMO_POINTS (P:C pairs, "2:8 7:8 12:8 24:8 24:16"), DEMO_RUNS (1),
+#      DEMO_SEED (1),
 #      DEMO_POLICIES (the kvsplice --router policies to run; default: round-robin),
 #      DEMO_DYNAMO (1: include the client-side dynamo baseline), KVS_TESTBED_ID (demo).
 set -euo pipefail
@@ -15,8 +16,7 @@ export KVS_TESTBED_ID=${KVS_TESTBED_ID:-demo}
 source "$(dirname "$0")/lib.sh"
 cd "$KVS_ROOT"
 TS=${DEMO_TIME_SCALE:-4}
-PS=${DEMO_PS:-2 7 12 24}
-C=${DEMO_C:-8}
+POINTS=${DEMO_POINTS:-2:8 7:8 12:8 24:8 24:16}
 RUNS=${DEMO_RUNS:-1}
 SEED=${DEMO_SEED:-1}
 POLICIES=${DEMO_POLICIES:-round-robin}
@@ -49,12 +49,13 @@ tests/node/client.sh curl -sf --max-time 10 "$svc_url/v1/models" >/dev/null ||
 
 # variant NAME kvbench-args...: every P for one variant, results as JSON lines in $OUT/NAME.
 variant() {
-	local name=$1 p
+	local name=$1 pt p c
 	shift
 	: >"$OUT/$name"
-	for p in $PS; do
-		say "$name: P=$p, C=$C (${RUNS} run(s), seed $SEED)"
-		tests/node/client.sh build/kvbench "$@" --prefix-types "$p" --concurrency "$C" \
+	for pt in $POINTS; do
+		p=${pt%%:*} c=${pt##*:}
+		say "$name: P=$p, C=$c (${RUNS} run(s), seed $SEED)"
+		tests/node/client.sh build/kvbench "$@" --prefix-types "$p" --concurrency "$c" \
 			--seed "$SEED" --runs "$RUNS" --tokenizer "$KVS_ROOT/models/qwen3/tokenizer.json" \
 			--metrics-urls "$pods" --reset --time-scale "$TS" --label "$name P=$p" --json \
 			>>"$OUT/$name"
@@ -76,49 +77,52 @@ if [ "${DEMO_DYNAMO:-1}" = 1 ]; then
 fi
 
 say "results"
-/usr/bin/python3 - "$OUT" "$WORKERS" "$C" "$TS" "${cols[@]}" <<'EOF'
+/usr/bin/python3 - "$OUT" "$WORKERS" "$TS" "${cols[@]}" <<'EOF'
 import json, os, sys
-out, workers, conc, ts, cols = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
+out, workers, ts, cols = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 # The seeds' published numbers (6 workers): hit rate and cached-token ratio at C=8 (ratios of the
 # Service column at C=8 are not published: C=4 shown), TTFT p50/p99 at C=8 for the Service.
 seeds = {
-    "hit": {"service": {2: 95.0, 7: 55.5, 12: 32.1, 24: 17.5},
-            "rr": {2: 95.0, 7: 53.5, 12: 29.2, 24: 17.5},
-            "dynamo-kv": {2: 97.5, 7: 83.0, 12: 67.9, 24: 43.3}},
-    "ratio": {"rr": {2: 0.814, 7: 0.439, 12: 0.247, 24: 0.149},
-              "dynamo-kv": {2: 0.835, 7: 0.702, 12: 0.573, 24: 0.361},
-              "dynamo-approx": {2: 0.848, 7: 0.638, 12: 0.480, 24: 0.245}},
-    "ttft": {"service": {2: "47/190", 7: "93/526", 12: "126/493", 24: "136/635"}},
+    "hit": {"service": {(2, 8): 95.0, (7, 8): 55.5, (12, 8): 32.1, (24, 8): 17.5, (24, 16): 16.7},
+            "rr": {(2, 8): 95.0, (7, 8): 53.5, (12, 8): 29.2, (24, 8): 17.5},
+            "dynamo-kv": {(2, 8): 97.5, (7, 8): 83.0, (12, 8): 67.9, (24, 8): 43.3, (24, 16): 52.0}},
+    "ratio": {"rr": {(2, 8): 0.814, (7, 8): 0.439, (12, 8): 0.247, (24, 8): 0.149, (24, 16): 0.148},
+              "dynamo-kv": {(2, 8): 0.835, (7, 8): 0.702, (12, 8): 0.573, (24, 8): 0.361, (24, 16): 0.431},
+              "dynamo-approx": {(2, 8): 0.848, (7, 8): 0.638, (12, 8): 0.480, (24, 8): 0.245}},
+    "ttft": {(2, 8): "Service 47/190", (7, 8): "Service 93/526", (12, 8): "Service 126/493",
+             (24, 8): "Service 136/635",
+             (24, 16): "Service 205/1508, 13.3 req/s; RR 199/774, 14.3; Dynamo KV 109/242, 17.6"},
 }
 res = {c: {} for c in cols}
 for c in cols:
     for line in open(os.path.join(out, c)):
         d = json.loads(line)
-        res[c][d["prefix_types"]] = d
-P = sorted({p for c in cols for p in res[c]})
-print("\nkvsplice demo: %d kvsim workers, C=%d, time scale %s (TTFT and req/s in model time)" % (workers, conc, ts))
+        res[c][(d["prefix_types"], d["concurrency"])] = d
+P = sorted({p for c in cols for p in res[c]}, key=lambda k: (k[1], k[0]))
+fmt = lambda v, f: f % v if v is not None else "-"
+print("\nkvsplice demo: %d kvsim workers, time scale %s (TTFT and req/s in model time)" % (workers, ts))
 print("\nRequest-level hit rate (cached_tokens > 0)")
-hdr = "| P | seeds: Service | seeds: round-robin | seeds: Dynamo KV | " + " | ".join("ours: " + c for c in cols) + " |"
+hdr = "| P, C | seeds: Service | seeds: round-robin | seeds: Dynamo KV | " + " | ".join("ours: " + c for c in cols) + " |"
 print(hdr)
 print("|" + "---|" * (4 + len(cols)))
 for p in P:
-    row = ["%d" % p] + ["%.1f%%" % seeds["hit"][k][p] for k in ("service", "rr", "dynamo-kv")]
+    row = ["%d, %d" % p] + [fmt(seeds["hit"][k].get(p), "%.1f%%") for k in ("service", "rr", "dynamo-kv")]
     row += ["%.1f%%" % (100 * res[c][p]["hit_rate"]) if p in res[c] else "-" for c in cols]
     print("| " + " | ".join(row) + " |")
 print("\nCached-token ratio (max 0.857) and the workers' own metrics (hits/queries deltas)")
-print("| P | seeds: round-robin | seeds: Dynamo KV | seeds: Dynamo approx | " + " | ".join("ours: " + c for c in cols) + " |")
+print("| P, C | seeds: round-robin | seeds: Dynamo KV | seeds: Dynamo approx | " + " | ".join("ours: " + c for c in cols) + " |")
 print("|" + "---|" * (4 + len(cols)))
 for p in P:
-    row = ["%d" % p] + ["%.3f" % seeds["ratio"][k][p] for k in ("rr", "dynamo-kv", "dynamo-approx")]
+    row = ["%d, %d" % p] + [fmt(seeds["ratio"][k].get(p), "%.3f") for k in ("rr", "dynamo-kv", "dynamo-approx")]
     for c in cols:
         d = res[c].get(p)
         row.append("%.3f (metrics %s)" % (d["cached_token_ratio"], "%.3f" % d["metrics_hit_ratio"] if d["metrics_hit_ratio"] is not None else "-") if d else "-")
     print("| " + " | ".join(row) + " |")
 print("\nTTFT p50/p99 ms, req/s, distinct workers per prefix, errors")
-print("| P | seeds: Service TTFT | " + " | ".join("ours: " + c for c in cols) + " |")
+print("| P, C | seeds | " + " | ".join("ours: " + c for c in cols) + " |")
 print("|" + "---|" * (2 + len(cols)))
 for p in P:
-    row = ["%d" % p, seeds["ttft"]["service"].get(p, "-")]
+    row = ["%d, %d" % p, seeds["ttft"].get(p, "-")]
     for c in cols:
         d = res[c].get(p)
         row.append("%.0f/%.0f, %.1f req/s, %.2f w/pfx, %d err" % (d["ttft_p50_ms"], d["ttft_p99_ms"], d["req_per_s"], d["workers_per_prefix"], d["errors"]) if d else "-")
