@@ -53,6 +53,11 @@
 #ifndef PROXY_SPLICE_MIN
 #define PROXY_SPLICE_MIN (64 << 10)
 #endif
+/* After an error answer, how long the client's unread bytes are drained before closing (so the
+ * close does not turn into a reset that destroys the answer in flight), ms. */
+#ifndef PROXY_LINGER_MS
+#define PROXY_LINGER_MS 2000
+#endif
 /* Pipe size for splice relays, bytes. */
 #ifndef PROXY_PIPE_SIZE
 #define PROXY_PIPE_SIZE (1 << 20)
@@ -121,6 +126,7 @@ struct conn {
 	/* tunnel */
 	bool cli_eof, up_eof, cli_shut, up_shut;
 	bool close_after; /* close once the current response is out */
+	bool linger;	  /* after an error: half-close, drain the client, then close */
 	bool rdhup_seen;
 };
 
@@ -525,6 +531,7 @@ static void conn_error(struct conn *c, int status, const char *message, bool clo
 	}
 	if (close) {
 		c->state = C_CLOSING;
+		c->linger = true;
 		return;
 	}
 	/* the request was read whole: the connection can go on with the next one */
@@ -649,8 +656,17 @@ static void conn_update(struct conn *c)
 		break;
 	case C_CLOSING:
 		if (!out_sendable(c) && !c->pipe_bytes) {
-			conn_close(c);
-			return;
+			if (!c->linger || c->rdhup_seen) {
+				conn_close(c);
+				return;
+			}
+			/* lingering close: our side is done, read and drop until the client closes */
+			if (!c->cli_shut) {
+				shutdown(c->ev.fd, SHUT_WR);
+				c->cli_shut = true;
+				c->deadline = now_ms() + PROXY_LINGER_MS;
+			}
+			ce |= EPOLLIN;
 		}
 		break;
 	}
@@ -1346,12 +1362,9 @@ static void conn_progress(struct conn *c)
 			tunnel_pump(c);
 			break;
 		case C_CLOSING:
+			/* once flushed, conn_update closes (or lingers) */
 			if (client_flush(c) < 0)
 				return;
-			if (!out_sendable(c) && !c->pipe_bytes) {
-				conn_close(c);
-				return;
-			}
 			break;
 		}
 		if (c->ev.fd < 0 || c->state == s)
@@ -1376,6 +1389,14 @@ static void conn_cb(struct loop_ev *ev, uint32_t events)
 		 * this response, then close */
 		c->rdhup_seen = true;
 		c->close_after = true;
+	}
+	if ((events & EPOLLIN) && c->state == C_CLOSING) {
+		char junk[16384];
+		ssize_t n = read(c->ev.fd, junk, sizeof(junk));
+
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			conn_close(c);
+		return;
 	}
 	if ((events & EPOLLIN) && c->state != C_TUNNEL && c->state != C_CLOSING) {
 		bool eof = false;
@@ -1524,6 +1545,9 @@ void proxy_tick(struct proxy *p)
 		case C_BODY:
 			conn_error(c, 408, "timed out reading the request", true);
 			conn_update(c);
+			break;
+		case C_CLOSING:
+			conn_close(c); /* a slow reader of an error, or the end of a linger */
 			break;
 		case C_CONNECT:
 			log_debug("proxy", "upstream connect timed out");

@@ -194,6 +194,18 @@ expect_eq "head over --max-head: 431" "HTTP/1.1 431 Request Header Fields Too La
 	"$(raw "$MAIN" "GET / HTTP/1.1\\r\\nHost: x\\r\\n$big\\r\\n\\r\\n")"
 expect_eq "Content-Length over --max-body: 413 at once" "HTTP/1.1 413 Content Too Large |closed" \
 	"$(raw "$MAIN" 'POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n')"
+check "413 reaches a client that sent its whole oversized body first (lingering close, no reset)" "$PY" -c '
+import socket,sys
+s=socket.create_connection(("127.0.0.1",int(sys.argv[1]))); s.settimeout(5)
+body=b"x"*600000
+try: s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+except OSError: pass
+buf=b""
+while True:
+    d=s.recv(65536)
+    if not d: break
+    buf+=d
+assert buf.startswith(b"HTTP/1.1 413"), buf[:100]' "$MAIN"
 head -c 70000 /dev/zero | tr '\0' a >"$tmp/body70k"
 code=$(curl -s -o "$tmp/413.json" -w '%{http_code}' -H 'Transfer-Encoding: chunked' --data-binary @"$tmp/body70k" "$base/echo")
 expect_eq "chunked body over --max-body: 413" 413 "$code"
