@@ -60,6 +60,20 @@ metric() { # metric ADMIN_PORT 'name{labels}' -> value (0 if absent)
 	curl -s "http://127.0.0.1:$1/metrics" | awk -v k="$2" '$1 == k { print $2; f=1 } END { if (!f) print 0 }'
 }
 
+# reload_and_wait [hup]: waits (up to 5 s) until kvsplice loaded a new services snapshot, after a
+# SIGHUP when asked (a fixed sleep is flaky on a loaded machine)
+reload_and_wait() {
+	local r0 r
+	r0=$(metric "$MADM" kvsplice_services_reloads_total)
+	[ "${1:-}" = hup ] && kill -HUP "$MAIN_PID"
+	for _ in $(seq 100); do
+		r=$(metric "$MADM" kvsplice_services_reloads_total)
+		[ "$r" -gt "$r0" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 svc_json() { # svc_json NAME PORT...: one Service with endpoints on 127.0.0.1
 	local name=$1 sep="" i=0
 	shift
@@ -130,7 +144,7 @@ while True:
     buf+=d
     if first is None and b"data: " in buf: first=time.time()-t0
 total=time.time()-t0
-assert first is not None and first < 0.25 and total > 1.2, (first, total)
+assert first is not None and first < 0.6 and total > 1.2, (first, total)
 assert buf.count(b"data: ")==5 and buf.endswith(b"0\r\n\r\n"), buf[-100:]
 print("first %.3fs total %.3fs" % (first,total))' "$MAIN"
 for mode in splice copy; do
@@ -282,7 +296,7 @@ def client(k):
 ts=[threading.Thread(target=client,args=(k,)) for k in range(40)]
 [t.start() for t in ts]; [t.join() for t in ts]
 assert not errs, errs[:3]' "$MAIN"
-sleep 0.3
+for _ in $(seq 60); do [ "$(metric "$MADM" kvsplice_connections_active)" = 0 ] && break; sleep 0.05; done
 expect_eq "no client connection left open after they closed" 0 "$(metric "$MADM" kvsplice_connections_active)"
 
 # --- retries, 502, 503 (Services reloaded by SIGHUP) ------------------------------------------
@@ -290,30 +304,28 @@ D1=$(dead_port)
 D2=$(dead_port)
 fails0=$(metric "$MADM" kvsplice_upstream_connect_failures_total)
 svc_json qwen "$D1" "$P1" "$D2" "$P2" >"$tmp/svc.json.new" && mv "$tmp/svc.json.new" "$tmp/svc.json"
-kill -HUP "$MAIN_PID"
-sleep 0.3
+reload_and_wait hup
 codes=$(for i in 1 2 3 4 5 6 7 8; do curl -s -o /dev/null -w '%{http_code} ' "$base/who"; done)
 expect_eq "dead endpoints: every request retried on a live one" "200 200 200 200 200 200 200 200 " "$codes"
 fails=$(metric "$MADM" kvsplice_upstream_connect_failures_total)
 check "connect failures counted ($fails0 -> $fails)" test "$fails" -gt "$fails0"
 svc_json qwen "$D1" "$D2" >"$tmp/svc.json.new" && mv "$tmp/svc.json.new" "$tmp/svc.json"
-kill -HUP "$MAIN_PID"
-sleep 0.3
+reload_and_wait hup
 code=$(curl -s -o "$tmp/502.json" -w '%{http_code}' "$base/who")
 expect_eq "all endpoints down: 502 after trying each" 502 "$code"
 check "502 body is an OpenAI error object" "$PY" -c '
 import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert e["code"]==502 and e["type"]=="server_error"' "$tmp/502.json"
 svc_json qwen >"$tmp/svc.json.new" && mv "$tmp/svc.json.new" "$tmp/svc.json"
-kill -HUP "$MAIN_PID"
-sleep 0.3
+reload_and_wait hup
 expect_eq "no endpoint: 503" 503 "$(curl -s -o /dev/null -w '%{http_code}' "$base/who")"
 echo '{"services": [' >"$tmp/svc.json.new" && mv "$tmp/svc.json.new" "$tmp/svc.json"
+e0=$(metric "$MADM" kvsplice_services_reload_errors_total)
 kill -HUP "$MAIN_PID"
-sleep 0.3
+for _ in $(seq 100); do [ "$(metric "$MADM" kvsplice_services_reload_errors_total)" -gt "$e0" ] && break; sleep 0.05; done
 expect_eq "a broken services file is refused, the last good one kept (still 503)" 503 \
 	"$(curl -s -o /dev/null -w '%{http_code}' "$base/who")"
 svc_json qwen "$P1" "$P2" >"$tmp/svc.json.new" && mv "$tmp/svc.json.new" "$tmp/svc.json"
-sleep 1.5 # picked up without SIGHUP: the file changed
+reload_and_wait # picked up without SIGHUP: the file changed
 expect_eq "services file change picked up without a signal" 200 \
 	"$(curl -s -o /dev/null -w '%{http_code}' "$base/who")"
 check "reload errors counted" test "$(metric "$MADM" kvsplice_services_reload_errors_total)" -ge 1
@@ -380,11 +392,13 @@ expect_eq "upgrades counted" 1 "$(metric "$RADM" kvsplice_upgrades_total)"
 
 
 # --- SIGTERM drain -------------------------------------------------------------------------------
-curl -s -o "$tmp/slow" -w '%{http_code}' "$base/slow?ms=1200" >"$tmp/slow.code" &
+q0=$(metric "$MADM" kvsplice_requests_total)
+curl -s -o "$tmp/slow" -w '%{http_code}' "$base/slow?ms=1500" >"$tmp/slow.code" &
 slow=$!
-sleep 0.3
+# SIGTERM once the request is in kvsplice
+for _ in $(seq 100); do [ "$(metric "$MADM" kvsplice_requests_total)" -gt "$q0" ] && break; sleep 0.02; done
 kill -TERM "$MAIN_PID"
-sleep 0.2
+for _ in $(seq 60); do [ "$(metric "$MADM" kvsplice_draining)" = 1 ] && break; sleep 0.05; done
 expect_eq "after SIGTERM: /readyz 503 while draining" 503 \
 	"$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MADM/readyz")"
 check "after SIGTERM: the listener is closed (new connects refused)" \
