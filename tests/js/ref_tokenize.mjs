@@ -36,6 +36,7 @@ if (benchFile) {
 	const text = new TextDecoder('utf-8').decode(readFileSync(benchFile));
 	for (let i = 0; i < Math.max(5, runs / 10); i++) await encode(text);
 	const t = [];
+	const c0 = process.cpuUsage();
 	let n = 0;
 	for (let i = 0; i < runs; i++) {
 		const t0 = process.hrtime.bigint();
@@ -43,7 +44,9 @@ if (benchFile) {
 		t.push(Number(process.hrtime.bigint() - t0) / 1000);
 	}
 	t.sort((a, b) => a - b);
-	console.log(JSON.stringify({ bytes: Buffer.byteLength(text), ids: n, runs, median_us: t[runs >> 1], min_us: t[0], p90_us: t[Math.floor(runs * 0.9)], load_rss_bytes: loadRss, load_ms: loadMs }));
+	const dc = process.cpuUsage(c0); // all of node's threads (the encode runs on a worker thread)
+	const cpuMean = (dc.user + dc.system) / runs;
+	console.log(JSON.stringify({ bytes: Buffer.byteLength(text), ids: n, runs, median_us: t[runs >> 1], min_us: t[0], p90_us: t[Math.floor(runs * 0.9)], cpu_mean_us: cpuMean, load_rss_bytes: loadRss, load_ms: loadMs }));
 } else {
 	const data = args.length ? readFileSync(args[0]) : readFileSync(0);
 	const dec = new TextDecoder('utf-8');
