@@ -26,7 +26,8 @@ enum chat_status {
 /* Renders the request object (its "messages", "add_generation_prompt", "continue_final_message",
  * "chat_template_kwargs", "tools", ...) and appends the prompt text to out. Returns a
  * chat_status, or -ENOMEM; on CHAT_UNSUPPORTED / CHAT_INVALID, *why points to a static message.
- * On anything but CHAT_OK, out is left as it was. */
+ * On anything but CHAT_OK, out is left as it was. Tool definitions holding numbers are refused
+ * here (a cJSON tree has lost 1 vs 1.0): use chat_render_json when the body text is at hand. */
 int chat_render(const cJSON *request, struct buf *out, const char **why);
 
 /* chat_render for a server started with --default-chat-template-kwargs: server_kwargs is that
