@@ -332,7 +332,7 @@ function generate(seed, count) {
 		const req = kwargsAndFlags({ model: "qwen3", messages: msgs, tools });
 		let raw = JSON.stringify(req);
 		// JSON whitespace newlines would split the JSONL line: spaces instead (strings are escaped)
-		for (const [ph, val] of placeholders) raw = raw.replace(ph, val.replace(/\n/g, " "));
+		for (const [ph, val] of placeholders) raw = raw.replace(ph, () => val.replace(/\n/g, " ")); // no $-patterns
 		return { request: JSON.parse(raw), raw };
 	};
 	const toolUnsupported = () => {
