@@ -619,11 +619,11 @@ static size_t compose_all(uint32_t *v, size_t n)
 	return o;
 }
 
-/* Writes the segment s[0..n) with invalid UTF-8 replaced by U+FFFD and, when t->nfc, in NFC, to
- * w->norm; returns its length, or -ENOMEM. */
-static ssize_t normalize(const struct tokenizer *t, const uint8_t *s, size_t n, struct work *w)
+/* Appends the normalization of the region s[0..n) (U+FFFD for ill-formed UTF-8; NFC when t->nfc)
+ * to w->norm at *o. Returns 0 or -ENOMEM. */
+static int normalize_region(const struct tokenizer *t, const uint8_t *s, size_t n, struct work *w, size_t *o)
 {
-	size_t m = 0, o = 0;
+	size_t m = 0;
 	uint32_t c;
 
 	/* at most 4 code points per input byte after decomposition (a decomposition has <= 7 code
@@ -641,10 +641,58 @@ static ssize_t normalize(const struct tokenizer *t, const uint8_t *s, size_t n, 
 		canonical_order(w->cps, m, w->cps + n * 4 + 8);
 		m = compose_all(w->cps, m);
 	}
-	if (!grow((void **)&w->norm, &w->norm_cap, m * 4 + 1))
+	if (!grow((void **)&w->norm, &w->norm_cap, *o + m * 4 + 1))
 		return -ENOMEM;
 	for (size_t i = 0; i < m; i++)
-		o += utf8_put(w->norm + o, w->cps[i]);
+		*o += utf8_put(w->norm + *o, w->cps[i]);
+	return 0;
+}
+
+/* Does the code point at s[0..n) (l bytes, decoded as c) need normalize_region? */
+static inline bool needs_norm(const struct tokenizer *t, const uint8_t *s, size_t l, uint32_t c)
+{
+	/* ill-formed (U+FFFD decoded from anything but EF BF BD; a 3-byte ill-formed subpart never
+	 * starts with EF), or a code point NFC may change */
+	return (c == 0xFFFD && (l != 3 || s[0] != 0xEF)) || (t->nfc && (unicode_cls(c) & UCLS_NFC));
+}
+
+/* Writes the segment s[0..n) with invalid UTF-8 replaced by U+FFFD and, when t->nfc, in NFC, to
+ * w->norm; returns its length, or -ENOMEM.
+ * Only the regions around code points that need it are normalized: a code point that NFC leaves
+ * alone in any context (combining class 0, NFC_QC=Yes) neither composes with what precedes it nor
+ * lets a mark move across it, so the text splits there. A region starts at the last such starter
+ * before a flagged code point (it may compose with the marks after it) and ends before the next
+ * one; scratch memory follows the region, not the segment. */
+static ssize_t normalize(const struct tokenizer *t, const uint8_t *s, size_t n, struct work *w)
+{
+	size_t o = 0, i = 0, j, k, last, l;
+	uint32_t c;
+	int err;
+
+	while (i < n) {
+		for (j = i, last = i; j < n; j += l) {
+			l = utf8_decode(s + j, n - j, &c);
+			if (needs_norm(t, s + j, l, c))
+				break;
+			last = j;
+		}
+		if (j > i && j < n)
+			j = last; /* the starter before may compose with what follows */
+		if (!grow((void **)&w->norm, &w->norm_cap, o + (j - i) + 1))
+			return -ENOMEM;
+		memcpy(w->norm + o, s + i, j - i);
+		o += j - i;
+		if (j == n)
+			break;
+		for (k = j; k < n; k += l) {
+			l = utf8_decode(s + k, n - k, &c);
+			if (k > j && !needs_norm(t, s + k, l, c))
+				break;
+		}
+		if ((err = normalize_region(t, s + j, k - j, w, &o)))
+			return err;
+		i = k;
+	}
 	return (ssize_t)o;
 }
 
@@ -664,9 +712,7 @@ static int encode_segment(const struct tokenizer *t, const uint8_t *s, size_t n,
 			continue;
 		}
 		l = utf8_decode(s + i, n - i, &c);
-		/* ill-formed (U+FFFD decoded from anything but EF BF BD; a 3-byte ill-formed subpart
-		 * never starts with EF), or a code point NFC may change */
-		if ((c == 0xFFFD && (l != 3 || s[i] != 0xEF)) || (t->nfc && (unicode_cls(c) & UCLS_NFC))) {
+		if (needs_norm(t, s + i, l, c)) {
 			slow = true;
 			break;
 		}

@@ -96,6 +96,20 @@ static void test_nfc(void)
 	CHECK(SAME("\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"), "Hangul jamo L V T compose");
 	CHECK(SAME("q\xcc\x87\xcc\xa3", "q\xcc\xa3\xcc\x87"), "U+0307 U+0323 reorder to U+0323 U+0307");
 	CHECK(!SAME("\xef\xac\x81", "fi"), "U+FB01 is not folded (NFC, not NFKC)");
+	{
+		/* one accent in 1 MB of ASCII: only the region around it is normalized */
+		size_t n = 1 << 20;
+		char *a = malloc(n + 3), *b = malloc(n + 2);
+		memset(a, 'x', n);
+		memset(b, ' ', n);
+		memcpy(a + n - 10, " e\xcc\x81 ", 5);
+		memcpy(b, a, n - 10);
+		memcpy(b + n - 10, " \xc3\xa9 ", 4);
+		memcpy(b + n - 6, a + n - 5, 5);
+		CHECK(same_ids(a, n, b, n - 1), "1 MB of text with one e + U+0301 encodes as with U+00E9");
+		free(a);
+		free(b);
+	}
 	/* U+1AC1 (Unicode 14) is a starter in the reference's Unicode 9.0 NFC: no reordering. */
 	CHECK(!SAME("a\xe1\xab\x81\xcc\x96", "a\xcc\x96\xe1\xab\x81"), "marks newer than Unicode 9.0 do not reorder");
 }
