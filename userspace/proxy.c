@@ -58,6 +58,10 @@
 #ifndef PROXY_LINGER_MS
 #define PROXY_LINGER_MS 2000
 #endif
+/* Accepts pause this long when the process is out of file descriptors, ms. */
+#ifndef PROXY_ACCEPT_PAUSE_MS
+#define PROXY_ACCEPT_PAUSE_MS 100
+#endif
 /* Pipe size for splice relays, bytes. */
 #ifndef PROXY_PIPE_SIZE
 #define PROXY_PIPE_SIZE (1 << 20)
@@ -169,6 +173,7 @@ struct proxy {
 	int nlive;
 	bool draining;
 	uint64_t drain_deadline;
+	uint64_t accept_resume; /* ms; accepts paused until then (0: not paused) */
 	struct stats st;
 	struct route_rec routes[PROXY_ROUTE_LOG];
 	unsigned nroutes; /* records written so far (the ring wraps) */
@@ -580,8 +585,16 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 		struct conn *c;
 
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				/* out of descriptors or memory: stop accepting for a moment instead
+				 * of spinning on a listener that stays readable */
+				log_warn("proxy", "accept: %s: pausing accepts for %d ms", strerror(errno),
+					 PROXY_ACCEPT_PAUSE_MS);
+				loop_set(p->loop, ev, 0);
+				p->accept_resume = now_ms() + PROXY_ACCEPT_PAUSE_MS;
+			} else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
 				log_warn("proxy", "accept: %s", strerror(errno));
+			}
 			return;
 		}
 		c = conn_alloc(p);
@@ -1530,6 +1543,12 @@ void proxy_tick(struct proxy *p)
 	struct upstream *u, *un;
 
 	reap(p);
+	if (p->accept_resume && now >= p->accept_resume && !p->draining) {
+		p->accept_resume = 0;
+		for (int i = 0; i < p->nl; i++)
+			if (p->l[i].ev.fd >= 0)
+				loop_set(p->loop, &p->l[i].ev, EPOLLIN);
+	}
 	for (c = p->live; c; c = next) {
 		next = c->next;
 		if (c->deadline > now)

@@ -391,6 +391,28 @@ assert got==b"\x81\x05hello", got' "$RAW"
 expect_eq "upgrades counted" 1 "$(metric "$RADM" kvsplice_upgrades_total)"
 
 
+# --- out of file descriptors: accepts pause, nothing spins, service resumes ----------------------
+svc_json qwen "$P1" >"$tmp/fd.json"
+( ulimit -n 40; exec "$KVS" --no-bpf --services "$tmp/fd.json" --listen 127.0.0.1:0 \
+	--admin 127.0.0.1:0 --port-file "$tmp/fd.ports" ) >"$tmp/fd.log" 2>&1 &
+FDPID=$!
+pids+=($FDPID)
+for _ in $(seq 100); do [ -s "$tmp/fd.ports" ] && break; sleep 0.05; done
+read -r fdport _ <"$tmp/fd.ports"
+check "60 idle connections against a 40-descriptor limit, then a request is served" "$PY" -c '
+import socket,sys,time
+port=int(sys.argv[1])
+ss=[socket.create_connection(("127.0.0.1",port)) for i in range(60)]
+time.sleep(0.8)
+for s in ss: s.close()
+time.sleep(0.5)
+s=socket.create_connection(("127.0.0.1",port)); s.settimeout(5)
+s.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+d=s.recv(1000); assert d.startswith(b"HTTP/1.1 200"), d' "$fdport"
+n=$(grep -c "pausing accepts" "$tmp/fd.log")
+check "accepts paused (logged $n times in ~1.3 s, not a busy loop)" test "$n" -ge 1 -a "$n" -le 40
+kill "$FDPID"
+
 # --- SIGTERM drain -------------------------------------------------------------------------------
 q0=$(metric "$MADM" kvsplice_requests_total)
 curl -s -o "$tmp/slow" -w '%{http_code}' "$base/slow?ms=1500" >"$tmp/slow.code" &
