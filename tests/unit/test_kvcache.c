@@ -441,6 +441,82 @@ static void test_sched_preemption(void)
 	kvc_free(c);
 }
 
+/* vLLM registers a block's hash in allocate_slots() (cache_blocks), i.e. in the step that will
+ * compute it, and looks up waiting requests after scheduling the running ones: a request admitted
+ * in the step that computes another request's last prefix block already hits it. */
+static void test_sched_hit_on_blocks_being_computed(void)
+{
+	struct kvcache *c = mk(16);
+	struct sched_cfg cfg = {.max_num_batched_tokens = 8, .max_num_seqs = 16, .step_fixed_ms = 1};
+	struct sched *s = sched_new(&cfg, c);
+	uint32_t ba[32], bb[32], out[4] = {1, 2, 3, 4};
+	struct sreq a, b;
+	struct rec ra = {0}, rb = {0};
+
+	mkreq(&a, ba, 12, 100, out, 2, &ra);
+	mkreq(&b, bb, 13, 100, out, 2, &rb); /* A's 12 tokens + 1 of its own */
+	bb[12] = 999;
+	sched_add(s, &a);
+	sched_add(s, &b);
+	sched_plan(s);
+	CHECK(sched_num_waiting(s) == 1 && kvc_num_cached(c) == 2,
+	      "step 1: A's first chunk of 8 tokens registers 2 blocks; B waits for budget");
+	sched_finish(s, on_tok, NULL);
+	sched_plan(s);
+	CHECK_EQ(sched_num_running(s), 2, "step 2: A's last 4 prompt tokens and B");
+	CHECK_EQ(b.cached_tokens, 12,
+		 "B hits all 3 of A's blocks, the 3rd computed in this very step");
+	CHECK(b.seq.blocks[2] == a.seq.blocks[2], "B shares A's third block");
+	while ((!ra.done || !rb.done) && sched_plan(s) > 0)
+		sched_finish(s, on_tok, NULL);
+	CHECK(ra.done && rb.done, "both finish");
+	kvc_seq_free(&a.seq);
+	kvc_seq_free(&b.seq);
+	sched_free(s);
+	kvc_free(c);
+}
+
+/* Blocks filled by decoded tokens are hashed and cached like prompt blocks (the request's block
+ * hashes grow as tokens are appended); at the end the request's blocks are freed in reverse order,
+ * the partial last block (no hash) to the head of the free queue. */
+static void test_sched_decode_blocks_cached(void)
+{
+	struct kvcache *c = mk(16);
+	struct sched_cfg cfg = {.max_num_batched_tokens = 64, .max_num_seqs = 16, .step_fixed_ms = 1};
+	struct sched *s = sched_new(&cfg, c);
+	uint32_t ba[32], bb[32], out[4] = {50, 51, 52, 53};
+	struct sreq a, b;
+	struct rec ra = {0}, rb = {0};
+	uint32_t ablk[3];
+
+	mkreq(&a, ba, 6, 100, out, 4, &ra);
+	sched_add(s, &a);
+	while (!ra.done && sched_plan(s) > 0) {
+		if (a.seq.nblocks == 3)
+			memcpy(ablk, a.seq.blocks, sizeof(ablk));
+		sched_finish(s, on_tok, NULL);
+	}
+	CHECK(ra.done && a.ntokens == 10, "A: 6 prompt + 4 output tokens, 9 of them computed");
+	CHECK_EQ(kvc_num_cached(c), 2, "2 full blocks cached: the prompt's and a decode-filled one");
+	CHECK_EQ(kvc_free_at(c, 0), ablk[2], "A's partial 3rd block (no hash) is at the head");
+	CHECK(kvc_free_at(c, kvc_num_free(c) - 1) == ablk[0] &&
+		      kvc_free_at(c, kvc_num_free(c) - 2) == ablk[1],
+	      "its hashed blocks at the tail, block 0 last (reverse order)");
+	/* B = A's prompt + A's first 2 output tokens + 1 new token. */
+	mkreq(&b, bb, 9, 100, out, 1, &rb);
+	bb[6] = 50;
+	bb[7] = 51;
+	bb[8] = 777;
+	sched_add(s, &b);
+	sched_plan(s);
+	CHECK_EQ(b.cached_tokens, 8, "B hits the prompt block and the decode-filled block");
+	sched_finish(s, on_tok, NULL);
+	kvc_seq_free(&a.seq);
+	kvc_seq_free(&b.seq);
+	sched_free(s);
+	kvc_free(c);
+}
+
 int main(void)
 {
 	test_last_token_recomputed();
@@ -454,5 +530,7 @@ int main(void)
 	test_sched_waiting_and_chunks();
 	test_sched_blocks_run_out();
 	test_sched_preemption();
+	test_sched_hit_on_blocks_being_computed();
+	test_sched_decode_blocks_cached();
 	return tap_done();
 }
