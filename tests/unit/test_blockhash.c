@@ -9,13 +9,6 @@
 #include "blockhash.h"
 #include "tap.h"
 
-/* CHECK_EQ evaluates its arguments twice: calls with side effects go through EQ. */
-#define EQ(a, b, what)                                                                             \
-	do {                                                                                       \
-		long long eq_a_ = (long long)(a), eq_b_ = (long long)(b);                          \
-		CHECK_EQ(eq_a_, eq_b_, what);                                                      \
-	} while (0)
-
 int main(void)
 {
 	uint32_t toks[40], big[3000];
@@ -26,7 +19,7 @@ int main(void)
 		toks[i] = i + 1;
 	/* golden: python3 xxhash.xxh3_64_intdigest(le64(parent) + le32 tokens, seed=1337) */
 	n = blockhash_chain(1337, 16, 0, toks, 32, h, 4);
-	EQ(n, 2, "two full blocks of 32 tokens");
+	CHECK_EQ(n, 2, "two full blocks of 32 tokens");
 	CHECK(h[0] == 0x4cb272cc1093c096ULL, "block 0 matches python3-xxhash");
 	CHECK(h[1] == 0xb1ad570883ab2e1fULL, "block 1 chains on block 0 (python3-xxhash)");
 	CHECK(blockhash_root(1337, "sql-adapter", 11) == 0xb20b6613ceef8fefULL,
@@ -42,11 +35,11 @@ int main(void)
 	CHECK(blockhash_block(0, 0, big, 16, NULL, 0) == 0xf9a9ffdc362426d5ULL, "seed 0 vector");
 
 	/* partial blocks are not hashed; max bounds the output */
-	EQ(blockhash_chain(1337, 16, 0, toks, 31, h, 4), 1, "31 tokens: one block");
-	EQ(blockhash_chain(1337, 16, 0, toks, 15, h, 4), 0, "15 tokens: none");
-	EQ(blockhash_chain(1337, 16, 0, toks, 40, h, 1), 1, "max respected");
-	EQ(blockhash_chain(1337, 0, 0, toks, 40, h, 4), 0, "block size 0 refused");
-	EQ(blockhash_chain(1337, BLOCKHASH_MAX_BLOCK_SIZE + 1, 0, big, 3000, h, 4), 0,
+	CHECK_EQ(blockhash_chain(1337, 16, 0, toks, 31, h, 4), 1, "31 tokens: one block");
+	CHECK_EQ(blockhash_chain(1337, 16, 0, toks, 15, h, 4), 0, "15 tokens: none");
+	CHECK_EQ(blockhash_chain(1337, 16, 0, toks, 40, h, 1), 1, "max respected");
+	CHECK_EQ(blockhash_chain(1337, 0, 0, toks, 40, h, 4), 0, "block size 0 refused");
+	CHECK_EQ(blockhash_chain(1337, BLOCKHASH_MAX_BLOCK_SIZE + 1, 0, big, 3000, h, 4), 0,
 	   "block size above the max refused");
 
 	/* the streaming path (block size > 64, or extra bytes) equals the one-shot definition */
@@ -68,7 +61,7 @@ int main(void)
 	}
 	/* a chain hashes prefixes consistently: first k hashes of a longer chain are equal */
 	n = blockhash_chain(9, 16, 0, big, 3000, h2, 200);
-	EQ(n, 187, "187 blocks in 3000 tokens");
+	CHECK_EQ(n, 187, "187 blocks in 3000 tokens");
 	CHECK(blockhash_chain(9, 16, 0, big, 160, h, 4) == 4 && !memcmp(h, h2, sizeof(h)),
 	      "prefix of a chain equals the chain of the prefix");
 	CHECK(blockhash_chain(10, 16, 0, big, 16, h, 1) == 1 && h[0] != h2[0],

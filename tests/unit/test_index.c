@@ -9,13 +9,6 @@
 #include "index.h"
 #include "tap.h"
 
-/* CHECK_EQ evaluates its arguments twice: calls with side effects go through EQ. */
-#define EQ(a, b, what)                                                                             \
-	do {                                                                                       \
-		long long eq_a_ = (long long)(a), eq_b_ = (long long)(b);                          \
-		CHECK_EQ(eq_a_, eq_b_, what);                                                      \
-	} while (0)
-
 #define BS 16
 
 /* Stores blocks [from, to) of the token sequence toks for worker w, engine hash = f(salt, i). */
@@ -61,54 +54,54 @@ int main(void)
 	blockhash_chain(index_seed(idx), BS, 0, b, BS * 200, cb, 200);
 
 	/* worker 0: a[0..10) in two events chained through the engine parent hash */
-	EQ(store(idx, 0, a, 0, 4, 1, INDEX_TIER_GPU), 4, "4 blocks stored");
-	EQ(store(idx, 0, a, 4, 10, 1, INDEX_TIER_GPU), 6, "6 more chained on engine parent");
+	CHECK_EQ(store(idx, 0, a, 0, 4, 1, INDEX_TIER_GPU), 4, "4 blocks stored");
+	CHECK_EQ(store(idx, 0, a, 4, 10, 1, INDEX_TIER_GPU), 6, "6 more chained on engine parent");
 	/* worker 1: b[0..8); worker 2: a[0..3) in CPU tier only */
-	EQ(store(idx, 1, b, 0, 8, 2, INDEX_TIER_GPU), 8, "worker 1 stores b");
-	EQ(store(idx, 2, a, 0, 3, 3, INDEX_TIER_CPU), 3, "worker 2 stores a in CPU");
+	CHECK_EQ(store(idx, 1, b, 0, 8, 2, INDEX_TIER_GPU), 8, "worker 1 stores b");
+	CHECK_EQ(store(idx, 2, a, 0, 3, 3, INDEX_TIER_CPU), 3, "worker 2 stores a in CPU");
 	r = index_query(idx, ca, 200, depth, gd, 4);
-	EQ(r, 10, "query returns the best depth");
+	CHECK_EQ(r, 10, "query returns the best depth");
 	CHECK(depth[0] == 10 && depth[1] == 5 && depth[2] == 3 && depth[3] == 0,
 	      "depths 10/5/3/0 (got %u %u %u %u)", depth[0], depth[1], depth[2], depth[3]);
 	CHECK(gd[0] == 10 && gd[1] == 5 && gd[2] == 0, "GPU depths 10/5/0");
 	r = index_query(idx, cb, 200, depth, NULL, 4);
 	CHECK(r == 8 && depth[0] == 5 && depth[1] == 8 && depth[2] == 3, "query of b: 5/8/3");
-	EQ(index_query(idx, ca, 0, depth, NULL, 4), 0, "empty chain: 0");
-	EQ(index_query(idx, ca, 3, depth, NULL, 9), -EINVAL, "nworkers > max refused");
+	CHECK_EQ(index_query(idx, ca, 0, depth, NULL, 4), 0, "empty chain: 0");
+	CHECK_EQ(index_query(idx, ca, 3, depth, NULL, 9), -EINVAL, "nworkers > max refused");
 
 	/* idempotent: the same BlockStored again adds nothing */
 	index_stats(idx, &st);
 	uint64_t entries = st.entries, uniq = st.unique_blocks;
-	EQ(store(idx, 0, a, 4, 10, 1, INDEX_TIER_GPU), 0, "duplicate store adds nothing");
+	CHECK_EQ(store(idx, 0, a, 4, 10, 1, INDEX_TIER_GPU), 0, "duplicate store adds nothing");
 	index_stats(idx, &st);
 	CHECK(st.entries == entries && st.duplicates == 6 && st.unique_blocks == uniq,
 	      "duplicates counted, entries unchanged");
 	/* the same block in a second tier: tier bit added, no new entry */
-	EQ(store(idx, 2, a, 0, 3, 3, INDEX_TIER_GPU), 0, "CPU block now also in GPU");
+	CHECK_EQ(store(idx, 2, a, 0, 3, 3, INDEX_TIER_GPU), 0, "CPU block now also in GPU");
 	index_query(idx, ca, 200, depth, gd, 4);
 	CHECK(gd[2] == 3 && depth[2] == 3, "worker 2 GPU depth 3");
 	uint64_t g, c;
 	index_worker_blocks(idx, 2, &g, &c);
 	CHECK(g == 3 && c == 3, "worker 2 holds 3 GPU and 3 CPU");
 	eng = 3 * 1000003 + 1;
-	EQ(index_block_removed(idx, 2, INDEX_TIER_CPU, &eng, 1), 0,
+	CHECK_EQ(index_block_removed(idx, 2, INDEX_TIER_CPU, &eng, 1), 0,
 	   "remove CPU copy: block stays in GPU");
 	index_query(idx, ca, 200, depth, gd, 4);
 	CHECK(depth[2] == 3 && gd[2] == 3, "still depth 3");
-	EQ(index_block_removed(idx, 2, INDEX_TIER_GPU, &eng, 1), 1, "remove GPU copy");
+	CHECK_EQ(index_block_removed(idx, 2, INDEX_TIER_GPU, &eng, 1), 1, "remove GPU copy");
 	index_query(idx, ca, 200, depth, gd, 4);
 	CHECK(depth[2] == 1, "worker 2 stops at the removed block 1 (got %u)", depth[2]);
-	EQ(index_block_removed(idx, 2, INDEX_TIER_GPU, &eng, 1), 0, "remove again: nothing");
+	CHECK_EQ(index_block_removed(idx, 2, INDEX_TIER_GPU, &eng, 1), 0, "remove again: nothing");
 	index_stats(idx, &st);
 	CHECK(st.unknown_removes == 1, "unknown remove counted");
 
 	/* orphan: parent unknown to that worker */
-	EQ(store(idx, 3, a, 5, 9, 4, INDEX_TIER_GPU), 0, "orphan event adds nothing");
+	CHECK_EQ(store(idx, 3, a, 5, 9, 4, INDEX_TIER_GPU), 0, "orphan event adds nothing");
 	index_stats(idx, &st);
-	EQ(st.orphans, 4, "4 orphan blocks counted");
+	CHECK_EQ(st.orphans, 4, "4 orphan blocks counted");
 
 	/* conflict: a known engine hash re-stored with other tokens replaces the old mapping */
-	EQ(store(idx, 1, a, 0, 1, 2, INDEX_TIER_GPU), 0, "block 0 of a equals block 0 of b");
+	CHECK_EQ(store(idx, 1, a, 0, 1, 2, INDEX_TIER_GPU), 0, "block 0 of a equals block 0 of b");
 	{
 		uint32_t other[BS];
 		fill(other, BS, 99);
@@ -121,24 +114,24 @@ int main(void)
 					 .n_tokens = BS,
 					 .block_size = BS,
 					 .tier = INDEX_TIER_GPU};
-		EQ(index_block_stored(idx, 1, &s), 1, "conflicting re-store replaces");
+		CHECK_EQ(index_block_stored(idx, 1, &s), 1, "conflicting re-store replaces");
 		index_stats(idx, &st);
-		EQ(st.conflicts, 1, "conflict counted");
+		CHECK_EQ(st.conflicts, 1, "conflict counted");
 		index_query(idx, cb, 200, depth, NULL, 4);
-		EQ(depth[1], 7, "worker 1 now holds b up to block 7");
+		CHECK_EQ(depth[1], 7, "worker 1 now holds b up to block 7");
 	}
 
 	/* bad input */
 	{
 		struct index_stored s = {
 		    .engine = &eng, .n = 1, .tokens = a, .n_tokens = 15, .block_size = BS};
-		EQ(index_block_stored(idx, 0, &s), -EINVAL, "token count mismatch refused");
+		CHECK_EQ(index_block_stored(idx, 0, &s), -EINVAL, "token count mismatch refused");
 		s.n_tokens = 8;
 		s.block_size = 8;
-		EQ(index_block_stored(idx, 0, &s), -EINVAL, "other block size refused");
+		CHECK_EQ(index_block_stored(idx, 0, &s), -EINVAL, "other block size refused");
 		s.block_size = BS;
 		s.n_tokens = BS;
-		EQ(index_block_stored(idx, 8, &s), -EINVAL, "worker id out of range refused");
+		CHECK_EQ(index_block_stored(idx, 8, &s), -EINVAL, "worker id out of range refused");
 	}
 
 	/* stale and clear */
@@ -147,8 +140,8 @@ int main(void)
 	CHECK(depth[0] == 0 && index_worker_stale(idx, 0), "stale worker reported at depth 0");
 	index_worker_set_stale(idx, 0, false);
 	index_query(idx, ca, 200, depth, NULL, 4);
-	EQ(depth[0], 10, "trusted again: depth 10");
-	EQ(index_worker_clear(idx, 0), 10, "clear drops 10 blocks");
+	CHECK_EQ(depth[0], 10, "trusted again: depth 10");
+	CHECK_EQ(index_worker_clear(idx, 0), 10, "clear drops 10 blocks");
 	index_query(idx, ca, 200, depth, NULL, 4);
 	CHECK(depth[0] == 0 && depth[1] == 5, "cleared worker at 0, others intact");
 	index_worker_clear(idx, 1);

@@ -19,6 +19,9 @@ kvsim_start() {
 	KVSIM_LOGDIR=${KVSIM_LOGDIR:-$(mktemp -d /tmp/kvsim.XXXXXX)}
 	for ((i = 0; i < n; i++)); do
 		log=$KVSIM_LOGDIR/w$i.log
+		# Emptied here, before the worker starts: the wait below must never read the port of
+		# a previous kvsim_start from the same log directory.
+		: >"$log"
 		ev=()
 		if [ "${KVSIM_WITH_EVENTS:-0}" = 1 ]; then
 			ev=(--events-endpoint "tcp://127.0.0.1:*" --replay-endpoint "tcp://127.0.0.1:*")
