@@ -7,11 +7,13 @@
 #      round-robin, dynamo (Dynamo's cost, approximate mode) and dynamo-kv (Dynamo's cost with
 #      the overlap from kvsim's KV events, the seeds' "KV routing"), time-scaled (hit rates do not
 #      depend on the time scale). Each cell: the mean over SEEDS workload seeds (RUNS runs each,
-#      median per seed): one 200-request run has a standard error of ~3.5 points at P=7, as large
-#      as the tolerance (the seeds' own C=4/8/16 values at P=7 span 52.0-55.5%).
+#      median per seed): one 200-request run has a standard deviation of ~3.7 points at P=7, as
+#      large as the tolerance (the seeds' own C=4/8/16 values at P=7 span 52.0-55.5%). A second
+#      table gives the spread of one run (and of a median of RUNS runs of one workload seed).
 #   2. timing at time scale 1: TTFT of hits and misses at C=4, throughput and TTFT at C=16.
-# Env: TS (time scale for part 1, default 10), SEEDS ("1 2 3"), RUNS (3), PS ("2 7 12 24"),
-#      WORKERS ("6 3"), SPREADS ("random round-robin dynamo"), TIMING (1: run part 2).
+# Env: TS (time scale for part 1, default 10), SEEDS ("1 2 3 4 5"), RUNS (1), PS ("2 7 12 24"),
+#      WORKERS ("6 3"), SPREADS ("random round-robin dynamo dynamo-kv"), TIMING (1: run part 2),
+#      SUMMARY_ONLY (1: only print the tables from an existing $OUT, e.g. several files joined).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/kvsim/cluster.sh
@@ -25,6 +27,7 @@ SPREADS3=${SPREADS3:-random} # with 3 workers the seeds published the random col
 TIMING=${TIMING:-1}
 OUT=${OUT:-bench/out/calibrate.jsonl}
 mkdir -p "$(dirname "$OUT")"
+if [ "${SUMMARY_ONLY:-0}" != 1 ]; then
 : >"$OUT"
 [ -x build/kvsim ] && [ -x build/kvbench ] || make -s
 # Private copies: a rebuild during the (long) run must not change or break it.
@@ -75,6 +78,7 @@ if [ "$TIMING" = 1 ]; then
 	done
 	kvsim_stop
 fi
+fi # SUMMARY_ONLY
 
 /usr/bin/python3 - "$OUT" <<'EOF'
 import json, statistics, sys
@@ -108,6 +112,23 @@ for w in sorted({r["workers"] for r in hit}, reverse=True):
                 w, sp, p, m, min(h), max(h), "%.1f" % sh[i] if sh else "-",
                 "%+.1f" % (m - sh[i]) if sh else "-", ratio,
                 "%.3f" % statistics.mean(mr) if mr else "-", "%.3f" % sr[i] if sr else "-", wpp))
+print()
+print("## spread of one run, hit %: every run of every workload seed (n = seeds x runs)")
+print("| workers | spread | P | n | mean of one run | sd of one run | medians of RUNS: mean, sd |")
+print("|---|---|---|---|---|---|---|")
+for w in sorted({r["workers"] for r in hit}, reverse=True):
+    for sp in ["random", "round-robin", "dynamo", "dynamo-kv"]:
+        for p in P:
+            cell = [r for r in hit if r["workers"] == w and r["prefix_types"] == p and
+                    (r["spread"] if not r.get("kv_events") else "dynamo-kv") == sp]
+            one = [100 * x["hit_rate"] for r in cell for x in r.get("runs", [r])]
+            if len(one) < 2:
+                continue
+            med = [100 * r["hit_rate"] for r in cell if r.get("runs_count", 1) > 1]
+            print("| %d | %s | %d | %d | %.2f | %.2f | %s |" % (
+                w, sp, p, len(one), statistics.mean(one), statistics.stdev(one),
+                "%.2f, %.2f (%d)" % (statistics.mean(med), statistics.stdev(med), len(med))
+                if len(med) > 1 else "-"))
 tim = [r for r in rows if r["part"] == "timing"]
 if tim:
     print()
