@@ -1479,12 +1479,28 @@ int chat_raw_check(const char *json, size_t len, const char **why)
 	return CHAT_OK;
 }
 
+int chat_render_parsed(const cJSON *req, const char *json, size_t len,
+		       const cJSON *server_kwargs, struct buf *out, const char **why)
+{
+	const cJSON *tools = obj_get(req, "tools");
+	struct pj *raw = NULL;
+	const char *dummy;
+	int rc;
+
+	if (cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0) {
+		/* Tool definitions are printed by json.dumps: take them from the text (numbers). */
+		rc = pj_parse(json, len, &raw, why ? why : &dummy);
+		if (rc != CHAT_OK)
+			return rc;
+	}
+	rc = render_request(req, raw ? pj_get(raw, "tools") : NULL, server_kwargs, out, why);
+	pj_free(raw);
+	return rc;
+}
+
 int chat_render_json(const char *json, size_t len, const cJSON *server_kwargs, struct buf *out,
 		     const char **why)
 {
-	const cJSON *tools;
-	struct pj *raw = NULL;
-	const char *dummy;
 	cJSON *req;
 	int rc;
 
@@ -1497,16 +1513,7 @@ int chat_render_json(const char *json, size_t len, const cJSON *server_kwargs, s
 			*why = "request is not valid JSON";
 		return CHAT_INVALID;
 	}
-	tools = obj_get(req, "tools");
-	if (cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0) {
-		/* Tool definitions are printed by json.dumps: take them from the text (numbers). */
-		rc = pj_parse(json, len, &raw, why ? why : &dummy);
-		if (rc != CHAT_OK)
-			goto cleanup;
-	}
-	rc = render_request(req, raw ? pj_get(raw, "tools") : NULL, server_kwargs, out, why);
-cleanup:
-	pj_free(raw);
+	rc = chat_render_parsed(req, json, len, server_kwargs, out, why);
 	cJSON_Delete(req);
 	return rc;
 }

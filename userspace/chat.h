@@ -48,6 +48,12 @@ int chat_raw_check(const char *json, size_t len, const char **why);
 int chat_render_json(const char *json, size_t len, const cJSON *server_kwargs, struct buf *out,
 		     const char **why);
 
+/* chat_render_json for a caller that has already run chat_raw_check on json[0..len) and parsed
+ * it into req: renders without parsing the body a second time (tool definitions, when present,
+ * are still re-read from the text). Same returns as chat_render_json. */
+int chat_render_parsed(const cJSON *req, const char *json, size_t len,
+		       const cJSON *server_kwargs, struct buf *out, const char **why);
+
 /* Is tmpl[0..len) exactly the template this module reproduces (compared by SHA-256)?
  * Returns 0 if so, -ENOTSUP if it is another template, -ENOMEM. */
 int chat_template_check(const char *tmpl, size_t len);

@@ -260,7 +260,7 @@ int openai_parse(const struct tokenizer *t, enum openai_endpoint ep, const char 
 		rc = OPENAI_INVALID;
 		goto cleanup;
 	}
-	rc = chat_render(root, &text, why);
+	rc = chat_render_parsed(root, body, len, NULL, &text, why);
 	if (rc != CHAT_OK) {
 		rc = rc < 0 ? rc : rc == CHAT_UNSUPPORTED ? OPENAI_UNSUPPORTED : OPENAI_INVALID;
 		goto cleanup;

@@ -124,6 +124,13 @@ static void test_chat(void)
 	CHECK(strstr(text.data, "<|im_start|>assistant\n") != NULL, "generation prompt rendered");
 	CHECK_EQ(r.max_tokens, 9, "max_completion_tokens wins over max_tokens for chat");
 	openai_req_free(&r);
+	/* A tool definition holding numbers: json.dumps prints 1 and 1.0 differently, which only the
+	 * body text tells, so it renders from the text (chat_render on the tree alone refuses it). */
+	expect_status(OPENAI_CHAT,
+		      "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":"
+		      "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+		      "\"properties\":{\"n\":{\"type\":\"number\",\"maximum\":1.0}}}}}]}",
+		      OPENAI_OK, "tools with numbers render exactly from the body text");
 	expect_status(OPENAI_CHAT, "{\"messages\":\"hi\"}", OPENAI_INVALID, "messages not an array");
 	expect_status(OPENAI_CHAT, "{\"prompt\":\"hi\"}", OPENAI_INVALID, "chat without messages");
 	cJSON_Delete(j);
