@@ -79,8 +79,9 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 
 /* What a msgpack lead byte is followed by: `fixed` bytes, then (hdr > 0) a big-endian length
  * of hdr bytes counting bytes (kind MP_BYTES) or elements (MP_ARRAY; MP_MAP counts pairs);
- * fixarray/fixmap carry their count in `items`. Table-driven so the scan of long token arrays
- * (a mix of fixint, uint16 and uint32 leads) does not stall on mispredicted branches. */
+ * fixarray/fixmap (hdr 0) carry their count (elements or pairs) in `items`. Table-driven so the
+ * scan of long token arrays (a mix of fixint, uint16 and uint32 leads) does not stall on
+ * mispredicted branches. */
 enum { MP_SCALAR, MP_BYTES, MP_ARRAY, MP_MAP, MP_BAD };
 struct mp_lead {
 	uint8_t kind, hdr, fixed, items;
@@ -95,11 +96,11 @@ __attribute__((constructor)) static void mp_leads_init(void)
 		if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3)
 			continue;
 		if ((c & 0xf0) == 0x80) {
-			*l = (struct mp_lead){MP_SCALAR, 0, 0, (uint8_t)(2 * (c & 0x0f))};
+			*l = (struct mp_lead){MP_MAP, 0, 0, (uint8_t)(c & 0x0f)};
 			continue;
 		}
 		if ((c & 0xf0) == 0x90) {
-			*l = (struct mp_lead){MP_SCALAR, 0, 0, (uint8_t)(c & 0x0f)};
+			*l = (struct mp_lead){MP_ARRAY, 0, 0, (uint8_t)(c & 0x0f)};
 			continue;
 		}
 		if ((c & 0xe0) == 0xa0) {
@@ -179,17 +180,27 @@ __attribute__((constructor)) static void mp_leads_init(void)
 }
 
 /* Checks that p[0..n) is exactly one msgpack object whose every container count and byte length
- * fits in the bytes that remain. msgpack-c allocates a container's elements as soon as it reads
- * the header, so a 5-byte "array of 4 G elements" would otherwise ask for ~100 GB. */
+ * fits in the bytes that remain, nested no deeper than msgpack-c's unpacker accepts. msgpack-c
+ * allocates a container's elements as soon as it reads the header, so a 5-byte "array of 4 G
+ * elements" would otherwise ask for ~100 GB; and it refuses a container opened while
+ * MSGPACK_EMBED_STACK_SIZE non-empty ones are open: so does this, so that a payload passes
+ * here exactly when msgpack_unpack() takes it (the cursor decoder relies on that). */
+#define MP_MAX_OPEN 32 /* MSGPACK_EMBED_STACK_SIZE in msgpack-c 4.0 */
 static int mp_prescan(const uint8_t *p, size_t n)
 {
 	const uint8_t *end = p + n;
-	uint64_t todo = 1;
+	uint64_t todo = 1, outer[MP_MAX_OPEN];
+	unsigned open = 0;
 
-	while (todo) {
+	for (;;) {
 		const struct mp_lead *l;
 		uint64_t len, v = 0;
 
+		while (!todo) {
+			if (!open)
+				return p == end ? 0 : -EBADMSG;
+			todo = outer[--open];
+		}
 		if (p >= end)
 			return -EBADMSG;
 		l = &mp_leads[*p++];
@@ -198,7 +209,6 @@ static int mp_prescan(const uint8_t *p, size_t n)
 			if ((size_t)(end - p) < l->fixed)
 				return -EBADMSG;
 			p += l->fixed;
-			todo += l->items;
 			continue;
 		}
 		if (l->kind == MP_BAD || (size_t)(end - p) < l->hdr)
@@ -212,12 +222,18 @@ static int mp_prescan(const uint8_t *p, size_t n)
 			p += len;
 			continue;
 		}
+		if (!l->hdr)
+			v = l->items; /* fixarray / fixmap */
+		if (open >= MP_MAX_OPEN)
+			return -EBADMSG;
 		len = l->kind == MP_MAP ? 2 * v : v; /* every element takes at least one byte */
 		if (len > (uint64_t)(end - p))
 			return -EBADMSG;
-		todo += len;
+		if (!len)
+			continue;
+		outer[open++] = todo;
+		todo = len;
 	}
-	return p == end ? 0 : -EBADMSG;
 }
 
 uint64_t events_hash_u64(const void *bytes, size_t len)
@@ -528,20 +544,16 @@ static int decode_event(struct events_decoder *d, const msgpack_object *e, struc
 	return 1;
 }
 
-int events_decode(struct events_decoder *d, const void *p, size_t n,
-		  int (*fn)(void *arg, const struct events_event *ev), void *arg,
-		  struct events_decode_counts *c, double *batch_ts)
+/* events_decode_msgpackc after the prescan: the whole batch unpacked by msgpack-c. */
+static int decode_unpacked(struct events_decoder *d, const void *p, size_t n,
+			   int (*fn)(void *arg, const struct events_event *ev), void *arg,
+			   struct events_decode_counts *c, double *batch_ts)
 {
-	struct events_decode_counts dummy = {0};
 	const msgpack_object *events = NULL, *ts = NULL;
 	msgpack_object root;
 	size_t off = 0;
 	int delivered = 0, rc;
 
-	if (!c)
-		c = &dummy;
-	if (!n || n > EVENTS_MAX_PAYLOAD || mp_prescan(p, n))
-		goto bad;
 	msgpack_zone_clear(&d->zone);
 	if (msgpack_unpack(p, n, &off, &d->zone, &root) != MSGPACK_UNPACK_SUCCESS)
 		goto bad;
@@ -572,6 +584,674 @@ int events_decode(struct events_decoder *d, const void *p, size_t n,
 		struct events_event ev;
 
 		rc = decode_event(d, &events->via.array.ptr[i], &ev);
+		if (rc == 1) {
+			c->unknown_events++;
+			continue;
+		}
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc) {
+			c->bad_events++;
+			continue;
+		}
+		c->events++;
+		delivered++;
+		if (fn && (rc = fn(arg, &ev)))
+			return rc;
+	}
+	return delivered;
+bad:
+	c->bad_batches++;
+	return -EBADMSG;
+}
+
+int events_decode_msgpackc(struct events_decoder *d, const void *p, size_t n,
+			   int (*fn)(void *arg, const struct events_event *ev), void *arg,
+			   struct events_decode_counts *c, double *batch_ts)
+{
+	struct events_decode_counts dummy = {0};
+
+	if (!c)
+		c = &dummy;
+	if (!n || n > EVENTS_MAX_PAYLOAD || mp_prescan(p, n))
+		goto bad;
+	return decode_unpacked(d, p, n, fn, arg, c, batch_ts);
+bad:
+	c->bad_batches++;
+	return -EBADMSG;
+}
+
+/* ---- cursor decoder: the hot path ------------------------------------------------------
+ * Reads the batch straight from the payload bytes, without building a msgpack_object per token
+ * id. It runs after mp_prescan() (so the payload is known to be exactly one well-formed object
+ * that msgpack-c would unpack) and still checks the bounds of every read against the end of the
+ * value it reads. It follows the msgpack-c decoder above rule for rule (msgpack-c's type mapping
+ * included: a signed int >= 0 is a positive integer) and hands an event to it whenever the event
+ * carries non-null extra_keys (re-packed by msgpack-c), and the whole batch when it is a map.
+ * events_decode_msgpackc() is kept public so tests and the fuzzer can compare the two. */
+
+enum mpt { T_NIL, T_BOOL, T_POS, T_NEG, T_F32, T_F64, T_STR, T_BIN, T_EXT, T_ARRAY, T_MAP };
+
+/* One value's header: scalars (and str/bin/ext bodies) are consumed whole; for arrays and maps
+ * only the header, with the count in n (pairs for maps). */
+struct mpv {
+	enum mpt t;
+	uint64_t u; /* T_POS value, T_NEG value as i64 bits, T_ARRAY/T_MAP count */
+	double f;
+	const uint8_t *s; /* T_STR/T_BIN/T_EXT bytes (ext: without the type byte) */
+	uint32_t len;
+};
+
+struct cur {
+	const uint8_t *p, *end;
+};
+
+static inline uint64_t rd_be(const uint8_t *p, unsigned n)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* Reads one header at c->p. 0 or -EBADMSG (truncated, or the unused lead 0xc1). */
+static int cur_read(struct cur *c, struct mpv *v)
+{
+	const uint8_t *p = c->p;
+	size_t left;
+	unsigned b, w = 0;
+
+	if (p >= c->end)
+		return -EBADMSG;
+	b = *p++;
+	left = (size_t)(c->end - p);
+	v->len = 0;
+	v->s = NULL;
+	if (b <= 0x7f) {
+		v->t = T_POS;
+		v->u = b;
+	} else if (b >= 0xe0) {
+		v->t = T_NEG;
+		v->u = (uint64_t)(int64_t)(int8_t)b;
+	} else if (b <= 0x8f) {
+		v->t = T_MAP;
+		v->u = b & 0x0f;
+	} else if (b <= 0x9f) {
+		v->t = T_ARRAY;
+		v->u = b & 0x0f;
+	} else if (b <= 0xbf) {
+		v->t = T_STR;
+		v->u = b & 0x1f;
+		goto body;
+	} else {
+		switch (b) {
+		case 0xc0:
+			v->t = T_NIL;
+			break;
+		case 0xc2:
+		case 0xc3:
+			v->t = T_BOOL;
+			v->u = b & 1;
+			break;
+		case 0xcc:
+		case 0xcd:
+		case 0xce:
+		case 0xcf:
+			w = 1u << (b - 0xcc);
+			if (left < w)
+				return -EBADMSG;
+			v->t = T_POS;
+			v->u = rd_be(p, w);
+			p += w;
+			break;
+		case 0xd0:
+		case 0xd1:
+		case 0xd2:
+		case 0xd3: {
+			int64_t x;
+			w = 1u << (b - 0xd0);
+			if (left < w)
+				return -EBADMSG;
+			x = (int64_t)(rd_be(p, w) << (64 - 8 * w)) >> (64 - 8 * w);
+			v->t = x >= 0 ? T_POS : T_NEG;
+			v->u = (uint64_t)x;
+			p += w;
+			break;
+		}
+		case 0xca: {
+			float f;
+			uint32_t x;
+			if (left < 4)
+				return -EBADMSG;
+			x = (uint32_t)rd_be(p, 4);
+			memcpy(&f, &x, 4);
+			v->t = T_F32;
+			v->f = f;
+			p += 4;
+			break;
+		}
+		case 0xcb: {
+			uint64_t x;
+			if (left < 8)
+				return -EBADMSG;
+			x = rd_be(p, 8);
+			memcpy(&v->f, &x, 8);
+			v->t = T_F64;
+			p += 8;
+			break;
+		}
+		case 0xd9:
+		case 0xda:
+		case 0xdb:
+		case 0xc4:
+		case 0xc5:
+		case 0xc6:
+			w = b >= 0xd9 ? 1u << (b - 0xd9) : 1u << (b - 0xc4);
+			if (left < w)
+				return -EBADMSG;
+			v->t = b >= 0xd9 ? T_STR : T_BIN;
+			v->u = rd_be(p, w);
+			p += w;
+			left -= w;
+			goto body;
+		case 0xd4:
+		case 0xd5:
+		case 0xd6:
+		case 0xd7:
+		case 0xd8:
+			v->t = T_EXT;
+			v->u = 1u << (b - 0xd4);
+			if (left < 1)
+				return -EBADMSG;
+			p++; /* type byte */
+			left--;
+			goto body;
+		case 0xc7:
+		case 0xc8:
+		case 0xc9:
+			w = 1u << (b - 0xc7);
+			if (left < w + 1)
+				return -EBADMSG;
+			v->t = T_EXT;
+			v->u = rd_be(p, w);
+			p += w + 1;
+			left -= w + 1;
+			goto body;
+		case 0xdc:
+		case 0xdd:
+		case 0xde:
+		case 0xdf:
+			w = b & 1 ? 4 : 2;
+			if (left < w)
+				return -EBADMSG;
+			v->t = b <= 0xdd ? T_ARRAY : T_MAP;
+			v->u = rd_be(p, w);
+			p += w;
+			break;
+		default:
+			return -EBADMSG;
+		}
+	}
+	c->p = p;
+	return 0;
+body:
+	if (v->u > left)
+		return -EBADMSG;
+	v->s = p;
+	v->len = (uint32_t)v->u;
+	c->p = p + v->u;
+	return 0;
+}
+
+/* Skips one whole value (containers with everything inside), table-driven like mp_prescan.
+ * 0 or -EBADMSG. */
+static int cur_skip(struct cur *c)
+{
+	const uint8_t *p = c->p, *end = c->end;
+	uint64_t todo = 1;
+
+	while (todo) {
+		const struct mp_lead *l;
+		uint64_t len, v = 0;
+
+		if (p >= end)
+			return -EBADMSG;
+		l = &mp_leads[*p++];
+		todo--;
+		if (__builtin_expect(l->kind == MP_SCALAR, 1)) {
+			if ((size_t)(end - p) < l->fixed)
+				return -EBADMSG;
+			p += l->fixed;
+			continue;
+		}
+		if (l->kind == MP_BAD || (size_t)(end - p) < l->hdr)
+			return -EBADMSG;
+		for (unsigned i = 0; i < l->hdr; i++)
+			v = v << 8 | *p++;
+		if (l->kind == MP_BYTES) {
+			len = v + l->fixed;
+			if (len > (uint64_t)(end - p))
+				return -EBADMSG;
+			p += len;
+			continue;
+		}
+		if (!l->hdr)
+			v = l->items;
+		len = l->kind == MP_MAP ? 2 * v : v;
+		if (len > (uint64_t)(end - p))
+			return -EBADMSG;
+		todo += len;
+	}
+	c->p = p;
+	return 0;
+}
+
+/* Reads the value at p (bounded by end) as v. */
+static int at(const uint8_t *p, const uint8_t *end, struct mpv *v)
+{
+	struct cur c = {p, end};
+
+	return cur_read(&c, v);
+}
+
+static bool v_is_str(const struct mpv *v, const char *s, size_t n)
+{
+	return v->t == T_STR && v->len == n && !memcmp(v->s, s, n);
+}
+
+/* obj_hash, obj_int on a cursor value */
+static int v_hash(const struct mpv *v, uint64_t *out)
+{
+	switch (v->t) {
+	case T_POS:
+	case T_NEG:
+		*out = v->u;
+		return 0;
+	case T_BIN:
+	case T_STR:
+		if (!v->len)
+			return -EBADMSG;
+		*out = events_hash_u64(v->s, v->len);
+		return 0;
+	default:
+		return -EBADMSG;
+	}
+}
+
+static int v_int(const struct mpv *v, int64_t *out)
+{
+	if ((v->t == T_POS && v->u <= INT64_MAX) || v->t == T_NEG) {
+		*out = (int64_t)v->u;
+		return 0;
+	}
+	return -EBADMSG;
+}
+
+/* The value at f (NULL: absent) is nil or absent. Sets *v when present. */
+static bool f_nil(const uint8_t *f, const uint8_t *end, struct mpv *v, int *err)
+{
+	if (!f)
+		return true;
+	if (at(f, end, v)) {
+		*err = -EBADMSG;
+		return true;
+	}
+	return v->t == T_NIL;
+}
+
+static int cur_hashes(struct events_decoder *d, const uint8_t *f, const uint8_t *end,
+		      struct events_event *ev)
+{
+	struct cur c = {f, end};
+	struct mpv v;
+
+	if (!f || cur_read(&c, &v) || v.t != T_ARRAY)
+		return -EBADMSG;
+	if (v.u > (uint64_t)(end - c.p))
+		return -EBADMSG;
+	if (grow((void **)&d->hashes, &d->hcap, v.u + 1, sizeof(*d->hashes)))
+		return -ENOMEM;
+	for (uint64_t i = 0; i < v.u; i++) {
+		struct mpv x;
+		if (cur_read(&c, &x) || v_hash(&x, &d->hashes[i]))
+			return -EBADMSG;
+	}
+	ev->hashes = d->hashes;
+	ev->n_hashes = v.u;
+	return 0;
+}
+
+/* token_ids: n positive integers <= UINT32_MAX (msgpack-c's POSITIVE_INTEGER: unsigned ints of
+ * any width and signed ints >= 0). The hot loop of the decoder. */
+static int cur_tokens(struct events_decoder *d, struct cur *c, uint64_t n)
+{
+	const uint8_t *p = c->p, *end = c->end;
+	uint32_t *t;
+
+	if (grow((void **)&d->tokens, &d->tcap, n + 1, sizeof(*d->tokens)))
+		return -ENOMEM;
+	t = d->tokens;
+	for (uint64_t i = 0; i < n; i++) {
+		unsigned b;
+		uint64_t x;
+
+		if (p >= end)
+			return -EBADMSG;
+		b = *p++;
+		if (__builtin_expect(b - 0xccu < 3 && end - p >= 4, 1)) {
+			/* uint8/16/32 (token ids are mostly 16 or 17 bits): one load, no branch on
+			 * the width, which varies from token to token */
+			unsigned w = 1u << (b - 0xcc);
+			uint32_t raw;
+			memcpy(&raw, p, 4);
+			t[i] = __builtin_bswap32(raw) >> (32 - 8 * w);
+			p += w;
+			continue;
+		}
+		if (b <= 0x7f) {
+			t[i] = b;
+			continue;
+		}
+		switch (b) {
+		case 0xcc:
+			if (end - p < 1)
+				return -EBADMSG;
+			t[i] = p[0];
+			p += 1;
+			continue;
+		case 0xcd:
+			if (end - p < 2)
+				return -EBADMSG;
+			t[i] = (uint32_t)p[0] << 8 | p[1];
+			p += 2;
+			continue;
+		case 0xce:
+			if (end - p < 4)
+				return -EBADMSG;
+			t[i] = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+			       p[3];
+			p += 4;
+			continue;
+		case 0xcf:
+			if (end - p < 8)
+				return -EBADMSG;
+			x = rd_be(p, 8);
+			p += 8;
+			break;
+		case 0xd0:
+		case 0xd1:
+		case 0xd2:
+		case 0xd3: {
+			unsigned w = 1u << (b - 0xd0);
+			int64_t s;
+			if ((size_t)(end - p) < w)
+				return -EBADMSG;
+			s = (int64_t)(rd_be(p, w) << (64 - 8 * w)) >> (64 - 8 * w);
+			if (s < 0)
+				return -EBADMSG;
+			x = (uint64_t)s;
+			p += w;
+			break;
+		}
+		default:
+			return -EBADMSG;
+		}
+		if (x > UINT32_MAX)
+			return -EBADMSG;
+		t[i] = (uint32_t)x;
+	}
+	c->p = p;
+	return 0;
+}
+
+#define FALLBACK 2
+
+/* decode_stored on field positions f (NULL: absent), the token ids already in d->tokens (tok_n
+ * of them; -1 when token_ids is not an array of valid ids). FALLBACK when extra_keys hold
+ * anything but nulls. */
+static int cur_stored(struct events_decoder *d, const uint8_t *const *f, int64_t tok_n,
+		      const uint8_t *end, struct events_event *ev)
+{
+	struct mpv v;
+	int64_t bs;
+	int rc, err = 0;
+
+	ev->type = EVENTS_BLOCK_STORED;
+	if ((rc = cur_hashes(d, f[F_HASHES], end, ev)))
+		return rc;
+	if (!f[F_PARENT] || !f[F_TOKENS] || !f[F_BS])
+		return -EBADMSG;
+	if (at(f[F_PARENT], end, &v))
+		return -EBADMSG;
+	if (v.t != T_NIL) {
+		if (v_hash(&v, &ev->parent))
+			return -EBADMSG;
+		ev->has_parent = true;
+	}
+	if (at(f[F_BS], end, &v) || v_int(&v, &bs) || bs < 1 || bs > BLOCKHASH_MAX_BLOCK_SIZE)
+		return -EBADMSG;
+	ev->block_size = (uint32_t)bs;
+	/* token_ids were decoded while the event's fields were located (cur_event) */
+	if (tok_n < 0 || (uint64_t)tok_n != ev->n_hashes * (uint64_t)bs)
+		return -EBADMSG;
+	ev->tokens = d->tokens;
+	ev->n_tokens = (size_t)tok_n;
+	if (!f_nil(f[F_LORA_ID], end, &v, &err)) {
+		if (v_int(&v, &ev->lora_id))
+			return -EBADMSG;
+		ev->has_lora_id = true;
+	}
+	if (!f_nil(f[F_MEDIUM], end, &v, &err)) {
+		if (v.t != T_STR)
+			return -EBADMSG;
+		ev->tier = v.len == 3 && !strncasecmp((const char *)v.s, "GPU", 3) ? INDEX_TIER_GPU
+										   : INDEX_TIER_CPU;
+	}
+	if (!f_nil(f[F_LORA_NAME], end, &v, &err)) {
+		if (v.t != T_STR)
+			return -EBADMSG;
+		ev->lora_name = (const char *)v.s;
+		ev->lora_len = v.len;
+	}
+	if (!f_nil(f[F_GROUP], end, &v, &err)) {
+		ev->has_group = true;
+		if (v_int(&v, &ev->group_idx))
+			return -EBADMSG;
+	}
+	if (!f_nil(f[F_KIND], end, &v, &err)) {
+		if (v.t != T_STR)
+			return -EBADMSG;
+		ev->other_kind = !v_is_str(&v, "full_attention", 14);
+	}
+	/* extra_keys: one null per block (what vLLM sends for text) decodes to no extra keys;
+	 * anything else is re-packed by decode_extra */
+	if (!f_nil(f[F_EXTRA], end, &v, &err)) {
+		struct cur c = {f[F_EXTRA], end};
+		if (cur_read(&c, &v) || v.t != T_ARRAY || v.u != ev->n_hashes)
+			return -EBADMSG;
+		for (uint64_t i = 0; i < v.u; i++)
+			if (c.p >= end || *c.p++ != 0xc0)
+				return FALLBACK;
+	}
+	return err;
+}
+
+/* decode_removed on positions hashes, medium, group. */
+static int cur_removed(struct events_decoder *d, const uint8_t *fh, const uint8_t *fm,
+		       const uint8_t *fg, const uint8_t *end, struct events_event *ev)
+{
+	struct mpv v;
+	int rc, err = 0;
+
+	ev->type = EVENTS_BLOCK_REMOVED;
+	if ((rc = cur_hashes(d, fh, end, ev)))
+		return rc;
+	if (!f_nil(fm, end, &v, &err)) {
+		if (v.t != T_STR)
+			return -EBADMSG;
+		ev->tier = v.len == 3 && !strncasecmp((const char *)v.s, "GPU", 3) ? INDEX_TIER_GPU
+										   : INDEX_TIER_CPU;
+	}
+	if (!f_nil(fg, end, &v, &err)) {
+		ev->has_group = true;
+		if (v_int(&v, &ev->group_idx))
+			return -EBADMSG;
+	}
+	return err;
+}
+
+/* Decodes the token_ids value at c->p into d->tokens and moves past it: returns the count, -1
+ * when it is not an array of valid ids (then skipped), -ENOMEM, or -EBADMSG (malformed). */
+static int64_t cur_token_field(struct events_decoder *d, struct cur *c)
+{
+	const uint8_t *start = c->p;
+	struct mpv v;
+	int rc;
+
+	if (cur_read(c, &v))
+		return -EBADMSG;
+	if (v.t == T_ARRAY && v.u <= (uint64_t)(c->end - c->p)) {
+		rc = cur_tokens(d, c, v.u);
+		if (!rc)
+			return (int64_t)v.u;
+		if (rc == -ENOMEM)
+			return rc;
+	}
+	c->p = start;
+	return cur_skip(c) ? -EBADMSG : -1;
+}
+
+/* decode_event on the event at c->p (bounded by c->end): 0, 1 (unknown type), -EBADMSG, -ENOMEM,
+ * or FALLBACK (decode it with msgpack-c). *evend is set to the end of the event once its fields
+ * are located (NULL before). token_ids are decoded on the way (one pass over them). */
+static int cur_event(struct events_decoder *d, struct cur *c, struct events_event *ev,
+		     const uint8_t **evend)
+{
+	const uint8_t *f[F_NFIELDS] = {0}, *tag = NULL;
+	int64_t tok_n = -1;
+	struct mpv v, t;
+	bool map;
+
+	*evend = NULL;
+	memset(ev, 0, sizeof(*ev));
+	ev->tier = INDEX_TIER_GPU;
+	if (cur_read(c, &v))
+		return -EBADMSG;
+	if (v.t != T_ARRAY && v.t != T_MAP) {
+		if (v.t == T_STR || v.t == T_BIN || v.t == T_EXT || v.t <= T_F64)
+			*evend = c->p; /* a scalar: consumed whole */
+		return -EBADMSG;
+	}
+	map = v.t == T_MAP;
+	for (uint64_t i = 0; i < v.u; i++) {
+		int which = -1;
+
+		if (map) {
+			struct mpv k;
+			const uint8_t *kp = c->p;
+			if (cur_read(c, &k))
+				return -EBADMSG;
+			if (k.t == T_STR) {
+				if (v_is_str(&k, "type", 4))
+					which = F_NFIELDS;
+				for (int j = 0; which < 0 && j < F_NFIELDS; j++)
+					if (v_is_str(&k, stored_fields[j],
+						     strlen(stored_fields[j])))
+						which = j;
+			} else {
+				c->p = kp;
+				if (cur_skip(c))
+					return -EBADMSG;
+			}
+		} else {
+			which = i == 0 ? F_NFIELDS : i - 1 < F_NFIELDS ? (int)(i - 1) : -1;
+		}
+		if (which == F_NFIELDS)
+			tag = c->p;
+		else if (which >= 0)
+			f[which] = c->p;
+		if (which == F_TOKENS) {
+			/* array form: the third field of BlockStored only (BlockRemoved has none)
+			 */
+			tok_n = cur_token_field(d, c);
+			if (tok_n == -ENOMEM || tok_n == -EBADMSG)
+				return (int)tok_n;
+		} else if (cur_skip(c)) {
+			return -EBADMSG;
+		}
+	}
+	*evend = c->p;
+	if (!tag || at(tag, c->p, &t) || t.t != T_STR)
+		return -EBADMSG;
+	if (v_is_str(&t, "BlockStored", 11))
+		return cur_stored(d, f, tok_n, c->p, ev);
+	if (v_is_str(&t, "BlockRemoved", 12)) {
+		if (map)
+			return cur_removed(d, f[F_HASHES], f[F_MEDIUM], f[F_GROUP], c->p, ev);
+		return cur_removed(d, f[R_HASHES], f[R_MEDIUM], f[R_GROUP], c->p, ev);
+	}
+	if (v_is_str(&t, "AllBlocksCleared", 16)) {
+		ev->type = EVENTS_ALL_CLEARED;
+		return 0;
+	}
+	return 1;
+}
+
+int events_decode(struct events_decoder *d, const void *payload, size_t n,
+		  int (*fn)(void *arg, const struct events_event *ev), void *arg,
+		  struct events_decode_counts *c, double *batch_ts)
+{
+	struct events_decode_counts dummy = {0};
+	const uint8_t *p = payload;
+	struct cur cu = {p, p + n}, ts_at;
+	struct mpv root, v;
+	int delivered = 0, rc;
+
+	if (!c)
+		c = &dummy;
+	if (!n || n > EVENTS_MAX_PAYLOAD || mp_prescan(p, n))
+		goto bad;
+	if (cur_read(&cu, &root))
+		goto bad;
+	if (root.t == T_MAP)
+		return decode_unpacked(d, p, n, fn, arg, c, batch_ts);
+	if (root.t != T_ARRAY || root.u < 2)
+		goto bad;
+	ts_at = cu;
+	if (cur_skip(&cu) || cur_read(&cu, &v) || v.t != T_ARRAY)
+		goto bad;
+	if (batch_ts) {
+		struct mpv t;
+		*batch_ts = 0;
+		if (!cur_read(&ts_at, &t)) {
+			if (t.t == T_F64 || t.t == T_F32)
+				*batch_ts = t.f;
+			else if (t.t == T_POS)
+				*batch_ts = (double)t.u;
+		}
+	}
+	c->batches++;
+	for (uint64_t i = 0; i < v.u; i++) {
+		const uint8_t *ep = cu.p, *evend;
+		struct events_event ev;
+
+		rc = cur_event(d, &cu, &ev, &evend);
+		cu.p = ep;
+		if (!evend && cur_skip(&cu)) /* malformed inside: cannot happen after mp_prescan */
+			break;
+		if (evend)
+			cu.p = evend;
+		if (rc == FALLBACK) {
+			msgpack_object o;
+			size_t off = 0;
+			msgpack_zone_clear(&d->zone);
+			if (msgpack_unpack((const char *)ep, (size_t)(cu.p - ep), &off, &d->zone,
+					   &o) != MSGPACK_UNPACK_SUCCESS)
+				rc = -EBADMSG;
+			else
+				rc = decode_event(d, &o, &ev);
+		}
 		if (rc == 1) {
 			c->unknown_events++;
 			continue;

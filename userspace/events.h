@@ -3,7 +3,8 @@
  *
  * Per worker: a ZMQ SUB connected to its publisher (tcp://IP:PORT, topic filter) and, if it has
  * one, a DEALER to its replay endpoint. A message is [topic][seq u64 BE][msgpack batch]. Batches
- * are decoded with msgpack-c in both encodings (array-tagged and map-tagged events, batch as array
+ * are decoded (a bounds-checked cursor over the payload bytes for the common shapes, msgpack-c
+ * for the rest) in both encodings (array-tagged and map-tagged events, batch as array
  * or map, optional trailing fields omitted, unknown fields and trailing elements ignored); engine
  * block hashes may be unsigned ints, signed ints or raw bytes and are normalised to u64 (see
  * events_hash_u64). BlockStored token ids are re-hashed with blockhash (own hash), so the index
@@ -106,6 +107,13 @@ void events_decoder_free(struct events_decoder *d);
 int events_decode(struct events_decoder *d, const void *p, size_t n,
 		  int (*fn)(void *arg, const struct events_event *ev), void *arg,
 		  struct events_decode_counts *c, double *batch_ts);
+
+/* The same contract as events_decode, decoded entirely by msgpack-c's unpacker (one object per
+ * value). events_decode reads the common shapes straight from the bytes and uses this path for the
+ * rest; kept public so tests and the fuzzer can check that both give the same events. */
+int events_decode_msgpackc(struct events_decoder *d, const void *p, size_t n,
+			   int (*fn)(void *arg, const struct events_event *ev), void *arg,
+			   struct events_decode_counts *c, double *batch_ts);
 
 /* An engine hash given as raw bytes, as u64: the last 8 bytes read big-endian (what vLLM sends
  * as the int form), or all of them when fewer than 8. */

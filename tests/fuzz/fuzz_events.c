@@ -2,9 +2,14 @@
 // libFuzzer target: arbitrary bytes as a KV event batch payload. Decodes with events_decode and
 // applies every decoded event to a small index (so BlockStored/Removed/Cleared paths, parent
 // resolution and the memory bound see fuzzed input too). Must never crash, leak or read out of
-// bounds; the index must stay consistent (entries never above the bound).
+// bounds; the index must stay consistent (entries never above the bound). Differential too: the
+// cursor decoder (events_decode) must give exactly what msgpack-c's (events_decode_msgpackc)
+// gives: same return value, counters, timestamp and events.
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
 
 #include "events.h"
 #include "index.h"
@@ -16,6 +21,51 @@ static int apply(void *arg, const struct events_event *ev)
 {
 	(void)arg;
 	events_apply_event(idx, ev->n_hashes % 4, ev);
+	return 0;
+}
+
+struct trace {
+	uint64_t digest;
+	int n;
+};
+
+static void mix(struct trace *t, const void *p, size_t n)
+{
+	uint64_t v[2] = {t->digest, XXH3_64bits(p, n)};
+
+	t->digest = XXH3_64bits(v, sizeof(v));
+}
+
+static int trace_event(void *arg, const struct events_event *e)
+{
+	struct trace *t = arg;
+	int64_t f[] = {e->type,
+		       (int64_t)e->n_hashes,
+		       e->has_parent,
+		       (int64_t)e->parent,
+		       (int64_t)e->n_tokens,
+		       e->block_size,
+		       e->tier,
+		       e->has_lora_id,
+		       e->lora_id,
+		       e->has_group,
+		       e->group_idx,
+		       e->other_kind,
+		       (int64_t)e->lora_len,
+		       e->lora_name != NULL,
+		       e->extra != NULL};
+
+	mix(t, f, sizeof(f));
+	mix(t, e->hashes, e->n_hashes * sizeof(*e->hashes));
+	mix(t, e->tokens, e->n_tokens * sizeof(*e->tokens));
+	if (e->lora_name)
+		mix(t, e->lora_name, e->lora_len);
+	for (size_t i = 0; e->extra && i < e->n_hashes; i++) {
+		mix(t, &e->extra_len[i], sizeof(e->extra_len[i]));
+		if (e->extra[i])
+			mix(t, e->extra[i], e->extra_len[i]);
+	}
+	t->n++;
 	return 0;
 }
 
@@ -36,5 +86,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	index_stats(idx, &st);
 	if (st.entries > 64)
 		abort();
+	{
+		struct trace a = {0}, b = {0};
+		struct events_decode_counts ca = {0}, cb = {0};
+		double ta = -1, tb = -1;
+		int ra = events_decode(dec, data, size, trace_event, &a, &ca, &ta);
+		int rb = events_decode_msgpackc(dec, data, size, trace_event, &b, &cb, &tb);
+		if (ra != rb || a.n != b.n || a.digest != b.digest ||
+		    memcmp(&ca, &cb, sizeof(ca)) || (ra >= 0 && memcmp(&ta, &tb, sizeof(ta))))
+			abort(); /* the two decoders disagree */
+	}
 	return 0;
 }

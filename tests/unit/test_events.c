@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include <msgpack.h>
+#include <xxhash.h>
 #include <zmq.h>
 
 #include "blockhash.h"
@@ -360,6 +361,250 @@ static void decoder_tests(void)
 	events_decoder_free(d);
 }
 
+/* ---- the cursor decoder (events_decode) against msgpack-c's (events_decode_msgpackc) ---- */
+
+/* Everything an event carries, folded into one digest (XXH3 over the fields in order). */
+struct trace {
+	uint64_t digest;
+	int n;
+};
+
+static void mix(struct trace *t, const void *p, size_t n)
+{
+	uint64_t v[2] = {t->digest, XXH3_64bits(p, n)};
+
+	t->digest = XXH3_64bits(v, sizeof(v));
+}
+
+static int trace_event(void *arg, const struct events_event *e)
+{
+	struct trace *t = arg;
+	int64_t f[] = {e->type,
+		       (int64_t)e->n_hashes,
+		       e->has_parent,
+		       (int64_t)e->parent,
+		       (int64_t)e->n_tokens,
+		       e->block_size,
+		       e->tier,
+		       e->has_lora_id,
+		       e->lora_id,
+		       e->has_group,
+		       e->group_idx,
+		       e->other_kind,
+		       (int64_t)e->lora_len,
+		       e->lora_name != NULL,
+		       e->extra != NULL};
+
+	mix(t, f, sizeof(f));
+	mix(t, e->hashes, e->n_hashes * sizeof(*e->hashes));
+	mix(t, e->tokens, e->n_tokens * sizeof(*e->tokens));
+	if (e->lora_name)
+		mix(t, e->lora_name, e->lora_len);
+	for (size_t i = 0; e->extra && i < e->n_hashes; i++) {
+		mix(t, &e->extra_len[i], sizeof(e->extra_len[i]));
+		if (e->extra[i])
+			mix(t, e->extra[i], e->extra_len[i]);
+	}
+	t->n++;
+	return 0;
+}
+
+/* Decodes p[0..n) both ways; true when return value, counters, timestamp and every delivered
+ * event are the same. */
+static bool same_both_ways(struct events_decoder *d, const void *p, size_t n)
+{
+	struct trace a = {0}, b = {0};
+	struct events_decode_counts ca = {0}, cb = {0};
+	double ta = -1, tb = -1;
+	int ra = events_decode(d, p, n, trace_event, &a, &ca, &ta);
+	int rb = events_decode_msgpackc(d, p, n, trace_event, &b, &cb, &tb);
+
+	return ra == rb && a.n == b.n && a.digest == b.digest && !memcmp(&ca, &cb, sizeof(ca)) &&
+	       (ra < 0 || !memcmp(&ta, &tb, sizeof(ta))); /* bitwise: NaN too */
+}
+
+/* Batch variant v (0..): both encodings, every hash encoding, token ids in every integer width
+ * msgpack allows (signed ones included), LoRA, extra keys (nulls and real ones), odd fields. */
+static void pk_variant(msgpack_sbuffer *sb, int v)
+{
+	msgpack_packer pk;
+	int map = v & 1, e = (v >> 1) & 3, shape = v >> 3;
+	uint64_t h[3] = {0xfedcba9876543210ULL, 7, 0x8000000000000001ULL};
+	struct stored_spec s = {.h = h,
+				.n = 2,
+				.has_parent = shape & 1,
+				.parent = h[2],
+				.tok = toks,
+				.medium = shape & 2 ? "cpu" : NULL,
+				.lora = shape & 4 ? "ad" : NULL,
+				.extra_fields = shape & 1};
+
+	msgpack_sbuffer_clear(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	pk_batch(&pk, map, 5);
+	pk_stored(&pk, &s, map, (enum henc)e);
+	pk_removed(&pk, h + 1, 2, map, (enum henc)e);
+	/* a BlockStored with hand-picked encodings: tokens as fixint, uint8..64, int8..64 >= 0;
+	 * group_idx, kind, lora_id, and extra keys that are not all null */
+	if (map) {
+		msgpack_pack_map(&pk, 11);
+		pk_str(&pk, "type");
+		pk_str(&pk, "BlockStored");
+		pk_str(&pk, "block_hashes");
+	} else {
+		msgpack_pack_array(&pk, 13);
+		pk_str(&pk, "BlockStored");
+	}
+	msgpack_pack_array(&pk, 1);
+	pk_hash(&pk, 99, (enum henc)e);
+	if (map)
+		pk_str(&pk, "parent_block_hash");
+	msgpack_pack_nil(&pk);
+	if (map)
+		pk_str(&pk, "token_ids");
+	msgpack_pack_array(&pk, BS);
+	for (int i = 0; i < BS; i++) {
+		uint32_t t = toks[i] % (i < 2 ? 100 : i < 6 ? 250 : i < 10 ? 60000 : 151643);
+		switch (i % 8) {
+		case 0:
+			msgpack_pack_fix_uint64(&pk, t);
+			break;
+		case 1:
+			msgpack_pack_fix_int8(&pk, (int8_t)(t & 0x7f));
+			break;
+		case 2:
+			msgpack_pack_fix_int16(&pk, (int16_t)(t & 0x7fff));
+			break;
+		case 3:
+			msgpack_pack_fix_int32(&pk, (int32_t)t);
+			break;
+		case 4:
+			msgpack_pack_fix_int64(&pk, t);
+			break;
+		case 5:
+			msgpack_pack_fix_uint8(&pk, (uint8_t)t);
+			break;
+		case 6:
+			msgpack_pack_fix_uint16(&pk, (uint16_t)t);
+			break;
+		default:
+			msgpack_pack_uint32(&pk, t);
+		}
+	}
+	if (map)
+		pk_str(&pk, "block_size");
+	msgpack_pack_fix_int8(&pk, BS);
+	if (map)
+		pk_str(&pk, "lora_id");
+	if (shape & 2)
+		msgpack_pack_int(&pk, -3);
+	else
+		msgpack_pack_uint8(&pk, 5);
+	if (map)
+		pk_str(&pk, "medium");
+	pk_str(&pk, "GPU");
+	if (map)
+		pk_str(&pk, "lora_name");
+	msgpack_pack_nil(&pk);
+	if (map)
+		pk_str(&pk, "extra_keys");
+	msgpack_pack_array(&pk, 1);
+	if (shape & 4) {
+		msgpack_pack_array(&pk, 2);
+		pk_str(&pk, "salt");
+		msgpack_pack_int(&pk, 12);
+	} else {
+		msgpack_pack_nil(&pk);
+	}
+	if (map)
+		pk_str(&pk, "group_idx");
+	msgpack_pack_int(&pk, shape & 1);
+	if (map)
+		pk_str(&pk, "kv_cache_spec_kind");
+	pk_str(&pk, shape & 1 ? "sliding_window" : "full_attention");
+	if (!map) {
+		msgpack_pack_int(&pk, 4096); /* sliding window */
+		pk_str(&pk, "trailing");     /* unknown trailing element */
+	}
+	/* AllBlocksCleared and an unknown event */
+	msgpack_pack_array(&pk, 1);
+	pk_str(&pk, "AllBlocksCleared");
+	msgpack_pack_array(&pk, 2);
+	pk_str(&pk, "BlockMoved");
+	msgpack_pack_int(&pk, 1);
+	pk_batch_end(&pk, map);
+}
+
+static void differential_tests(void)
+{
+	struct events_decoder *d = events_decoder_new();
+	msgpack_sbuffer sb;
+	static const uint8_t subst[] = {0x00, 0x7f, 0x80, 0x90, 0x9f, 0xa0, 0xc0, 0xc1,
+					0xc4, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf, 0xd0,
+					0xd3, 0xd9, 0xdc, 0xdd, 0xde, 0xe0, 0xff};
+	size_t ok_full = 0, variants = 64, cut_bad = 0, cuts = 0, mut_bad = 0, muts = 0;
+	size_t first_bad_v = 0, first_bad_at = 0;
+	int delivered_fast = 0;
+
+	msgpack_sbuffer_init(&sb);
+	for (size_t v = 0; v < variants; v++) {
+		struct trace t = {0};
+		struct events_decode_counts c = {0};
+		unsigned char *m;
+
+		pk_variant(&sb, (int)v);
+		ok_full += same_both_ways(d, sb.data, sb.size);
+		if (events_decode(d, sb.data, sb.size, trace_event, &t, &c, NULL) == 4 &&
+		    c.unknown_events == 1)
+			delivered_fast++;
+		/* every truncation */
+		for (size_t n = 0; n < sb.size; n++, cuts++)
+			if (!same_both_ways(d, sb.data, n) && !cut_bad++) {
+				first_bad_v = v;
+				first_bad_at = n;
+			}
+		/* every byte replaced by each lead byte of interest, and bit-flipped */
+		m = malloc(sb.size);
+		for (size_t i = 0; i < sb.size; i++)
+			for (size_t k = 0; k <= sizeof(subst); k++, muts++) {
+				memcpy(m, sb.data, sb.size);
+				m[i] = k < sizeof(subst) ? subst[k] : m[i] ^ 0x01;
+				if (!same_both_ways(d, m, sb.size) && !mut_bad++) {
+					first_bad_v = v;
+					first_bad_at = i;
+				}
+			}
+		free(m);
+	}
+	CHECK(ok_full == variants && delivered_fast == (int)variants,
+	      "%zu batch variants (array/map x 4 hash encodings x fields): cursor == msgpack-c, "
+	      "4 events + 1 unknown each (%zu same, %d complete)",
+	      variants, ok_full, delivered_fast);
+	CHECK(cut_bad == 0,
+	      "every truncation of every variant (%zu): same result both ways "
+	      "(first difference if any: variant %zu, cut at %zu)",
+	      cuts, first_bad_v, first_bad_at);
+	CHECK(mut_bad == 0,
+	      "every byte of every variant replaced (%zu): same result both ways "
+	      "(first difference if any: variant %zu, byte %zu)",
+	      muts, first_bad_v, first_bad_at);
+	/* nesting: msgpack-c refuses a container opened inside 32 non-empty ones; so must the
+	 * cursor decoder (it relies on the prescan for it) */
+	for (int depth = 30; depth <= 34; depth++) {
+		unsigned char p[64];
+		size_t n = 0;
+		p[n++] = 0x92; /* [ts, events] */
+		p[n++] = 0x00;
+		p[n++] = 0x91; /* events: [event] */
+		for (int i = 0; i < depth - 2; i++)
+			p[n++] = 0x91;
+		p[n++] = 0x90;
+		CHECK(same_both_ways(d, p, n), "nesting %d deep: same result both ways", depth + 1);
+	}
+	msgpack_sbuffer_destroy(&sb);
+	events_decoder_free(d);
+}
+
 /* ---- runtime against real sockets ---- */
 
 struct peer {
@@ -694,6 +939,7 @@ int main(void)
 	for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++)
 		toks[i] = (uint32_t)(i * 7919 + 3) % 151000;
 	decoder_tests();
+	differential_tests();
 	runtime_tests();
 	initial_replay_tests();
 	return tap_done();
