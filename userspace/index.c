@@ -429,9 +429,11 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 							 ex ? exl : 0);
 				owns[j] = parent;
 				__builtin_prefetch(g_slot(idx, parent & (idx->gcap - 1)));
-				if (t->cap)
-					__builtin_prefetch(
-					    &t->s[mix64(s->engine[k + j]) & (t->cap - 1)]);
+				if (t->cap) {
+					size_t home = mix64(s->engine[k + j]) & (t->cap - 1);
+					__builtin_prefetch(&t->s[home]);
+					__builtin_prefetch(&t->tier[home]); /* a third miss */
+				}
 			}
 		}
 		own = owns[k % BATCH];
@@ -513,9 +515,11 @@ int index_block_removed(struct index *idx, uint32_t w, unsigned tier, const uint
 				__builtin_prefetch(&t->s[mix64(engine[k + j]) & (t->cap - 1)]);
 			for (size_t j = 0; j < m; j++) {
 				long x = w_find(t, engine[k + j]);
-				if (x >= 0)
+				if (x >= 0) {
 					__builtin_prefetch(
 					    g_slot(idx, t->s[x].own & (idx->gcap - 1)));
+					__builtin_prefetch(&t->tier[x]);
+				}
 			}
 		}
 		i = w_find(t, engine[k]);
