@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "events.h"
+#include "events_trace.h"
 #include "index.h"
 
 static struct index *idx;
@@ -21,51 +22,6 @@ static int apply(void *arg, const struct events_event *ev)
 {
 	(void)arg;
 	events_apply_event(idx, ev->n_hashes % 4, ev);
-	return 0;
-}
-
-struct trace {
-	uint64_t digest;
-	int n;
-};
-
-static void mix(struct trace *t, const void *p, size_t n)
-{
-	uint64_t v[2] = {t->digest, XXH3_64bits(p, n)};
-
-	t->digest = XXH3_64bits(v, sizeof(v));
-}
-
-static int trace_event(void *arg, const struct events_event *e)
-{
-	struct trace *t = arg;
-	int64_t f[] = {e->type,
-		       (int64_t)e->n_hashes,
-		       e->has_parent,
-		       (int64_t)e->parent,
-		       (int64_t)e->n_tokens,
-		       e->block_size,
-		       e->tier,
-		       e->has_lora_id,
-		       e->lora_id,
-		       e->has_group,
-		       e->group_idx,
-		       e->other_kind,
-		       (int64_t)e->lora_len,
-		       e->lora_name != NULL,
-		       e->extra != NULL};
-
-	mix(t, f, sizeof(f));
-	mix(t, e->hashes, e->n_hashes * sizeof(*e->hashes));
-	mix(t, e->tokens, e->n_tokens * sizeof(*e->tokens));
-	if (e->lora_name)
-		mix(t, e->lora_name, e->lora_len);
-	for (size_t i = 0; e->extra && i < e->n_hashes; i++) {
-		mix(t, &e->extra_len[i], sizeof(e->extra_len[i]));
-		if (e->extra[i])
-			mix(t, e->extra[i], e->extra_len[i]);
-	}
-	t->n++;
 	return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "blockhash.h"
 #include "events.h"
 #include "index.h"
+#include "events_trace.h"
 #include "tap.h"
 
 #define EQ(a, b, what)                                                                             \
@@ -362,52 +363,6 @@ static void decoder_tests(void)
 }
 
 /* ---- the cursor decoder (events_decode) against msgpack-c's (events_decode_msgpackc) ---- */
-
-/* Everything an event carries, folded into one digest (XXH3 over the fields in order). */
-struct trace {
-	uint64_t digest;
-	int n;
-};
-
-static void mix(struct trace *t, const void *p, size_t n)
-{
-	uint64_t v[2] = {t->digest, XXH3_64bits(p, n)};
-
-	t->digest = XXH3_64bits(v, sizeof(v));
-}
-
-static int trace_event(void *arg, const struct events_event *e)
-{
-	struct trace *t = arg;
-	int64_t f[] = {e->type,
-		       (int64_t)e->n_hashes,
-		       e->has_parent,
-		       (int64_t)e->parent,
-		       (int64_t)e->n_tokens,
-		       e->block_size,
-		       e->tier,
-		       e->has_lora_id,
-		       e->lora_id,
-		       e->has_group,
-		       e->group_idx,
-		       e->other_kind,
-		       (int64_t)e->lora_len,
-		       e->lora_name != NULL,
-		       e->extra != NULL};
-
-	mix(t, f, sizeof(f));
-	mix(t, e->hashes, e->n_hashes * sizeof(*e->hashes));
-	mix(t, e->tokens, e->n_tokens * sizeof(*e->tokens));
-	if (e->lora_name)
-		mix(t, e->lora_name, e->lora_len);
-	for (size_t i = 0; e->extra && i < e->n_hashes; i++) {
-		mix(t, &e->extra_len[i], sizeof(e->extra_len[i]));
-		if (e->extra[i])
-			mix(t, e->extra[i], e->extra_len[i]);
-	}
-	t->n++;
-	return 0;
-}
 
 /* Decodes p[0..n) both ways; true when return value, counters, timestamp and every delivered
  * event are the same. */
