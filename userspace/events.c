@@ -179,6 +179,49 @@ __attribute__((constructor)) static void mp_leads_init(void)
 	}
 }
 
+/* Reads the lead byte and header of the value at *pp (bounded by end) and moves *pp past them,
+ * and past the payload of a string, binary or extension. For a container, *kids is the number of
+ * values it holds (two per map entry) and true is returned in *container; a container whose
+ * values cannot all fit in the bytes left (each takes at least one) is refused. 0 or -EBADMSG. */
+static inline int mp_step(const uint8_t **pp, const uint8_t *end, uint64_t *kids, bool *container)
+{
+	const uint8_t *p = *pp;
+	const struct mp_lead *l;
+	uint64_t len, v = 0;
+
+	*kids = 0;
+	*container = false;
+	if (p >= end)
+		return -EBADMSG;
+	l = &mp_leads[*p++];
+	if (__builtin_expect(l->kind == MP_SCALAR, 1)) {
+		if ((size_t)(end - p) < l->fixed)
+			return -EBADMSG;
+		*pp = p + l->fixed;
+		return 0;
+	}
+	if (l->kind == MP_BAD || (size_t)(end - p) < l->hdr)
+		return -EBADMSG;
+	for (unsigned i = 0; i < l->hdr; i++)
+		v = v << 8 | *p++;
+	if (l->kind == MP_BYTES) {
+		len = v + l->fixed;
+		if (len > (uint64_t)(end - p))
+			return -EBADMSG;
+		*pp = p + len;
+		return 0;
+	}
+	if (!l->hdr)
+		v = l->items; /* fixarray / fixmap */
+	len = l->kind == MP_MAP ? 2 * v : v;
+	if (len > (uint64_t)(end - p))
+		return -EBADMSG;
+	*pp = p;
+	*kids = len;
+	*container = true;
+	return 0;
+}
+
 /* Checks that p[0..n) is exactly one msgpack object whose every container count and byte length
  * fits in the bytes that remain, nested no deeper than msgpack-c's unpacker accepts. msgpack-c
  * allocates a container's elements as soon as it reads the header, so a 5-byte "array of 4 G
@@ -189,50 +232,27 @@ __attribute__((constructor)) static void mp_leads_init(void)
 static int mp_prescan(const uint8_t *p, size_t n)
 {
 	const uint8_t *end = p + n;
-	uint64_t todo = 1, outer[MP_MAX_OPEN];
+	uint64_t todo = 1, outer[MP_MAX_OPEN], kids;
 	unsigned open = 0;
+	bool container;
 
 	for (;;) {
-		const struct mp_lead *l;
-		uint64_t len, v = 0;
-
 		while (!todo) {
 			if (!open)
 				return p == end ? 0 : -EBADMSG;
 			todo = outer[--open];
 		}
-		if (p >= end)
-			return -EBADMSG;
-		l = &mp_leads[*p++];
 		todo--;
-		if (__builtin_expect(l->kind == MP_SCALAR, 1)) {
-			if ((size_t)(end - p) < l->fixed)
-				return -EBADMSG;
-			p += l->fixed;
-			continue;
-		}
-		if (l->kind == MP_BAD || (size_t)(end - p) < l->hdr)
+		if (mp_step(&p, end, &kids, &container))
 			return -EBADMSG;
-		for (unsigned i = 0; i < l->hdr; i++)
-			v = v << 8 | *p++;
-		if (l->kind == MP_BYTES) {
-			len = v + l->fixed;
-			if (len > (uint64_t)(end - p))
-				return -EBADMSG;
-			p += len;
+		if (!container)
 			continue;
-		}
-		if (!l->hdr)
-			v = l->items; /* fixarray / fixmap */
 		if (open >= MP_MAX_OPEN)
 			return -EBADMSG;
-		len = l->kind == MP_MAP ? 2 * v : v; /* every element takes at least one byte */
-		if (len > (uint64_t)(end - p))
-			return -EBADMSG;
-		if (!len)
+		if (!kids)
 			continue;
 		outer[open++] = todo;
-		todo = len;
+		todo = kids;
 	}
 }
 
@@ -808,40 +828,15 @@ body:
  * 0 or -EBADMSG. */
 static int cur_skip(struct cur *c)
 {
-	const uint8_t *p = c->p, *end = c->end;
-	uint64_t todo = 1;
+	const uint8_t *p = c->p;
+	uint64_t todo = 1, kids;
+	bool container;
 
 	while (todo) {
-		const struct mp_lead *l;
-		uint64_t len, v = 0;
-
-		if (p >= end)
-			return -EBADMSG;
-		l = &mp_leads[*p++];
 		todo--;
-		if (__builtin_expect(l->kind == MP_SCALAR, 1)) {
-			if ((size_t)(end - p) < l->fixed)
-				return -EBADMSG;
-			p += l->fixed;
-			continue;
-		}
-		if (l->kind == MP_BAD || (size_t)(end - p) < l->hdr)
+		if (mp_step(&p, c->end, &kids, &container))
 			return -EBADMSG;
-		for (unsigned i = 0; i < l->hdr; i++)
-			v = v << 8 | *p++;
-		if (l->kind == MP_BYTES) {
-			len = v + l->fixed;
-			if (len > (uint64_t)(end - p))
-				return -EBADMSG;
-			p += len;
-			continue;
-		}
-		if (!l->hdr)
-			v = l->items;
-		len = l->kind == MP_MAP ? 2 * v : v;
-		if (len > (uint64_t)(end - p))
-			return -EBADMSG;
-		todo += len;
+		todo += kids;
 	}
 	c->p = p;
 	return 0;
