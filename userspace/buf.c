@@ -85,6 +85,8 @@ int buf_json_str(struct buf *b, const char *s, size_t n)
 		case '\n': rep = "\\n"; break;
 		case '\r': rep = "\\r"; break;
 		case '\t': rep = "\\t"; break;
+		case '\b': rep = "\\b"; break;
+		case '\f': rep = "\\f"; break;
 		default:
 			if (c < 0x20) {
 				rep = esc;

@@ -23,7 +23,9 @@ int buf_append(struct buf *b, const void *p, size_t n);
 int buf_puts(struct buf *b, const char *s);
 /* Appends printf-formatted text. Returns 0 or -ENOMEM. */
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Appends s as a JSON string literal (with quotes), escaping as RFC 8259 requires. */
+/* Appends s as a JSON string literal (with quotes), escaping as RFC 8259 requires and exactly as
+ * Python's json.dumps(s, ensure_ascii=False) does: the short escapes \" \\ \n \r \t \b \f, other
+ * control bytes as \u00XX, everything else (UTF-8 included) as is. Returns 0 or -ENOMEM. */
 int buf_json_str(struct buf *b, const char *s, size_t n);
 /* Marks n unread bytes consumed; compacts when everything has been read. */
 void buf_consume(struct buf *b, size_t n);

@@ -682,42 +682,10 @@ found:
 	return rc ? -ENOMEM : 0;
 }
 
-/* json.dumps(s, ensure_ascii=False) of a string. */
+/* json.dumps(s, ensure_ascii=False) of a string: buf_json_str escapes exactly as it does. */
 static int pj_dump_str(struct buf *out, const char *s, size_t n)
 {
-	static const char hex[] = "0123456789abcdef";
-	size_t i, run = 0;
-	int rc = buf_append(out, "\"", 1);
-
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-		const char *rep = NULL;
-		size_t rn = 2;
-
-		switch (c) {
-		case '"': rep = "\\\""; break;
-		case '\\': rep = "\\\\"; break;
-		case '\n': rep = "\\n"; break;
-		case '\r': rep = "\\r"; break;
-		case '\t': rep = "\\t"; break;
-		case '\b': rep = "\\b"; break;
-		case '\f': rep = "\\f"; break;
-		default:
-			if (c < 0x20) {
-				rep = esc;
-				rn = 6;
-			}
-		}
-		if (!rep)
-			continue;
-		rc |= buf_append(out, s + run, i - run);
-		rc |= buf_append(out, rep, rn);
-		run = i + 1;
-	}
-	rc |= buf_append(out, s + run, n - run);
-	rc |= buf_append(out, "\"", 1);
-	return rc ? -ENOMEM : 0;
+	return buf_json_str(out, s, n);
 }
 
 /* json.dumps(v, ensure_ascii=False) with the default separators ", " and ": ". */

@@ -39,8 +39,9 @@ static void test_json_str(void)
 {
 	struct buf b = {0};
 
-	buf_json_str(&b, "a\"b\\c\n\x01\xc3\xa9", 9);
-	CHECK_STREQ(b.data, "\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\"", "JSON escaping");
+	buf_json_str(&b, "a\"b\\c\n\x01\xc3\xa9\b\f\x7f", 12);
+	CHECK_STREQ(b.data, "\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\\b\\f\x7f\"",
+		    "JSON escaping as json.dumps(ensure_ascii=False)");
 	buf_free(&b);
 }
 
