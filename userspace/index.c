@@ -24,7 +24,10 @@
 #define QUERY_PREFETCH 8
 #endif
 
-/* A worker's blocks: engine hash -> own hash (own == 0 marks an empty slot) and tier bits. */
+_Static_assert(INDEX_POS_MAX >= 2 && INDEX_POS_MAX <= 256, "positions are kept in a byte");
+
+/* A worker's blocks: engine hash -> own hash (own == 0 marks an empty slot), tier bits and chain
+ * position (saturated at INDEX_POS_MAX - 1). */
 struct wslot {
 	uint64_t key;
 	uint64_t own;
@@ -33,10 +36,19 @@ struct wslot {
 struct wtab {
 	struct wslot *s;
 	uint8_t *tier;
+	uint8_t *pos;
+	uint32_t *at; /* GPU-tier blocks per chain position (INDEX_POS_MAX counts) */
 	size_t cap, n;
 	size_t cursor; /* clock hand for max_entries eviction */
 	uint64_t n_gpu, n_cpu;
 };
+
+/* Entry i of t enters (+1) or leaves (-1) the GPU tier. */
+static inline void gpu_count(struct wtab *t, size_t i, int d)
+{
+	t->n_gpu += (uint64_t)(int64_t)d;
+	t->at[t->pos[i]] += (uint32_t)d;
+}
 
 struct index {
 	pthread_rwlock_t lock;
@@ -209,12 +221,16 @@ static long w_find(const struct wtab *t, uint64_t key)
 static int w_resize(struct wtab *t, size_t ncap)
 {
 	struct wslot *ns = table_alloc(ncap, sizeof(*ns));
-	uint8_t *nt = table_alloc(ncap, 1);
+	uint8_t *nt = table_alloc(ncap, 1), *np = table_alloc(ncap, 1);
+	uint32_t *at = t->at ? t->at : calloc(INDEX_POS_MAX, sizeof(*at));
 	size_t i, mask = ncap - 1;
 
-	if (!ns || !nt) {
+	if (!ns || !nt || !np || !at) {
 		free(ns);
 		free(nt);
+		free(np);
+		if (at != t->at)
+			free(at);
 		return -ENOMEM;
 	}
 	for (i = 0; i < t->cap; i++) {
@@ -225,18 +241,22 @@ static int w_resize(struct wtab *t, size_t ncap)
 			;
 		ns[j] = t->s[i];
 		nt[j] = t->tier[i];
+		np[j] = t->pos[i];
 	}
 	free(t->s);
 	free(t->tier);
+	free(t->pos);
 	t->s = ns;
 	t->tier = nt;
+	t->pos = np;
+	t->at = at;
 	t->cap = ncap;
 	t->cursor = 0;
 	return 0;
 }
 
-/* Inserts key (absent) with own hash own; returns its slot or -ENOMEM. */
-static long w_insert(struct wtab *t, uint64_t key, uint64_t own)
+/* Inserts key (absent) with own hash own at chain position pos; returns its slot or -ENOMEM. */
+static long w_insert(struct wtab *t, uint64_t key, uint64_t own, uint8_t pos)
 {
 	size_t mask, i;
 
@@ -248,6 +268,7 @@ static long w_insert(struct wtab *t, uint64_t key, uint64_t own)
 	t->s[i].key = key;
 	t->s[i].own = own;
 	t->tier[i] = 0;
+	t->pos[i] = pos;
 	t->n++;
 	return (long)i;
 }
@@ -266,11 +287,13 @@ static void w_delete(struct wtab *t, size_t i)
 			continue;
 		t->s[i] = t->s[j];
 		t->tier[i] = t->tier[j];
+		t->pos[i] = t->pos[j];
 		i = j;
 	}
 	t->s[i].own = 0;
 	t->s[i].key = 0;
 	t->tier[i] = 0;
+	t->pos[i] = 0;
 	t->n--;
 }
 
@@ -278,6 +301,8 @@ static void w_free(struct wtab *t)
 {
 	free(t->s);
 	free(t->tier);
+	free(t->pos);
+	free(t->at);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -289,7 +314,7 @@ static void drop_entry(struct index *idx, uint32_t w, size_t i)
 
 	g_clear(idx, t->s[i].own, w, tiers);
 	if (tiers & INDEX_TIER_GPU)
-		t->n_gpu--;
+		gpu_count(t, i, -1);
 	if (tiers & INDEX_TIER_CPU)
 		t->n_cpu--;
 	w_delete(t, i);
@@ -393,6 +418,7 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 	uint64_t parent, bit;
 	unsigned tier = s->tier & INDEX_TIER_ALL ? s->tier & INDEX_TIER_ALL : INDEX_TIER_GPU;
 	uint64_t owns[BATCH];
+	unsigned pos0 = 0; /* chain position of the event's first block */
 	int added = 0;
 
 	if (w >= idx->max_workers || s->block_size != idx->bs || s->n_tokens / idx->bs != s->n ||
@@ -409,11 +435,13 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 			return 0;
 		}
 		parent = t->s[pi].own;
+		pos0 = t->pos[pi] + 1u;
 	} else {
 		parent = s->root;
 	}
 	for (size_t k = 0; k < s->n; k++) {
 		uint64_t *gs, own;
+		uint8_t pos;
 		long i;
 
 		if (k % BATCH == 0) {
@@ -437,6 +465,7 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 			}
 		}
 		own = owns[k % BATCH];
+		pos = pos0 + k < INDEX_POS_MAX - 1 ? (uint8_t)(pos0 + k) : INDEX_POS_MAX - 1;
 		i = w_find(t, s->engine[k]);
 		if (i >= 0 && t->s[i].own == own) {
 			unsigned add = tier & ~t->tier[i];
@@ -449,7 +478,7 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 				gs[1 + (add == INDEX_TIER_GPU ? 0 : idx->words) + (w >> 6)] |= bit;
 			t->tier[i] |= (uint8_t)add;
 			if (add & INDEX_TIER_GPU)
-				t->n_gpu++;
+				gpu_count(t, (size_t)i, 1);
 			if (add & INDEX_TIER_CPU)
 				t->n_cpu++;
 			continue;
@@ -465,7 +494,7 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 			return -ENOMEM;
 		if ((gs[1 + (w >> 6)] | gs[1 + idx->words + (w >> 6)]) & bit)
 			idx->st.aliases++;
-		i = w_insert(t, s->engine[k], own);
+		i = w_insert(t, s->engine[k], own, pos);
 		if (i < 0) {
 			if (g_bits_empty(idx, gs))
 				g_delete(idx, gs);
@@ -474,7 +503,7 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 		gs = g_find(idx, own); /* w_insert does not move it, but stay obvious */
 		if (tier & INDEX_TIER_GPU) {
 			gs[1 + (w >> 6)] |= bit;
-			t->n_gpu++;
+			gpu_count(t, (size_t)i, 1);
 		}
 		if (tier & INDEX_TIER_CPU) {
 			gs[1 + idx->words + (w >> 6)] |= bit;
@@ -537,7 +566,7 @@ int index_block_removed(struct index *idx, uint32_t w, unsigned tier, const uint
 		g_clear(idx, t->s[i].own, w, drop);
 		t->tier[i] &= (uint8_t)~drop;
 		if (drop & INDEX_TIER_GPU)
-			t->n_gpu--;
+			gpu_count(t, (size_t)i, -1);
 		if (drop & INDEX_TIER_CPU)
 			t->n_cpu--;
 	}
@@ -665,6 +694,19 @@ int index_worker_blocks(struct index *idx, uint32_t w, uint64_t *gpu, uint64_t *
 	return 0;
 }
 
+uint32_t index_worker_blocks_at(struct index *idx, uint32_t w, uint32_t pos)
+{
+	uint32_t n = 0;
+
+	if (w >= idx->max_workers)
+		return 0;
+	pthread_rwlock_rdlock(&idx->lock);
+	if (idx->w[w].at)
+		n = idx->w[w].at[pos < INDEX_POS_MAX - 1 ? pos : INDEX_POS_MAX - 1];
+	pthread_rwlock_unlock(&idx->lock);
+	return n;
+}
+
 int index_worker_foreach(struct index *idx, uint32_t w,
 			 void (*fn)(void *arg, uint64_t engine, uint64_t own, unsigned tiers),
 			 void *arg)
@@ -691,7 +733,8 @@ static void stats_locked(struct index *idx, struct index_stats *st)
 			 (uint64_t)idx->max_workers * sizeof(struct wtab) + idx->words * 8;
 
 	for (uint32_t w = 0; w < idx->max_workers; w++)
-		bytes += idx->w[w].cap * (sizeof(struct wslot) + 1);
+		bytes += idx->w[w].cap * (sizeof(struct wslot) + 2) +
+			 (idx->w[w].at ? INDEX_POS_MAX * sizeof(uint32_t) : 0);
 	*st = idx->st;
 	st->unique_blocks = idx->gn;
 	st->bytes = bytes;

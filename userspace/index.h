@@ -42,6 +42,11 @@
 #define INDEX_DEFAULT_MAX_ENTRIES (4u << 20)
 #endif
 
+/* Chain positions counted apart by index_worker_blocks_at; deeper ones share the last count. */
+#ifndef INDEX_POS_MAX
+#define INDEX_POS_MAX 256
+#endif
+
 /* Tier bits (vLLM's `medium`): GPU memory, or any offload medium (CPU, disk, ...). */
 #define INDEX_TIER_GPU 1u
 #define INDEX_TIER_CPU 2u
@@ -130,6 +135,11 @@ int index_query(struct index *idx, const uint64_t *chain, size_t n, uint32_t *de
 
 /* Blocks worker w holds in GPU and in CPU tier (a block in both counts in both). */
 int index_worker_blocks(struct index *idx, uint32_t w, uint64_t *gpu, uint64_t *cpu);
+
+/* GPU-tier blocks worker w holds at chain position pos (0: block 0 of a sequence; positions from
+ * INDEX_POS_MAX - 1 on share one count). The kv policy's measure of how many distinct prefixes
+ * branch off at a position on a worker. 0 for w out of range. Takes the read lock. */
+uint32_t index_worker_blocks_at(struct index *idx, uint32_t w, uint32_t pos);
 
 /* Whether worker w is marked stale. */
 bool index_worker_stale(struct index *idx, uint32_t w);

@@ -186,6 +186,54 @@ int main(void)
 	CHECK(st.bytes > 0, "bytes reported (%llu)", (unsigned long long)st.bytes);
 	index_free(idx);
 
+	/* blocks per chain position: what the kv policy counts to place a new prefix */
+	{
+		cfg = (struct index_cfg){.max_workers = 4};
+		idx = index_create(&cfg);
+		fill(a, BS * 200, 3);
+		memcpy(b, a, sizeof(b));
+		b[BS * 2] ^= 1; /* b branches off a at block 2 */
+		CHECK_EQ(index_worker_blocks_at(idx, 0, 0), 0, "empty worker: 0 at position 0");
+		store(idx, 0, a, 0, 4, 1, INDEX_TIER_GPU);
+		{
+			/* b's blocks 2.. follow a's block 1 (one engine hash per block, as vLLM's
+			 * prefix cache gives) */
+			uint64_t e2[1] = {777};
+			struct index_stored bs = {.engine = e2, .n = 1, .has_parent = true,
+						  .parent = 1 * 1000003 + 1, .tokens = b + 2 * BS,
+						  .n_tokens = BS, .block_size = BS,
+						  .tier = INDEX_TIER_GPU};
+			CHECK_EQ(index_block_stored(idx, 0, &bs), 1, "b's own block 2 stored");
+		}
+		CHECK_EQ(index_worker_blocks_at(idx, 0, 0), 1, "shared block 0 counted once");
+		CHECK_EQ(index_worker_blocks_at(idx, 0, 2), 2, "two blocks at the branch position");
+		CHECK_EQ(index_worker_blocks_at(idx, 0, 3), 1, "one block at position 3");
+		store(idx, 0, a, 4, 6, 1, INDEX_TIER_GPU); /* continues a: positions 4, 5 */
+		CHECK_EQ(index_worker_blocks_at(idx, 0, 5), 1, "a continued event keeps positions");
+		store(idx, 1, a, 0, 2, 9, INDEX_TIER_CPU);
+		CHECK_EQ(index_worker_blocks_at(idx, 1, 0), 0, "CPU-tier blocks are not counted");
+		store(idx, 1, a, 0, 2, 9, INDEX_TIER_GPU);
+		CHECK_EQ(index_worker_blocks_at(idx, 1, 1), 1, "counted once it reaches the GPU");
+		eng = 1 * 1000003 + 3;
+		index_block_removed(idx, 0, INDEX_TIER_GPU, &eng, 1);
+		CHECK_EQ(index_worker_blocks_at(idx, 0, 3), 0, "removed block leaves its count");
+		CHECK_EQ(index_worker_blocks_at(idx, 0, 400), 0, "deep positions share the last count");
+		{
+			static uint32_t deep[BS * 300];
+			fill(deep, BS * 300, 11);
+			store(idx, 2, deep, 0, 200, 3, INDEX_TIER_GPU);
+			store(idx, 2, deep, 200, 300, 3, INDEX_TIER_GPU);
+			CHECK_EQ(index_worker_blocks_at(idx, 2, INDEX_POS_MAX - 1),
+				 300 - (INDEX_POS_MAX - 1), "positions from INDEX_POS_MAX-1 share one count");
+			CHECK_EQ(index_worker_blocks_at(idx, 2, 1000), 300 - (INDEX_POS_MAX - 1),
+				 "any deeper position reads that count");
+		}
+		index_worker_clear(idx, 0);
+		CHECK_EQ(index_worker_blocks_at(idx, 0, 2), 0, "a cleared worker counts nothing");
+		CHECK_EQ(index_worker_blocks_at(idx, 9, 0), 0, "worker out of range: 0");
+		index_free(idx);
+	}
+
 	/* randomized: index queries equal a naive model (per worker set of (engine, own)) */
 	{
 		enum { W = 6, SEQS = 12, LEN = 40 };
@@ -193,7 +241,7 @@ int main(void)
 		static uint64_t chain[SEQS][LEN];
 		static unsigned char held[W][SEQS][LEN];
 		uint64_t seed = 77;
-		int good = 1, nq = 0;
+		int good = 1, good_at = 1, nq = 0;
 
 		cfg = (struct index_cfg){.max_workers = W, .seed = 5, .seed_set = true};
 		idx = index_create(&cfg);
@@ -254,10 +302,26 @@ int main(void)
 						d++;
 					good &= depth[x] == d;
 				}
+				/* blocks per chain position: distinct own hashes held there */
+				for (uint32_t x = 0; x < W && op % 100 == 0; x++)
+					for (int j = 0; j < LEN; j++) {
+						uint32_t cnt = 0;
+						for (int s2 = 0; s2 < SEQS; s2++) {
+							int first = held[x][s2][j];
+							for (int s3 = 0; s3 < s2 && first; s3++)
+								if (held[x][s3][j] &&
+								    chain[s3][j] == chain[s2][j])
+									first = 0;
+							cnt += (uint32_t)first;
+						}
+						good_at &= index_worker_blocks_at(idx, x, (uint32_t)j) ==
+							   cnt;
+					}
 				nq++;
 			}
 		}
 		CHECK(good, "randomized: %d queries equal the naive model", nq);
+		CHECK(good_at, "randomized: blocks per chain position equal the naive model");
 		index_free(idx);
 	}
 	return tap_done();
