@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+/* policy: the registry of routing policies and the helpers they share (see policy.h). */
+#include <string.h>
+
+#include "policy.h"
+
+static const struct policy_ops *const all[] = {
+    &policy_kv, &policy_dynamo, &policy_rr, &policy_random, &policy_approx,
+};
+
+static const char *const reason_names[POLICY_REASON_MAX] = {
+#define X(e, s) [POLICY_##e] = s,
+    POLICY_REASONS(X)
+#undef X
+};
+
+const char *policy_reason_name(enum policy_reason r)
+{
+	return (unsigned)r < POLICY_REASON_MAX ? reason_names[r] : "unknown";
+}
+
+const struct policy_ops *policy_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (strcmp(all[i]->name, name) == 0)
+			return all[i];
+	return NULL;
+}
+
+const char *policy_names(void)
+{
+	return "kv, dynamo, round-robin, random, approx";
+}
+
+void policy_kv_defaults(struct policy_kv_opts *o)
+{
+	o->spill_factor = 2.0;
+	o->spill_slack = 2.0;
+	o->key_slack = 0.0;
+}
+
+/* A strong 64-bit mix (the finaliser of MurmurHash3), so that scores of nearby ids and keys are
+ * independent. */
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+uint64_t policy_hrw(uint64_t key, uint64_t id)
+{
+	return mix64(key ^ mix64(id + 0x9e3779b97f4a7c15ULL));
+}

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* policy: the routing policies behind one small interface. The router (router.h) turns a request
+ * into a view — its KV block chain, and for each candidate worker how many leading blocks it
+ * holds and how loaded it is — and a policy picks one candidate and says why. Policies do no I/O
+ * and read no clock or shared state: everything they use is in the view, so each one is tested on
+ * small exact tables ({view, state} -> {worker, reason}), and the same code serves the daemon and
+ * kvbench's client-side baselines.
+ *
+ *   kv           ours: capacity-aware prefix placement (policy_kv.c, ARCHITECTURE.md 3-4)
+ *   dynamo       NVIDIA Dynamo's default cost (policy_dynamo.c, FACTS.md §3)
+ *   round-robin  per request, per Service (policy_rr.c)
+ *   random       per request (policy_random.c)
+ *   approx       kv's placement over the approximate view, for clusters whose event ports
+ *                cannot be reached (policy_approx.c; Dynamo's approximate mode)
+ *
+ * Terms. A request's chain is the own hash (blockhash.h) of each of its full blocks. Its "key" is
+ * the block at chain position key_pos: the first block that not every candidate holds (so a
+ * system prompt every worker caches is skipped), or its last block when all hold all of it. A
+ * candidate "holds the key" when its depth is above key_pos. The key identifies the prefix the
+ * request shares with other requests, whatever its length. */
+#ifndef KVS_POLICY_H
+#define KVS_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Why a worker was chosen. The names (policy_reason_name) appear in /debug/route and /metrics. */
+#define POLICY_REASONS(X)                                                                          \
+	X(HOME, "home")	      /* the prefix's placement: it holds the key, or the key is new */    \
+	X(REPLICA, "replica") /* another worker holding the key (home busy or not holding) */      \
+	X(SPILL, "spill")     /* every holder under pressure: the least loaded other worker */     \
+	X(BALANCE, "balance") /* nothing to place (no full block): the least loaded */             \
+	X(COST, "cost")	      /* lowest cost (dynamo) */                                           \
+	X(ROUND_ROBIN, "round-robin")                                                              \
+	X(RANDOM, "random")
+enum policy_reason {
+#define X(e, s) POLICY_##e,
+	POLICY_REASONS(X)
+#undef X
+	    POLICY_REASON_MAX
+};
+const char *policy_reason_name(enum policy_reason r);
+
+/* Where the router takes the per-worker depths from for a policy. */
+enum policy_source {
+	POLICY_SRC_NONE,   /* none needed (round-robin, random) */
+	POLICY_SRC_EVENTS, /* the event-fed index; the approximate view when events are off */
+	POLICY_SRC_APPROX, /* always the approximate view */
+};
+
+/* One candidate worker (an endpoint not tried yet for this request). */
+struct policy_cand {
+	uint32_t ep;	 /* endpoint index in the Service: the router's answer */
+	uint64_t id;	 /* identity every node shares (hash of the endpoint address) */
+	uint32_t depth;	 /* leading blocks of the chain it holds (view) */
+	uint32_t keys;	 /* blocks it holds at chain position key_pos (view) */
+	double capacity; /* its KV cache, blocks (0: unknown) */
+	/* load */
+	uint32_t local;	    /* requests this router has in flight on it */
+	double remote;	    /* requests others have on it, estimated from its metrics */
+	double waiting;	    /* its queue from its metrics (-1: unknown) */
+	double free_blocks; /* free KV blocks, estimated (-1: unknown) */
+	uint32_t active;    /* distinct blocks of this router's in-flight requests on it */
+	uint32_t fresh;	    /* blocks of this request not among them (filled when
+			       POLICY_NEEDS_ACTIVE) */
+	/* out */
+	double score; /* the policy's score, lower is better (for /debug/route) */
+};
+
+struct policy_view {
+	const char *service;   /* Service name (per-Service state) */
+	size_t nendpoints;     /* endpoints of the Service (candidates are a subset) */
+	struct policy_cand *c; /* candidates, in endpoint order */
+	size_t n;
+	uint32_t nblocks; /* full blocks of the request (0: too short to place) */
+	uint32_t key_pos; /* chain position of the key (valid when nblocks > 0) */
+	uint64_t key;	  /* its hash */
+	uint64_t rnd;	  /* a fresh random value, for tie-breaking */
+};
+
+struct policy_choice {
+	size_t cand; /* index into view->c */
+	enum policy_reason reason;
+};
+
+/* The view asks of the router: */
+#define POLICY_NEEDS_ACTIVE 1u /* fill active and fresh (per-worker in-flight block sets) */
+
+/* Tunables of the kv policy (ours); defaults from policy_kv_defaults(). */
+struct policy_kv_opts {
+	double spill_factor; /* a worker is under pressure past this many times the average load */
+	double spill_slack;  /* ... and at least this many requests above it */
+	double key_slack;    /* a new prefix's home may hold this many more keys than its share */
+};
+
+struct policy_ops {
+	const char *name;
+	enum policy_source source;
+	unsigned needs; /* POLICY_NEEDS_* */
+	/* Creates per-router state (may leave *state NULL). 0 or -ENOMEM. */
+	int (*create)(const struct policy_kv_opts *kv, void **state);
+	void (*destroy)(void *state);
+	/* Picks one of v->c[0..v->n) (n >= 1) and fills every candidate's score. Returns 0, or a
+	 * negative errno (the router then falls back to the least loaded). */
+	int (*pick)(void *state, struct policy_view *v, struct policy_choice *out);
+};
+
+extern const struct policy_ops policy_kv, policy_dynamo, policy_rr, policy_random, policy_approx;
+
+/* The policy called name, or NULL. */
+const struct policy_ops *policy_find(const char *name);
+/* "kv, dynamo, round-robin, random, approx" (for --help and error messages). */
+const char *policy_names(void);
+
+void policy_kv_defaults(struct policy_kv_opts *o);
+/* kv's operations, shared with policy_approx.c. */
+int policy_kv_create(const struct policy_kv_opts *o, void **state);
+void policy_kv_destroy(void *state);
+int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out);
+
+/* Shared helpers for the policies. */
+/* Rendezvous (highest random weight) score of candidate id for key: the candidate with the
+ * highest score is the key's first choice, and removing a candidate moves only its keys. */
+uint64_t policy_hrw(uint64_t key, uint64_t id);
+/* The candidate's load, in requests: local + remote. */
+static inline double policy_load(const struct policy_cand *c)
+{
+	return (double)c->local + (c->remote > 0 ? c->remote : 0);
+}
+
+#endif

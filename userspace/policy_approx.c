@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: Apache-2.0
+/* policy approx: kv's placement (policy_kv.c) over the approximate view (approx.h): for clusters
+ * where the workers' KV event ports cannot be reached. Each routed request's blocks are assumed
+ * cached on the worker it went to for a TTL, as Dynamo's approximate mode assumes; keys, homes,
+ * pressure and spills are kv's. */
+#include "policy.h"
+
+const struct policy_ops policy_approx = {
+    .name = "approx",
+    .source = POLICY_SRC_APPROX,
+    .needs = POLICY_NEEDS_ACTIVE,
+    .create = policy_kv_create,
+    .destroy = policy_kv_destroy,
+    .pick = policy_kv_pick,
+};
