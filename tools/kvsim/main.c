@@ -497,10 +497,66 @@ static void handle_models(struct sim *sm, struct conn *c)
 
 static void handle_metrics(struct sim *sm, struct conn *c)
 {
+	/* process_start_time_seconds as prometheus_client's process collector computes it (boot
+	 * time + the process's start in clock ticks since boot) and prints it (Go's float style:
+	 * 1.76451234567e+09); "" when /proc cannot tell, then the series is left out. */
+	static char start[40];
+	static bool start_done;
 	const struct sched_stats *st = sched_stats(sm->s);
 	struct buf b = {0};
 	char lbl[300];
 
+	if (!start_done) {
+		FILE *f = fopen("/proc/stat", "r");
+		FILE *g = fopen("/proc/self/stat", "r");
+		char line[1024], *p = NULL, d[40];
+		unsigned long long btime = 0, ticks = 0;
+		long hz = sysconf(_SC_CLK_TCK);
+
+		start_done = true;
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, "btime %llu", &btime) == 1)
+				break;
+		/* the fields follow the command name's last ')': the name may hold any byte */
+		if (g && fgets(line, sizeof(line), g))
+			p = strrchr(line, ')');
+		if (btime && hz > 0 && p &&
+		    sscanf(
+			p + 1,
+			" %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d"
+			" %*d %llu",
+			&ticks) == 1) {
+			int n = snprintf(d, sizeof(d), "%.2f", (double)btime + (double)ticks / hz);
+			char *dot = strchr(d, '.');
+
+			if (dot && dot - d > 6) {
+				/* d[0] "." the other integer digits and the decimals, trailing
+				 * zeros and dot removed, then the exponent */
+				int e = (int)(dot - d) - 1, k = 0;
+
+				start[k++] = d[0];
+				start[k++] = '.';
+				for (int i = 1; i < n; i++)
+					if (d[i] != '.')
+						start[k++] = d[i];
+				while (k > 0 && (start[k - 1] == '0' || start[k - 1] == '.'))
+					k--;
+				snprintf(start + k, sizeof(start) - (size_t)k, "e+%02d", e);
+			} else {
+				snprintf(start, sizeof(start), "%s", d);
+			}
+		}
+		if (f)
+			fclose(f);
+		if (g)
+			fclose(g);
+	}
+	if (start[0])
+		buf_printf(&b,
+			   "# HELP process_start_time_seconds Start time of the process since "
+			   "unix epoch in seconds.\n# TYPE process_start_time_seconds gauge\n"
+			   "process_start_time_seconds %s\n",
+			   start);
 	snprintf(lbl, sizeof(lbl), "{engine=\"0\",model_name=\"%s\"}", sm->o.model);
 	buf_printf(&b,
 		   "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
@@ -530,6 +586,12 @@ static void handle_metrics(struct sim *sm, struct conn *c)
 		   "# HELP vllm:request_success_total Count of successfully processed requests.\n"
 		   "# TYPE vllm:request_success_total counter\nvllm:request_success_total%s %" PRIu64
 		   ".0\n"
+		   /* vLLM's num_gpu_blocks is the whole pool, its reserved null block included */
+		   "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+		   "# TYPE vllm:cache_config_info gauge\n"
+		   "vllm:cache_config_info{block_size=\"%u\",cache_dtype=\"auto\","
+		   "enable_prefix_caching=\"True\",num_gpu_blocks=\"%u\",num_cpu_blocks=\"None\","
+		   "engine=\"0\"} 1.0\n"
 		   "# HELP kvsim_connections_total TCP connections accepted (kvsim only).\n"
 		   "# TYPE kvsim_connections_total counter\nkvsim_connections_total %" PRIu64 "\n"
 		   "# HELP kvsim_errors_total Requests answered with an error (kvsim only).\n"
@@ -537,7 +599,8 @@ static void handle_metrics(struct sim *sm, struct conn *c)
 		   lbl, sched_num_running(sm->s), lbl, sched_num_waiting(sm->s), lbl,
 		   kvc_usage(sm->kv), lbl, st->queries_tokens, lbl, st->hit_tokens, lbl,
 		   st->preemptions, lbl, st->prompt_tokens, lbl, st->generation_tokens, lbl,
-		   sm->ok_requests, sm->connections, sm->err_requests);
+		   sm->ok_requests, kvc_block_size(sm->kv), kvc_usable_blocks(sm->kv) + 1,
+		   sm->connections, sm->err_requests);
 	respond(sm, c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
 	buf_free(&b);
 }
