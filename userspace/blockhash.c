@@ -95,3 +95,45 @@ size_t blockhash_chain(uint64_t seed, uint32_t bs, uint64_t root, const uint32_t
 	}
 	return nb;
 }
+
+/* One block of a byte chain: XXH3 of le64(parent) || chunk bytes, 0 replaced by 1. Short chunks
+ * are hashed in one shot from a stack copy (the fast XXH3 path); longer ones stream. */
+static uint64_t bytes_block(uint64_t seed, uint64_t parent, const unsigned char *p, uint32_t chunk)
+{
+	unsigned char buf[8 + 512];
+	XXH3_state_t st;
+	uint64_t h;
+
+	for (int i = 0; i < 8; i++)
+		buf[i] = (unsigned char)(parent >> (8 * i));
+	if (chunk <= sizeof(buf) - 8) {
+		memcpy(buf + 8, p, chunk);
+		h = XXH3_64bits_withSeed(buf, 8 + (size_t)chunk, seed);
+	} else {
+		memset(&st, 0, sizeof(st)); /* xxHash 0.8.1 reads st.seed before setting it */
+		XXH3_64bits_reset_withSeed(&st, seed);
+		XXH3_64bits_update(&st, buf, 8);
+		XXH3_64bits_update(&st, p, chunk);
+		h = XXH3_64bits_digest(&st);
+	}
+	return h ? h : 1;
+}
+
+size_t blockhash_bytes_chain(uint64_t seed, uint32_t chunk, const void *p, size_t n, uint64_t *out,
+			     size_t max)
+{
+	const unsigned char *b = p;
+	uint64_t h = BLOCKHASH_BYTES_ROOT;
+	size_t nb, i;
+
+	if (!chunk)
+		return 0;
+	nb = n / chunk;
+	if (nb > max)
+		nb = max;
+	for (i = 0; i < nb; i++) {
+		h = bytes_block(seed, h, b + i * chunk, chunk);
+		out[i] = h;
+	}
+	return nb;
+}

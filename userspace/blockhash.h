@@ -52,4 +52,14 @@ uint64_t blockhash_block(uint64_t seed, uint64_t parent, const uint32_t *tokens,
 size_t blockhash_chain(uint64_t seed, uint32_t bs, uint64_t root, const uint32_t *tokens, size_t n,
 		       uint64_t *out, size_t max);
 
+/* Root of chains over raw bytes (blockhash_bytes_chain): never the root of a token chain. */
+#define BLOCKHASH_BYTES_ROOT 0x6b76737062797465ULL /* "kvspbyte" */
+
+/* Chain hashes over raw bytes, for requests that cannot be tokenized exactly (the router's approx
+ * view): the full chunk-byte pieces of p[0..n), h_i = XXH3_64bits_withSeed(le64(h_{i-1}) ||
+ * chunk bytes, seed), h_{-1} = BLOCKHASH_BYTES_ROOT, 0 replaced by 1. Writes min(n / chunk, max)
+ * hashes; 0 when chunk is 0. Allocates nothing. */
+size_t blockhash_bytes_chain(uint64_t seed, uint32_t chunk, const void *p, size_t n, uint64_t *out,
+			     size_t max);
+
 #endif
