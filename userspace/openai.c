@@ -45,13 +45,18 @@ static bool json_int(const cJSON *j, double lo, double hi, int64_t *out)
 	return true;
 }
 
-static int take_ids(const struct tokenizer *t, const cJSON *arr, struct openai_req *r,
-		    const char **why)
+/* The reason given for a prompt of none of the four shapes vLLM's request model accepts. */
+#define PROMPT_SHAPE "prompt must be a string, an array of strings, or an array of token ids"
+
+/* Checks one token-id prompt as vLLM does before using it as is: non-empty, integers, inside the
+ * vocabulary (bounded by t's vocabulary size, or by 2^32 without a tokenizer). Returns OPENAI_OK
+ * or OPENAI_INVALID with *why. */
+static int check_ids(const struct tokenizer *t, const cJSON *arr, const char **why)
 {
 	size_t vocab = t ? tokenizer_vocab_size(t) : UINT32_MAX;
 	const cJSON *e;
 
-	if (cJSON_GetArraySize(arr) == 0) {
+	if (!arr->child) {
 		*why = "The prompt cannot be empty";
 		return OPENAI_INVALID;
 	}
@@ -67,7 +72,23 @@ static int take_ids(const struct tokenizer *t, const cJSON *arr, struct openai_r
 			*why = "prompt contains a token id that is out of vocabulary";
 			return OPENAI_INVALID;
 		}
-		if (tok_ids_push(&r->prompt, (uint32_t)id))
+	}
+	return OPENAI_OK;
+}
+
+/* Takes a token-id prompt (checked with check_ids) as the engine's prompt, as is. Returns an
+ * openai_status or -ENOMEM. */
+static int take_ids(const struct tokenizer *t, const cJSON *arr, struct openai_req *r,
+		    const char **why)
+{
+	const cJSON *e;
+	int rc = check_ids(t, arr, why);
+
+	if (rc != OPENAI_OK)
+		return rc;
+	cJSON_ArrayForEach(e, arr)
+	{
+		if (tok_ids_push(&r->prompt, (uint32_t)e->valuedouble))
 			return -ENOMEM;
 	}
 	r->prompt_was_ids = true;
@@ -86,11 +107,21 @@ static int take_text(const struct tokenizer *t, const char *s, size_t n, struct 
 	return OPENAI_OK;
 }
 
+/* Reads "prompt" in any of the four shapes vLLM accepts: a string, a list of strings, a list of
+ * token ids, a list of lists of token ids. A batch is read as its first prompt (nprompts says how
+ * many there were), but every prompt of it is checked, because vLLM refuses the whole request
+ * with a 400 when one of them is bad (another shape than the first, an empty string or id list,
+ * an id that is not a non-negative integer or lies outside the vocabulary): routing such a request
+ * as if it were fine would count a prefix the engine never sees. Only the first is tokenized: the
+ * others cost a walk over the tree, not an encode. Returns an openai_status or -ENOMEM. */
 static int parse_prompt(const struct tokenizer *t, const cJSON *p, struct openai_req *r,
 			const char **why)
 {
-	const cJSON *first;
+	const cJSON *first, *e;
+	size_t n = 0;
+	int rc;
 
+	r->nprompts = 1;
 	if (cJSON_IsString(p)) {
 		if (!p->valuestring[0]) {
 			*why = "The prompt cannot be empty";
@@ -99,7 +130,7 @@ static int parse_prompt(const struct tokenizer *t, const cJSON *p, struct openai
 		return take_text(t, p->valuestring, strlen(p->valuestring), r, why);
 	}
 	if (!cJSON_IsArray(p)) {
-		*why = "prompt must be a string, an array of strings, or an array of token ids";
+		*why = PROMPT_SHAPE;
 		return OPENAI_INVALID;
 	}
 	first = p->child;
@@ -107,24 +138,40 @@ static int parse_prompt(const struct tokenizer *t, const cJSON *p, struct openai
 		*why = "The prompt cannot be empty";
 		return OPENAI_INVALID;
 	}
+	/* One prompt of ids: a non-number in it is refused by take_ids. */
 	if (cJSON_IsNumber(first))
 		return take_ids(t, p, r, why);
-	if (first->next) {
-		*why = "batched prompts (more than one prompt in a request)";
-		return cJSON_IsString(first) || cJSON_IsArray(first) ? OPENAI_UNSUPPORTED
-								     : OPENAI_INVALID;
+	if (!cJSON_IsString(first) && !cJSON_IsArray(first)) {
+		*why = PROMPT_SHAPE;
+		return OPENAI_INVALID;
 	}
-	if (cJSON_IsString(first)) {
-		if (!first->valuestring[0]) {
-			*why = "The prompt cannot be empty";
+	/* A batch: every element the same kind as the first, each a valid prompt of its own. */
+	cJSON_ArrayForEach(e, p)
+	{
+		n++;
+		if (cJSON_IsString(first)) {
+			if (!cJSON_IsString(e)) {
+				*why = PROMPT_SHAPE;
+				return OPENAI_INVALID;
+			}
+			if (!e->valuestring[0]) {
+				*why = "The prompt cannot be empty";
+				return OPENAI_INVALID;
+			}
+			continue;
+		}
+		if (!cJSON_IsArray(e)) {
+			*why = PROMPT_SHAPE;
 			return OPENAI_INVALID;
 		}
-		return take_text(t, first->valuestring, strlen(first->valuestring), r, why);
+		rc = check_ids(t, e, why);
+		if (rc != OPENAI_OK)
+			return rc;
 	}
-	if (cJSON_IsArray(first))
-		return take_ids(t, first, r, why);
-	*why = "prompt must be a string, an array of strings, or an array of token ids";
-	return OPENAI_INVALID;
+	r->nprompts = n;
+	if (cJSON_IsString(first))
+		return take_text(t, first->valuestring, strlen(first->valuestring), r, why);
+	return take_ids(t, first, r, why);
 }
 
 static int parse_common(const cJSON *root, struct openai_req *r, const char **why)
@@ -260,6 +307,7 @@ int openai_parse(const struct tokenizer *t, enum openai_endpoint ep, const char 
 		rc = OPENAI_INVALID;
 		goto cleanup;
 	}
+	r->nprompts = 1;
 	rc = chat_render_parsed(root, body, len, NULL, &text, why);
 	if (rc != CHAT_OK) {
 		rc = rc < 0 ? rc : rc == CHAT_UNSUPPORTED ? OPENAI_UNSUPPORTED : OPENAI_INVALID;
@@ -280,4 +328,148 @@ void openai_req_free(struct openai_req *r)
 	memset(r, 0, sizeof(*r));
 	r->max_tokens = -1;
 	r->seed = -1;
+}
+
+/* The usage scanner. Why a byte-level scanner and not a JSON parser: the proxy relays the response
+ * as it comes and must not hold it (a long completion, or a stream that lasts minutes), so the
+ * figures are picked up as the bytes pass, in a few bytes of state. Why it follows strings: the
+ * completion text is model output, and a model asked to write about the OpenAI API writes
+ * "cached_tokens": 5 (escaped, inside a string); only a key outside every string counts. A key is
+ * a string followed by ':', which in valid JSON only an object key is. A raw newline never occurs
+ * inside a JSON string (it is written \n), so one ends the string: a body that is not JSON (an
+ * error page with a stray quote) cannot leave the scanner inside a string for the rest of a
+ * stream, since SSE events end with a newline. */
+enum usage_state {
+	US_OUT = 0,    /* outside any string: only '"' matters */
+	US_STR,	       /* inside a string */
+	US_AFTER_KEY,  /* after a string spelling a wanted key: ':' makes it a key */
+	US_BEFORE_NUM, /* after the key's ':': the value starts */
+	US_NUM,	       /* in the digits of the value */
+};
+
+/* The wanted keys, all USAGE_KEYLEN bytes long; bit i of keymask is usage_keys[i]. */
+#define USAGE_KEYLEN 13
+static const char usage_keys[][USAGE_KEYLEN + 1] = {"prompt_tokens", "cached_tokens"};
+#define USAGE_NKEYS (sizeof(usage_keys) / sizeof(usage_keys[0]))
+/* Most digits of a value kept (10^18 - 1 fits an int64_t); a longer value is ignored. */
+#define USAGE_MAXDIG 18
+
+/* The bytes that end a run of plain string bytes: quote, backslash, raw newline. */
+static const bool usage_str_stop[256] = {['"'] = true, ['\\'] = true, ['\n'] = true};
+
+static bool usage_ws(unsigned char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+void openai_usage_init(struct openai_usage *u)
+{
+	memset(u, 0, sizeof(*u));
+	u->prompt_tokens = -1;
+	u->cached_tokens = -1;
+	u->st = US_OUT;
+}
+
+/* Feeds body bytes p[0..n) (any split; n may be 0). Each byte is looked at once: outside strings
+ * by memchr for '"', inside a string that can no longer be a wanted key by one table load. A state
+ * that the byte does not continue falls back to US_OUT and looks at the same byte again. */
+void openai_usage_feed(struct openai_usage *u, const char *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned char c = (unsigned char)p[i];
+		const char *q;
+
+		switch (u->st) {
+		case US_OUT:
+			q = memchr(p + i, '"', n - i);
+			if (!q)
+				return;
+			i = (size_t)(q - p) + 1;
+			u->st = US_STR;
+			u->esc = false;
+			u->keypos = 0;
+			u->keymask = (1u << USAGE_NKEYS) - 1;
+			continue;
+		case US_STR:
+			if (u->esc) {
+				/* an escaped byte (\" \\ \n \uXXXX...): text, but a key written
+				 * with escapes is not matched */
+				u->esc = false;
+				u->keymask = 0;
+				if (c == '\n')
+					u->st = US_OUT;
+				i++;
+				continue;
+			}
+			if (!u->keymask) {
+				while (i < n && !usage_str_stop[(unsigned char)p[i]])
+					i++;
+				if (i == n)
+					return;
+				c = (unsigned char)p[i];
+			}
+			if (c == '"') {
+				u->st =
+				    u->keymask && u->keypos == USAGE_KEYLEN ? US_AFTER_KEY : US_OUT;
+			} else if (c == '\\') {
+				u->esc = true;
+			} else if (c == '\n') {
+				u->st = US_OUT;
+			} else if (u->keypos < USAGE_KEYLEN) {
+				for (size_t k = 0; k < USAGE_NKEYS; k++)
+					if (c != (unsigned char)usage_keys[k][u->keypos])
+						u->keymask &= (uint8_t) ~(1u << k);
+				u->keypos++;
+			} else {
+				u->keymask = 0;
+			}
+			i++;
+			continue;
+		case US_AFTER_KEY:
+			if (usage_ws(c)) {
+				i++;
+			} else if (c == ':') {
+				u->st = US_BEFORE_NUM;
+				i++;
+			} else {
+				u->st = US_OUT; /* a string value, not a key */
+			}
+			continue;
+		case US_BEFORE_NUM:
+			if (usage_ws(c)) {
+				i++;
+			} else if (c >= '0' && c <= '9') {
+				u->num = c - '0';
+				u->ndig = 1;
+				u->st = US_NUM;
+				i++;
+			} else {
+				u->st = US_OUT; /* null, a negative number, a string, an object:
+						   ignored */
+			}
+			continue;
+		case US_NUM:
+			if (c >= '0' && c <= '9') {
+				if (u->ndig < USAGE_MAXDIG)
+					u->num = u->num * 10 + (c - '0');
+				u->ndig = u->ndig < USAGE_MAXDIG ? u->ndig + 1 : USAGE_MAXDIG + 1;
+				i++;
+				continue;
+			}
+			/* the value ends here; a fraction or an exponent makes it no integer */
+			if (c != '.' && c != 'e' && c != 'E' && u->ndig <= USAGE_MAXDIG) {
+				if (u->keymask & 1u)
+					u->prompt_tokens = u->num;
+				else
+					u->cached_tokens = u->num;
+			}
+			u->st = US_OUT;
+			continue;
+		default:
+			u->st = US_OUT;
+			continue;
+		}
+	}
 }

@@ -4,9 +4,12 @@
  * add_special_tokens=true, which for Qwen3 gives the same ids as false) or as an array of token
  * ids (used as is); /v1/chat/completions renders "messages" with the chat template (chat.h) and
  * tokenizes the result. Also reads model, stream, stream_options.include_usage, max_tokens (or
- * max_completion_tokens), cache_salt. What vLLM would accept but this module cannot reproduce
- * exactly is OPENAI_UNSUPPORTED (batched prompts, embeddings, ...); what vLLM refuses with a 400
- * is OPENAI_INVALID; both come with a static reason. Stateless; thread-safe. */
+ * max_completion_tokens), cache_salt. Prompt shapes (vLLM accepts all four): a string, a list of
+ * strings, a list of token ids, a list of lists of token ids; a batch (a list of several prompts)
+ * is read as its FIRST prompt, and nprompts says how many there were. What vLLM would accept but
+ * this module cannot reproduce exactly is OPENAI_UNSUPPORTED (embeddings, multimodal chat, ...);
+ * what vLLM refuses with a 400 is OPENAI_INVALID; both come with a static reason.
+ * Also reads a response body as it streams past (openai_usage_feed). Stateless; thread-safe. */
 #ifndef KVS_OPENAI_H
 #define KVS_OPENAI_H
 
@@ -36,8 +39,9 @@ struct openai_req {
 	int64_t max_tokens;	/* -1 when absent (vLLM then uses max_model_len - prompt) */
 	int64_t seed;		/* "seed", or -1 */
 	char *cache_salt;	/* malloc'ed; NULL when absent */
-	struct tok_ids prompt;	/* the engine's prompt token ids */
+	struct tok_ids prompt;	/* the engine's prompt token ids (of the first prompt of a batch) */
 	bool prompt_was_ids;	/* the prompt came as token ids */
+	size_t nprompts;	/* prompts in the request (> 1: a batch; prompt is the first) */
 };
 
 /* The endpoint a request line names (path without query; method must be POST). */
@@ -51,5 +55,24 @@ int openai_parse(const struct tokenizer *t, enum openai_endpoint ep, const char 
 		 struct openai_req *r, const char **why);
 
 void openai_req_free(struct openai_req *r);
+
+/* Reads "usage" figures from a response body as it streams past, without holding any of it:
+ * feed the body bytes (de-chunked; a JSON object or an SSE stream of them) in pieces of any size.
+ * It follows JSON strings (escapes included), so text inside a completion that looks like a
+ * usage object is never taken for one. A value that is null, negative, not an integer or longer
+ * than 18 digits is ignored. Zero-initialise, then call openai_usage_init. */
+struct openai_usage {
+	int64_t prompt_tokens; /* the last "prompt_tokens": N seen, or -1 */
+	int64_t cached_tokens; /* the last "cached_tokens": N seen (in prompt_tokens_details), or -1 */
+	/* scanner state (private to openai.c): constant size, no copy of the body */
+	uint8_t st;	 /* where the scanner stands (outside/inside a string, after a key, ...) */
+	bool esc;	 /* inside a string, the previous byte was a backslash */
+	uint8_t keypos;	 /* bytes of the current string so far (strings longer than a key: none) */
+	uint8_t keymask; /* the wanted keys the current string still spells, one bit each */
+	uint8_t ndig;	 /* digits of the value read so far (past 18: too big, ignored) */
+	int64_t num;	 /* the value so far */
+};
+void openai_usage_init(struct openai_usage *u);
+void openai_usage_feed(struct openai_usage *u, const char *p, size_t n);
 
 #endif
