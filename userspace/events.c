@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // events: vLLM KV events over ZMQ, decoded with msgpack-c, applied to the index.
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -11,9 +13,11 @@
 #include <unistd.h>
 
 #include <msgpack.h>
+#include <xxhash.h>
 #include <zmq.h>
 
 #include "blockhash.h"
+#include "discovery.h"
 #include "events.h"
 #include "log.h"
 
@@ -1309,6 +1313,12 @@ int events_apply_event(struct index *idx, uint32_t w, const struct events_event 
 
 /* ==== runtime ============================================================================ */
 
+/* Replayed batches remembered per worker (payload hashes, 8 bytes each) to recognise their live
+ * copies arriving after the replay. */
+#ifndef EVENTS_REPLAY_RECALL
+#define EVENTS_REPLAY_RECALL 1024
+#endif
+
 /* A live batch kept while the worker's replay runs. */
 struct pend {
 	uint64_t seq;
@@ -1330,6 +1340,16 @@ struct evw {
 	int64_t deadline_ms;
 	struct pend *pend;
 	size_t pend_head, pend_n, pend_cap;
+	/* The last replayed batches' payload hashes, seqs [recall_end - recall_n, recall_end), ring
+	 * indexed by seq (allocated on first use). The replay (DEALER) and the live stream (SUB)
+	 * are two connections with no order between them: a batch the worker published just
+	 * before answering can reach the SUB after the replay delivered it. Its seq is then below
+	 * next_seq, which would read as a restart (blocks dropped, synced again). Its bytes are
+	 * those of the replayed batch; a restarted worker's batch at that seq differs (at least
+	 * its timestamp). Forgotten once the live stream reaches next_seq (SUB is ordered). */
+	uint64_t *recall;
+	uint64_t recall_end;
+	size_t recall_n;
 	struct events_worker_stats st;
 };
 
@@ -1432,6 +1452,7 @@ static void worker_release(struct events *ev, struct evw *w)
 	close_sock(ev, &w->dealer);
 	pend_clear(w);
 	free(w->pend);
+	free(w->recall);
 	free(w->name);
 	free(w->pub);
 	free(w->replay);
@@ -1470,6 +1491,14 @@ static void *open_sock(struct events *ev, int type, const char *ep, uint64_t tag
 	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
 	if (type == ZMQ_SUB)
 		zmq_setsockopt(s, ZMQ_RCVHWM, &ev->rcvhwm, sizeof(ev->rcvhwm));
+	/* The join sync sends its request right after connecting, often before the worker's
+	 * replay endpoint listens (pod starting) or before the TCP handshake is done. With
+	 * ZMQ_IMMEDIATE 0 (libzmq's default, set here because the sync relies on it) the request
+	 * waits in the pipe and goes out once a connection is made, retried every
+	 * ZMQ_RECONNECT_IVL; with 1, zmq_send would fail with EAGAIN and the sync never start.
+	 * The replay deadline bounds the wait for an endpoint that never comes up. */
+	if (type == ZMQ_DEALER)
+		zmq_setsockopt(s, ZMQ_IMMEDIATE, &zero, sizeof(zero));
 	if (zmq_connect(s, ep) || zmq_getsockopt(s, ZMQ_FD, &fd, &fl) ||
 	    epoll_ctl(ev->epfd, EPOLL_CTL_ADD, fd, &ee)) {
 		zmq_close(s);
@@ -1477,6 +1506,8 @@ static void *open_sock(struct events *ev, int type, const char *ep, uint64_t tag
 	}
 	return s;
 }
+
+static void join_sync(struct events *ev, uint32_t id);
 
 int events_worker_add(struct events *ev, uint32_t id, const char *name, const char *pub,
 		      const char *replay, const char *topic)
@@ -1509,6 +1540,7 @@ int events_worker_add(struct events *ev, uint32_t id, const char *name, const ch
 	}
 	log_info("events", "worker %s (id %u): subscribed to %s, replay %s", name, id, pub,
 		 w->replay ? w->replay : "none");
+	join_sync(ev, id);
 	return 0;
 }
 
@@ -1583,6 +1615,57 @@ int events_sync(struct events *ev, const struct events_spec *specs, size_t n, co
 		}
 	}
 	return failed;
+}
+
+/* The strings behind one events_spec of events_sync_services. "service/endpoint" is sized for two
+ * whole name fields (at most DISCOVERY_NAME_MAX bytes read from each), the slash and the NUL, so
+ * no name is ever cut. */
+struct spec_text {
+	char name[2 * DISCOVERY_NAME_MAX + 2];
+	char pub[sizeof("tcp://255.255.255.255:65535")];
+	char replay[sizeof("tcp://255.255.255.255:65535")];
+};
+
+int events_sync_services(struct events *ev, const struct services *s, const char *topic)
+{
+	struct events_spec *sp = NULL;
+	struct spec_text *tx = NULL;
+	size_t n = 0, max = 0;
+	int rc;
+
+	for (size_t i = 0; i < s->n; i++)
+		max += s->v[i].nendpoints;
+	/* + 1: calloc(0) may return NULL, which must not read as out of memory */
+	sp = calloc(max + 1, sizeof(*sp));
+	tx = calloc(max + 1, sizeof(*tx));
+	if (!sp || !tx) {
+		rc = -ENOMEM;
+		goto cleanup;
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		const struct service *sv = &s->v[i];
+		for (size_t k = 0; k < sv->nendpoints; k++) {
+			const struct endpoint *e = &sv->endpoints[k];
+			char ip[INET_ADDRSTRLEN];
+			if (!e->events_port)
+				continue;
+			inet_ntop(AF_INET, &e->addr.sin_addr, ip, sizeof(ip));
+			/* %.*s: a name filling its whole field would have no NUL */
+			snprintf(tx[n].name, sizeof(tx[n].name), "%.*s/%.*s", DISCOVERY_NAME_MAX,
+				 sv->name, DISCOVERY_NAME_MAX, e->name);
+			snprintf(tx[n].pub, sizeof(tx[n].pub), "tcp://%s:%u", ip, e->events_port);
+			snprintf(tx[n].replay, sizeof(tx[n].replay), "tcp://%s:%u", ip,
+				 e->replay_port);
+			sp[n] = (struct events_spec){tx[n].name, tx[n].pub,
+						     e->replay_port ? tx[n].replay : NULL};
+			n++;
+		}
+	}
+	rc = events_sync(ev, sp, n, topic);
+cleanup:
+	free(sp);
+	free(tx);
+	return rc;
 }
 
 int events_fd(const struct events *ev)
@@ -1682,6 +1765,30 @@ static int pend_push(struct events *ev, struct evw *w, uint64_t seq, const void 
 
 static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void *p, size_t n);
 
+/* Remembers replayed batch seq (applied in seq order) for recalled(). Without memory it only
+ * forgets: a late live copy is then taken for a restart, which costs a resync, not correctness. */
+static void recall_add(struct evw *w, uint64_t seq, const void *p, size_t n)
+{
+	if (!w->recall) {
+		w->recall = malloc(EVENTS_REPLAY_RECALL * sizeof(*w->recall));
+		if (!w->recall)
+			return;
+	}
+	if (w->recall_n && seq != w->recall_end)
+		w->recall_n = 0;
+	w->recall[seq % EVENTS_REPLAY_RECALL] = XXH3_64bits(p, n);
+	w->recall_end = seq + 1;
+	if (w->recall_n < EVENTS_REPLAY_RECALL)
+		w->recall_n++;
+}
+
+/* Whether live batch seq with payload p[0..n) is one the last replay already delivered. */
+static bool recalled(const struct evw *w, uint64_t seq, const void *p, size_t n)
+{
+	return w->recall_n && seq < w->recall_end && seq >= w->recall_end - w->recall_n &&
+	       w->recall[seq % EVENTS_REPLAY_RECALL] == XXH3_64bits(p, n);
+}
+
 static int start_replay(struct events *ev, uint32_t id, uint64_t from, bool initial)
 {
 	struct evw *w = &ev->w[id];
@@ -1701,6 +1808,7 @@ static int start_replay(struct events *ev, uint32_t id, uint64_t from, bool init
 	w->replaying = true;
 	w->initial = initial;
 	w->got_replay = false;
+	w->recall_n = 0; /* a gap or a restart: the live stream is past the last replay */
 	w->replay_from = from;
 	w->deadline_ms = now_ms() + ev->replay_timeout_ms;
 	if (!initial) {
@@ -1711,6 +1819,45 @@ static int start_replay(struct events *ev, uint32_t id, uint64_t from, bool init
 	arm_timer(ev);
 	log_info("events", "worker %s: replay from seq %llu%s", w->name, (unsigned long long)from,
 		 initial ? " (initial sync)" : "");
+	return 0;
+}
+
+/* The sync on joining (events_worker_add, events_worker_resync), for a worker holding no blocks
+ * and no sequence state: replay from 0 at once. Waiting for the first live batch instead would
+ * leave an idle worker (or one just restarted with a warm buffer) unknown to the router until it
+ * next publishes, which may be never if no request is sent its way. When the request cannot even
+ * be queued, handle_seq's rule for a first batch with seq > 0 asks again. */
+static void join_sync(struct events *ev, uint32_t id)
+{
+	struct evw *w = &ev->w[id];
+
+	if (!w->replay || !ev->initial_replay)
+		return;
+	if (start_replay(ev, id, 0, true))
+		log_warn("events", "worker %s: initial sync from %s not started: %s", w->name,
+			 w->replay, zmq_strerror(zmq_errno()));
+}
+
+int events_worker_resync(struct events *ev, uint32_t id)
+{
+	struct evw *w;
+
+	if (id >= ev->nw || !ev->w[id].used)
+		return -ENOENT;
+	w = &ev->w[id];
+	log_info("events", "worker %s (id %u): resync: blocks dropped, sync from seq 0", w->name,
+		 id);
+	/* replay answers carry no request id: only a new DEALER keeps the answers to a replay
+	 * asked before (from the old process, or from another start seq) out of the new sync */
+	close_sock(ev, &w->dealer);
+	pend_clear(w); /* queued for a replay that is abandoned; the new sync covers them */
+	w->replaying = w->initial = w->got_replay = w->skip_initial = false;
+	w->have_seq = false;
+	w->next_seq = w->replay_from = 0;
+	w->recall_n = 0;
+	worker_drop(ev, id); /* also lifts a stale mark left by an abandoned gap replay */
+	arm_timer(ev);
+	join_sync(ev, id);
 	return 0;
 }
 
@@ -1748,11 +1895,19 @@ static void replay_done(struct events *ev, uint32_t id, bool ok, const char *why
 	} else {
 		w->st.replays_failed++;
 		close_sock(ev, &w->dealer); /* late answers to this request must not be read */
-		log_warn("events", "worker %s: replay failed (%s): its blocks are dropped", w->name,
-			 why);
-		worker_drop(ev, id);
+		if (w->initial && !w->got_replay) {
+			/* an initial sync that applied nothing has nothing to drop (typically a
+			 * worker whose replay endpoint does not listen yet, or never will) */
+			log_warn("events", "worker %s: initial sync failed (%s): live stream taken",
+				 w->name, why);
+		} else {
+			log_warn("events", "worker %s: replay failed (%s): its blocks are dropped",
+				 w->name, why);
+			worker_drop(ev, id);
+		}
 		w->have_seq = false;
 		w->skip_initial = true;
+		w->recall_n = 0;
 	}
 	arm_timer(ev);
 	drain_pending(ev, id);
@@ -1772,6 +1927,10 @@ static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void 
 		}
 		return;
 	}
+	if (w->have_seq && seq < w->next_seq && recalled(w, seq, p, n))
+		return; /* the live copy of a replayed batch, late */
+	if (w->have_seq && seq >= w->next_seq)
+		w->recall_n = 0; /* SUB is ordered: no late copy can follow this batch */
 	if (w->have_seq && seq < w->next_seq) {
 		w->st.restarts++;
 		log_info("events",
@@ -1822,6 +1981,13 @@ static void handle_replay_msg(struct events *ev, uint32_t id, zmq_msg_t *parts, 
 	if (!w->replaying) /* an answer after we gave up */
 		return;
 	if (seq == UINT64_MAX) {
+		if (!w->initial && w->pend_n && w->pend[w->pend_head].seq > w->next_seq) {
+			/* the answer stops short of the queued batches (e.g. a restarted worker's
+			 * new buffer behind a batch of the old process): taking it as a success
+			 * would ask the same replay again for ever */
+			replay_done(ev, id, false, "replay ended before the gap was filled");
+			return;
+		}
 		if (w->initial && !w->got_replay) {
 			/* nothing buffered there: take the live stream as it comes (without
 			 * skip_initial the queued batch would ask for the same replay again) */
@@ -1849,6 +2015,7 @@ static void handle_replay_msg(struct events *ev, uint32_t id, zmq_msg_t *parts, 
 	}
 	apply_batch(ev, id, zmq_msg_data(&parts[k + 1]), zmq_msg_size(&parts[k + 1]));
 	w->next_seq = seq + 1;
+	recall_add(w, seq, zmq_msg_data(&parts[k + 1]), zmq_msg_size(&parts[k + 1]));
 }
 
 /* Receives one whole multipart message (at most 4 parts kept, the rest discarded). Returns the
@@ -2057,8 +2224,10 @@ int events_metrics(const struct events *ev, struct buf *out)
 					     const uint64_t *)((const char *)&w->st + m[k].off));
 		}
 	}
-	rc |= buf_puts(out, "# HELP kvsplice_kv_replaying 1 while a worker's replay runs.\n"
-			    "# TYPE kvsplice_kv_replaying gauge\n");
+	rc |= buf_puts(out,
+		       "# HELP kvsplice_kv_replaying 1 while a worker's replay (or initial sync) "
+		       "runs.\n"
+		       "# TYPE kvsplice_kv_replaying gauge\n");
 	for (uint32_t i = 0; i < ev->nw; i++) {
 		if (!ev->w[i].used)
 			continue;
@@ -2100,9 +2269,10 @@ int events_debug_json(const struct events *ev, struct buf *out)
 		    "\"gaps\":%llu,\"replays_ok\":%llu,\"replays_failed\":%llu,\"restarts\":%llu,"
 		    "\"drops\":%llu,\"bad_frames\":%llu,\"bad_batches\":%llu,\"bad_events\":%llu,"
 		    "\"unknown_events\":%llu}",
-		    w->replaying  ? "replaying"
-		    : w->have_seq ? "live"
-				  : "waiting",
+		    w->replaying && w->initial ? "syncing"
+		    : w->replaying	       ? "replaying"
+		    : w->have_seq	       ? "live"
+					       : "waiting",
 		    (unsigned long long)w->next_seq, w->pend_n, (unsigned long long)gpu,
 		    (unsigned long long)cpu, index_worker_stale(ev->idx, i) ? "true" : "false",
 		    (unsigned long long)w->st.batches, (unsigned long long)w->st.events,

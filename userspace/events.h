@@ -11,7 +11,11 @@
  * never depends on the engine's hashing.
  *
  * Sequence rules, per worker:
- *   - first batch seen with seq > 0 and a replay endpoint: replay from 0 (initial sync);
+ *   - on joining (events_worker_add, events_worker_resync) with a replay endpoint: replay from 0
+ *     at once (initial sync), so an idle worker's cache is known before its next batch; live
+ *     batches arriving meanwhile are queued. An empty answer or a dead replay endpoint: the live
+ *     stream is taken as it comes;
+ *   - first batch seen with seq > 0 and a replay endpoint (the initial sync failed): replay from 0;
  *   - seq == expected: applied;
  *   - seq >  expected (a gap: PUB dropped batches): the worker is marked stale (queries see it
  *     with depth 0), live batches are queued, and the missing ones are asked from the replay
@@ -154,6 +158,11 @@ int events_worker_remove(struct events *ev, uint32_t id);
 /* The id of the worker named name, or -ENOENT. */
 int events_worker_find(const struct events *ev, const char *name);
 
+/* Drops worker id's blocks and syncs it again from seq 0 through its replay endpoint (if any),
+ * as on joining: for a restart noticed by other means (its metrics show a new process) while it
+ * publishes nothing. 0 or -ENOENT. */
+int events_worker_resync(struct events *ev, uint32_t id);
+
 /* One worker as discovery sees it. */
 struct events_spec {
 	const char *name;   /* unique, e.g. "service/endpoint" */
@@ -165,6 +174,12 @@ struct events_spec {
  * ids with topic filter topic. Returns the number of workers that failed to be added (logged),
  * or -ENOMEM. */
 int events_sync(struct events *ev, const struct events_spec *specs, size_t n, const char *topic);
+
+struct services;
+/* events_sync for a Services snapshot: every endpoint with an events_port, named
+ * "service/endpoint", publisher tcp://IP:events_port, replay tcp://IP:replay_port (when set).
+ * Same returns as events_sync. */
+int events_sync_services(struct events *ev, const struct services *s, const char *topic);
 
 /* The fd to watch for EPOLLIN. */
 int events_fd(const struct events *ev);

@@ -7,11 +7,15 @@ model of what each worker holds: in-order ingest in both encodings and every has
 dropped batch recovered through replay (with and without a delimiter frame in the answers), a
 restart (seq back to 0) clearing the worker, a replay that cannot fill the gap and a worker
 without replay endpoint both dropping the worker's blocks, malformed input counted and skipped,
-a removed worker disappearing. Prints TAP lines. Usage: events_live.py PATH_TO_KVEVENTS
+a removed worker disappearing. Then the sync on joining: an idle worker's buffered batches loaded
+with no live batch, a replay endpoint that listens only after the join or never (deadline, then
+the live stream), and a resync after a restart that publishes nothing. Prints TAP lines.
+Usage: events_live.py PATH_TO_KVEVENTS
 """
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import threading
@@ -35,7 +39,8 @@ def tap(ok, what):
 class Worker:
     """One simulated vLLM worker: XPUB (so we know when kvevents has subscribed) + ROUTER."""
 
-    def __init__(self, ctx, name, replay=True, delimiter=True):
+    def __init__(self, ctx, name, replay=True, delimiter=True, listen=True):
+        """listen=False: the replay port is chosen but nothing listens on it until listen()."""
         self.name, self.ctx, self.delimiter = name, ctx, delimiter
         self.pub = ctx.socket(zmq.XPUB)
         self.pub.setsockopt(zmq.LINGER, 0)
@@ -47,12 +52,38 @@ class Worker:
         self.stop = False
         self.replays = []
         self.rep_port = None
+        self.thread = None
         if replay:
-            self.router = ctx.socket(zmq.ROUTER)
-            self.router.setsockopt(zmq.LINGER, 0)
-            self.rep_port = self.router.bind_to_random_port("tcp://127.0.0.1")
-            self.thread = threading.Thread(target=self.serve, daemon=True)
-            self.thread.start()
+            if listen:
+                self.router = ctx.socket(zmq.ROUTER)
+                self.router.setsockopt(zmq.LINGER, 0)
+                self.rep_port = self.router.bind_to_random_port("tcp://127.0.0.1")
+                self.thread = threading.Thread(target=self.serve, daemon=True)
+                self.thread.start()
+            else:
+                s = socket.socket()
+                s.bind(("127.0.0.1", 0))  # a free port, released at once (never connected)
+                self.rep_port = s.getsockname()[1]
+                s.close()
+
+    def listen(self):
+        """Binds the replay ROUTER on rep_port (retrying while a closed one still holds it)."""
+        self.router = bind_retry(self.ctx, zmq.ROUTER, self.rep_port)
+        self.stop = False
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def reopen(self):
+        """A new worker process on the same ports: new sockets, seq 0, empty replay buffer."""
+        self.stop = True
+        if self.thread:
+            self.thread.join()
+            self.router.close()
+        self.pub.close()
+        self.pub = bind_retry(self.ctx, zmq.XPUB, self.pub_port)
+        self.restart()
+        self.replays = []
+        self.listen()
 
     def spec(self):
         s = "%s=tcp://127.0.0.1:%d" % (self.name, self.pub_port)
@@ -95,9 +126,26 @@ class Worker:
     def close(self):
         self.stop = True
         self.pub.close()
-        if self.rep_port:
+        if self.thread:
             self.thread.join()
             self.router.close()
+
+
+def bind_retry(ctx, kind, port, timeout=5.0):
+    """A socket of kind bound on 127.0.0.1:port; libzmq releases a closed socket's port
+    asynchronously, so EADDRINUSE is retried for a while."""
+    s = ctx.socket(kind)
+    s.setsockopt(zmq.LINGER, 0)
+    t = time.time() + timeout
+    while True:
+        try:
+            s.bind("tcp://127.0.0.1:%d" % port)
+            return s
+        except zmq.ZMQError as e:
+            if e.errno != zmq.EADDRINUSE or time.time() > t:
+                s.close()
+                raise
+            time.sleep(0.02)
 
 
 class Chains:
@@ -128,9 +176,9 @@ class Chains:
 
 
 class Kvevents:
-    def __init__(self, path, specs):
+    def __init__(self, path, specs, replay_timeout_ms=3000):
         self.p = subprocess.Popen([path, "watch", "--seed", str(g.SEED), "--topic", "kv",
-                                   "--replay-timeout-ms", "3000", "--log-level",
+                                   "--replay-timeout-ms", str(replay_timeout_ms), "--log-level",
                                    os.environ.get("KVEVENTS_LOG", "warn")] + specs,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
@@ -160,6 +208,24 @@ class Kvevents:
                 return True
             time.sleep(0.02)
         return False
+
+    def wait_blocks(self, wid, want, timeout):
+        """Polls the index until worker wid holds exactly want; returns (ok, seconds taken)."""
+        t0 = time.time()
+        while True:
+            blocks, _ = self.held(wid)
+            if blocks == want:
+                return True, time.time() - t0
+            if time.time() - t0 > timeout:
+                return False, time.time() - t0
+            time.sleep(0.01)
+
+    def worker(self, name):
+        """The worker's /debug/index object, or None."""
+        for w in self.cmd("debug")["workers"]:
+            if w["name"] == name:
+                return w
+        return None
 
     def metric(self, name, labels):
         m = self.cmd("metrics")
@@ -211,6 +277,8 @@ def main():
             % (w1.seq, len(model_blocks(w1))))
 
         # 2. gap: two batches lost on the way; the replay endpoint serves them
+        # (the initial sync at the join already counted one replay: compare from here)
+        ok_before = kv.metric("kvsplice_kv_replays_total", ['worker="w1"', 'result="ok"'])
         for lost in (True, True, False, False):
             p, hs = c1.stored_batch(2, parent=last)
             last = hs[-1]
@@ -220,8 +288,8 @@ def main():
         tap(ok and blocks == model_blocks(w1), "dropped batches recovered by replay (replay "
             "asked from seq %s): index equals the model" % w1.replays[-1:])
         tap(kv.metric("kvsplice_kv_seq_gaps_total", ['worker="w1"']) == 1 and
-            kv.metric("kvsplice_kv_replays_total", ['worker="w1"', 'result="ok"']) == 1,
-            "gap and successful replay counted")
+            kv.metric("kvsplice_kv_replays_total", ['worker="w1"', 'result="ok"']) ==
+            ok_before + 1, "gap and successful replay counted")
 
         # same on w3, whose ROUTER answers without a delimiter frame
         last3 = None
@@ -313,8 +381,114 @@ def main():
         kv.close()
         for w in (w1, w2, w3):
             w.close()
+    try:
+        join_sync_tests(kvevents, ctx, rng)
+    finally:
         ctx.term()
     return 1 if FAILS else 0
+
+
+def buffer_batches(w, c, n, rng):
+    """n batches (chains, one removal) into w's replay buffer only: published before anyone
+    subscribed, so no live batch reaches a later subscriber."""
+    last = None
+    for i in range(n):
+        p, hs = c.stored_batch(rng.randint(1, 3), parent=last if i % 4 else None)
+        last = hs[-1]
+        w.publish(p, send=False)
+        if i == n // 2:
+            w.publish(c.removed_batch([hs[0]]), send=False)
+
+
+def join_sync_tests(kvevents, ctx, rng):
+    """The sync from seq 0 on joining and on events_worker_resync (kvevents "add" / "resync")."""
+    timeout_ms = 1500
+    wa = Worker(ctx, "wa")
+    wb = Worker(ctx, "wb", listen=False)
+    wc = Worker(ctx, "wc", listen=False)
+    kv = Kvevents(kvevents, [], replay_timeout_ms=timeout_ms)
+    try:
+        # a. an idle worker: N batches buffered, nothing published after the join
+        buffer_batches(wa, Chains(wa, rng), 12, rng)
+        r = kv.cmd("add " + wa.spec())
+        ok, took = kv.wait_blocks(0, model_blocks(wa), 3.0)
+        w = kv.worker("wa")
+        tap(r.get("add") == 0 and ok and took < 1.0 and wa.replays == [0] and
+            w["next_seq"] == wa.seq and w["state"] == "live",
+            "idle worker joined: its %d buffered batches (%d blocks) in the index after %.2f s, "
+            "no live batch" % (wa.seq, len(model_blocks(wa)), took))
+
+        # b. the replay endpoint listens only after the join, within the deadline
+        buffer_batches(wb, Chains(wb, rng), 8, rng)
+        r = kv.cmd("add " + wb.spec())
+        time.sleep(0.5)
+        w = kv.worker("wb")
+        blocks, _ = kv.held(1)
+        tap(r.get("add") == 0 and w["state"] == "syncing" and blocks == [],
+            "replay endpoint not listening yet: the worker shows as syncing, no blocks")
+        wb.listen()
+        ok, took = kv.wait_blocks(1, model_blocks(wb), 3.0)
+        tap(ok and took < 1.0 and wb.replays == [0] and kv.worker("wb")["state"] == "live",
+            "replay endpoint listening 0.5 s after the join: the request queued at the join "
+            "served, %d blocks after %.2f s more" % (len(model_blocks(wb)), took))
+
+        # b'. a replay endpoint that never listens: the deadline passes, the live stream is
+        # taken; what arrived meanwhile was queued, and nothing is dropped
+        buffer_batches(wc, Chains(wc, rng), 5, rng)  # unreachable
+        wc.model = g.Model()  # kvevents can only know the live batches
+        t0 = time.time()
+        r = kv.cmd("add " + wc.spec())
+        subscribed = wc.wait_subscribed()
+        cc = Chains(wc, rng)
+        for _ in range(2):
+            p, hs = cc.stored_batch(2)  # chain roots: kept although 0..4 are unknown
+            wc.publish(p)
+        time.sleep(0.3)
+        w = kv.worker("wc")
+        early = (w["state"], w["pending"], w["blocks_gpu"] + w["blocks_cpu"])
+        ok, took = kv.wait_blocks(2, model_blocks(wc), timeout_ms / 1000.0 + 2.0)
+        took = time.time() - t0
+        w = kv.worker("wc")
+        tap(r.get("add") == 0 and subscribed and early == ("syncing", 2, 0),
+            "replay endpoint never listening: live batches queued during the sync (%s, %s "
+            "queued, %s blocks)" % early)
+        tap(ok and timeout_ms / 1000.0 - 0.1 < took < timeout_ms / 1000.0 + 1.0 and
+            w["state"] == "live" and w["next_seq"] == wc.seq and w["replays_failed"] == 1 and
+            w["drops"] == 0, "after the %d ms deadline (%.2f s) the live stream is taken: %d "
+            "blocks, nothing dropped" % (timeout_ms, took, len(model_blocks(wc))))
+
+        # c. resync: wa restarts (new process, seq 0, a new replay buffer) and publishes nothing
+        old = len(model_blocks(wa))
+        wa.reopen()
+        buffer_batches(wa, Chains(wa, rng), 6, rng)
+        r = kv.cmd("resync wa")
+        ok, took = kv.wait_blocks(0, model_blocks(wa), 3.0)
+        w = kv.worker("wa")
+        tap(r.get("resync") == 0 and ok and took < 1.0 and wa.replays == [0] and
+            w["next_seq"] == wa.seq, "resync after a silent restart: the %d old blocks dropped, "
+            "the new buffer's %d loaded after %.2f s" % (old, len(model_blocks(wa)), took))
+
+        # c'. the same with an empty new buffer, then the new process's first live batch
+        wa.reopen()
+        r = kv.cmd("resync wa")
+        ok, took = kv.wait_blocks(0, [], 3.0)
+        deadline = time.time() + 3.0
+        while kv.worker("wa")["state"] != "waiting" and time.time() < deadline:
+            time.sleep(0.01)
+        w = kv.worker("wa")
+        tap(r.get("resync") == 0 and ok and wa.replays == [0] and w["state"] == "waiting",
+            "resync to an empty buffer: no blocks, waiting for the first batch")
+        subscribed = wa.wait_subscribed()
+        p, hs = Chains(wa, rng).stored_batch(2)
+        wa.publish(p)
+        ok, _ = kv.wait_blocks(0, model_blocks(wa), 3.0)
+        tap(subscribed and ok and kv.worker("wa")["next_seq"] == 1,
+            "then its first live batch (seq 0) is applied")
+        tap(kv.cmd("resync nosuch").get("resync") == -2, "resync of an unknown worker: ENOENT")
+    finally:
+        kv.close()
+        for w in (wa, wb, wc):
+            w.close()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 #include <zmq.h>
 
 #include "blockhash.h"
+#include "discovery.h"
 #include "events.h"
 #include "index.h"
 #include "events_trace.h"
@@ -636,6 +637,17 @@ static void publish(struct peer *p, uint64_t seq)
 	zmq_send(p->pub, p->buf[seq], p->len[seq], 0);
 }
 
+/* Publishes batch `from`'s payload under seq: another process's batch at that seq. */
+static void publish_as(struct peer *p, uint64_t seq, uint64_t from)
+{
+	unsigned char b[8];
+
+	be(b, seq);
+	zmq_send(p->pub, "kv", 2, ZMQ_SNDMORE);
+	zmq_send(p->pub, b, 8, ZMQ_SNDMORE);
+	zmq_send(p->pub, p->buf[from], p->len[from], 0);
+}
+
 /* Answers one replay request with batches [start, upto), then the terminator. */
 static int serve_replay(struct peer *p, uint64_t upto, int timeout_ms)
 {
@@ -844,7 +856,17 @@ static void runtime_tests(void)
 	peer_close(&p);
 }
 
-/* Joining a running worker: replay from 0; an empty replay buffer means "take the stream". */
+static bool debug_has(const struct events *ev, const char *what)
+{
+	struct buf m = {0};
+	bool has = !events_debug_json(ev, &m) && m.data && strstr(m.data, what);
+
+	buf_free(&m);
+	return has;
+}
+
+/* Joining: the sync from seq 0 starts at once, before any live batch; live batches arriving
+ * meanwhile are queued; an empty replay buffer means "take the stream". */
 static void initial_replay_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 4};
@@ -858,16 +880,54 @@ static void initial_replay_tests(void)
 	peer_open(&p);
 	for (uint64_t s = 0; s < 12; s++)
 		make_batch(&p, s);
-	events_worker_add(ev, 0, "late", p.pub_ep, p.rep_ep, "kv");
-	pump(ev, 300);
-	publish(&p, 5); /* the first batch this subscriber sees */
-	pump(ev, 250);
-	EQ(serve_replay(&p, 8, 1000), 0, "joining at seq 5: replay asked from seq 0");
+	events_worker_add(ev, 0, "idle", p.pub_ep, p.rep_ep, "kv");
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.replaying, "joining: the initial sync starts at once");
+	CHECK(debug_has(ev, "\"state\":\"syncing\""), "debug JSON: the worker is syncing");
+	EQ(serve_replay(&p, 8, 1000), 0, "idle worker: replay asked from seq 0, nothing published");
 	pump(ev, 200);
 	events_worker_stats(ev, 0, &st);
-	CHECK(st.replays_ok == 1 && st.next_seq == 8 && !st.replaying,
-	      "initial replay applied 0..7 (next seq %llu)", (unsigned long long)st.next_seq);
+	CHECK(st.replays_ok == 1 && st.next_seq == 8 && !st.replaying && st.batches == 8,
+	      "initial sync applied 0..7 (next seq %llu)", (unsigned long long)st.next_seq);
+	EQ(depth_of(idx, 0, 12), 8, "depth 8 with no live batch seen");
+	CHECK(debug_has(ev, "\"state\":\"live\""), "debug JSON: then live");
+	/* the live copies of 6 and 7 reach the SUB after the replay delivered them */
+	publish(&p, 6);
+	publish(&p, 7);
+	pump(ev, 150);
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.restarts == 0 && st.drops == 0 && st.next_seq == 8 && st.batches == 8,
+	      "late live copies of replayed batches: skipped, not a restart");
+	publish(&p, 8);
+	pump(ev, 150);
+	events_worker_stats(ev, 0, &st);
+	EQ(st.next_seq, 9, "the live stream continues where the sync ended");
+	events_worker_remove(ev, 0);
+
+	/* a live batch arriving during the sync is queued, then skipped (the replay had it) */
+	events_worker_add(ev, 0, "late", p.pub_ep, p.rep_ep, "kv");
+	pump(ev, 300);
+	publish(&p, 5);
+	pump(ev, 100);
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.replaying && st.pending == 1, "batch 5 queued during the sync");
+	EQ(serve_replay(&p, 8, 1000), 0, "late: replay asked from seq 0");
+	pump(ev, 200);
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.replays_ok == 1 && st.next_seq == 8 && !st.replaying && st.pending == 0,
+	      "initial replay applied 0..7, queued 5 skipped (next seq %llu)",
+	      (unsigned long long)st.next_seq);
 	EQ(depth_of(idx, 0, 12), 8, "depth 8 after the initial sync");
+	/* right after the sync, seq 7 with other bytes: a restarted worker, not a late copy */
+	publish_as(&p, 7, 11);
+	pump(ev, 150);
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.restarts == 1 && st.replaying, "seq 7 with other bytes: restart, synced again");
+	EQ(serve_replay(&p, 0, 1000), 0, "restart: replay asked from 0 (new buffer empty)");
+	pump(ev, 150);
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.next_seq == 8 && !st.replaying, "the new process's batch 7 taken");
+	EQ(depth_of(idx, 0, 12), 0, "the old process's blocks dropped");
 	/* another subscriber joins when the worker's replay buffer is empty */
 	events_worker_remove(ev, 0);
 	events_worker_add(ev, 1, "late3", p.pub_ep, p.rep_ep, "kv");
@@ -884,9 +944,226 @@ static void initial_replay_tests(void)
 	CHECK(st.next_seq == 11 && st.replays_ok == 1 && st.batches == 2,
 	      "empty buffer: the live stream taken from seq 9 (next %llu, batches %llu)",
 	      (unsigned long long)st.next_seq, (unsigned long long)st.batches);
+	/* fallback: a restart whose first batches this subscriber missed (seq back to 2) */
+	publish(&p, 2);
+	pump(ev, 150);
+	EQ(serve_replay(&p, 4, 1000), 0, "restart seen at seq 2: replay asked from 0");
+	pump(ev, 200);
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.restarts == 1 && st.next_seq == 4 && st.replays_ok == 2,
+	      "restart: resynced from the new buffer (next %llu)", (unsigned long long)st.next_seq);
+	EQ(depth_of(idx, 1, 12), 4, "depth 4: the new process's blocks only");
 	events_free(ev);
 	index_free(idx);
 	peer_close(&p);
+}
+
+/* An endpoint of a socket just closed: nothing listens there (for a while at least). */
+static void dead_endpoint(char *ep, size_t len)
+{
+	void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_ROUTER);
+
+	zmq_bind(s, "tcp://127.0.0.1:*");
+	zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &len);
+	zmq_close(s);
+	zmq_ctx_term(ctx);
+}
+
+/* The join sync against a replay endpoint that listens late or never; resync; a gap replay that
+ * stops short of the queued batches. */
+static void join_sync_tests(void)
+{
+	struct index_cfg icfg = {.max_workers = 4};
+	struct index *idx = index_create(&icfg);
+	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 1500};
+	struct events *ev = events_create(&ecfg);
+	struct events_worker_stats st;
+	struct peer p = {0}, q = {0};
+	char never[64];
+	zmq_pollitem_t it;
+	int rc = -1;
+
+	peer_open(&p);
+	peer_open(&q);
+	for (uint64_t s = 0; s < 12; s++) {
+		make_batch(&p, s);
+		make_batch(&q, s);
+	}
+	/* the replay endpoint starts listening 400 ms after the join */
+	EQ(zmq_unbind(p.router, p.rep_ep), 0, "replay endpoint closed before the join");
+	events_worker_add(ev, 0, "slow", p.pub_ep, p.rep_ep, "kv");
+	pump(ev, 400);
+	for (int i = 0; i < 100 && rc; i++) { /* the old listener closes asynchronously */
+		rc = zmq_bind(p.router, p.rep_ep);
+		if (rc)
+			pump(ev, 10);
+	}
+	EQ(rc, 0, "replay endpoint listening again");
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.replaying, "still syncing while the endpoint does not listen");
+	EQ(serve_replay(&p, 6, 1000), 0,
+	   "the request queued at the join reaches the late listener");
+	pump(ev, 200);
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.replays_ok == 1 && st.next_seq == 6 && !st.replaying,
+	      "late listener: sync done (next %llu)", (unsigned long long)st.next_seq);
+	EQ(depth_of(idx, 0, 12), 6, "late listener: depth 6 with no live batch");
+
+	/* a replay endpoint that never listens: the deadline passes, the live stream is taken */
+	dead_endpoint(never, sizeof(never));
+	events_worker_add(ev, 1, "never", p.pub_ep, never, "kv");
+	pump(ev, 400);
+	publish(&p, 6);
+	pump(ev, 200);
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.replaying && st.pending == 1, "never: batch 6 queued while the sync waits");
+	pump(ev, 1100);
+	events_worker_stats(ev, 1, &st);
+	/* (its block is an orphan, parent unknown: applied, but not kept by the index) */
+	CHECK(!st.replaying && st.replays_failed == 1 && st.drops == 0 && st.next_seq == 7 &&
+		  st.batches == 1,
+	      "never: after the deadline, nothing dropped, queued batch applied (next %llu)",
+	      (unsigned long long)st.next_seq);
+	events_worker_stats(ev, 0, &st);
+	EQ(st.next_seq, 7, "slow: batch 6 applied live");
+	events_worker_remove(ev, 1);
+
+	/* resync: the worker restarted and publishes nothing; its new buffer holds 0..2 */
+	EQ(events_worker_resync(ev, 3), -ENOENT, "resync of an unknown id: ENOENT");
+	EQ(events_worker_resync(ev, 0), 0, "resync");
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.replaying && !st.have_seq && st.pending == 0, "resync: syncing from scratch");
+	EQ(depth_of(idx, 0, 12), 0, "resync: the old blocks dropped at once");
+	EQ(serve_replay(&p, 3, 1000), 0, "resync: replay asked from seq 0");
+	pump(ev, 200);
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.replays_ok == 2 && st.next_seq == 3 && !st.replaying,
+	      "resync: the new buffer loaded (next %llu)", (unsigned long long)st.next_seq);
+	EQ(depth_of(idx, 0, 12), 3, "resync: depth 3");
+
+	/* a gap replay whose answer stops before the queued batch: failed, not asked again */
+	publish(&p, 5);
+	pump(ev, 150);
+	EQ(serve_replay(&p, 4, 1000), 3, "gap: replay asked from seq 3, answered up to 3 only");
+	pump(ev, 200);
+	it = (zmq_pollitem_t){.socket = p.router, .events = ZMQ_POLLIN};
+	CHECK(zmq_poll(&it, 1, 200) == 0, "short answer: no further replay request (no loop)");
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.replays_failed == 1 && st.next_seq == 6 && !st.replaying,
+	      "short answer: replay failed, live stream taken (next %llu)",
+	      (unsigned long long)st.next_seq);
+
+	/* resync without a replay endpoint: the next live batch is a first batch */
+	events_worker_add(ev, 2, "norep", q.pub_ep, NULL, "kv");
+	pump(ev, 300);
+	for (uint64_t s = 0; s < 3; s++)
+		publish(&q, s);
+	pump(ev, 150);
+	EQ(depth_of(idx, 2, 12), 3, "norep: depth 3");
+	EQ(events_worker_resync(ev, 2), 0, "norep: resync");
+	events_worker_stats(ev, 2, &st);
+	CHECK(!st.replaying && !st.have_seq, "norep: no sync to run, waiting for a batch");
+	EQ(depth_of(idx, 2, 12), 0, "norep: blocks dropped");
+	publish(&q, 7);
+	pump(ev, 150);
+	events_worker_stats(ev, 2, &st);
+	CHECK(st.next_seq == 8 && st.restarts == 0 && st.batches == 4,
+	      "norep: batch 7 taken as a first batch (next %llu)", (unsigned long long)st.next_seq);
+	events_free(ev);
+	index_free(idx);
+	peer_close(&p);
+	peer_close(&q);
+}
+
+static int ep_port(const char *ep)
+{
+	const char *c = strrchr(ep, ':');
+
+	return c ? atoi(c + 1) : 0;
+}
+
+/* A Services snapshot → subscriptions: names, endpoints, and a removed endpoint. */
+static void sync_services_tests(void)
+{
+	struct index_cfg icfg = {.max_workers = 8};
+	struct index *idx = index_create(&icfg);
+	/* no replay request: these sockets are the test's own, but nothing answers them */
+	struct events_cfg ecfg = {.index = idx, .no_initial_replay = true};
+	struct events *ev = events_create(&ecfg);
+	struct peer p = {0}, q = {0};
+	struct services *s = NULL;
+	char json[2048], err[256], lsvc[DISCOVERY_NAME_MAX], lep[DISCOVERY_NAME_MAX],
+	    lname[2 * DISCOVERY_NAME_MAX + 8], want[256], w2[160];
+	int id1 = -1, id2 = -1, idl = -1, n;
+
+	peer_open(&p);
+	peer_open(&q);
+	memset(lsvc, 's', sizeof(lsvc) - 1);
+	lsvc[sizeof(lsvc) - 1] = 0;
+	memset(lep, 'e', sizeof(lep) - 1);
+	lep[sizeof(lep) - 1] = 0;
+	snprintf(lname, sizeof(lname), "%s/%s", lsvc, lep);
+	for (int round = 0; round < 2; round++) {
+		w2[0] = 0;
+		if (!round) /* round 1 leaves w2 out */
+			snprintf(w2, sizeof(w2),
+				 ",{\"name\":\"w2\",\"ip\":\"127.0.0.1\",\"port\":8002,"
+				 "\"events_port\":%d}",
+				 ep_port(q.pub_ep));
+		n = snprintf(
+		    json, sizeof(json),
+		    "{\"services\":[{\"name\":\"qwen\",\"cluster_ip\":\"10.96.0.50\",\"port\":8000,"
+		    "\"endpoints\":[{\"name\":\"w1\",\"ip\":\"127.0.0.1\",\"port\":8001,"
+		    "\"events_port\":%d,\"replay_port\":%d}%s,"
+		    "{\"name\":\"w3\",\"ip\":\"127.0.0.1\",\"port\":8003}]},"
+		    "{\"name\":\"%s\",\"cluster_ip\":\"10.96.0.51\",\"port\":8000,"
+		    "\"endpoints\":[{\"name\":\"%s\",\"ip\":\"127.0.0.1\",\"port\":8004,"
+		    "\"events_port\":%d}]}]}",
+		    ep_port(p.pub_ep), ep_port(p.rep_ep), w2, lsvc, lep, ep_port(q.pub_ep));
+		CHECK(n > 0 && (size_t)n < sizeof(json), "services JSON %d built", round);
+		EQ(discovery_parse(json, strlen(json), &s, err, sizeof(err)), 0, "snapshot parsed");
+		if (!s) {
+			printf("# %s\n", err);
+			break;
+		}
+		if (!round) {
+			EQ(events_sync_services(ev, s, "kv"), 0, "sync: 3 workers added");
+			id1 = events_worker_find(ev, "qwen/w1");
+			id2 = events_worker_find(ev, "qwen/w2");
+			idl = events_worker_find(ev, lname);
+			CHECK(id1 >= 0 && id2 >= 0 && idl >= 0,
+			      "named service/endpoint (ids %d, %d, %d)", id1, id2, idl);
+			CHECK(strlen(lname) == 2 * (DISCOVERY_NAME_MAX - 1) + 1,
+			      "longest names kept whole (%zu bytes)", strlen(lname));
+			EQ(events_worker_find(ev, "qwen/w3"), -ENOENT,
+			   "no events_port: not subscribed");
+			snprintf(want, sizeof(want),
+				 "\"name\":\"qwen/w1\",\"pub\":\"%s\",\"replay\":\"%s\"", p.pub_ep,
+				 p.rep_ep);
+			CHECK(debug_has(ev, want), "w1: pub and replay endpoints");
+			snprintf(want, sizeof(want),
+				 "\"name\":\"qwen/w2\",\"pub\":\"%s\",\"replay\":null", q.pub_ep);
+			CHECK(debug_has(ev, want), "w2: no replay_port, replay null");
+			EQ(events_sync_services(ev, s, "kv"), 0, "same snapshot again");
+			CHECK(events_worker_find(ev, "qwen/w1") == id1 &&
+				  events_worker_find(ev, "qwen/w2") == id2 &&
+				  events_worker_find(ev, lname) == idl,
+			      "same snapshot: same ids");
+		} else {
+			EQ(events_sync_services(ev, s, "kv"), 0, "sync without w2");
+			CHECK(events_worker_find(ev, "qwen/w2") == -ENOENT &&
+				  events_worker_find(ev, "qwen/w1") == id1 &&
+				  events_worker_find(ev, lname) == idl,
+			      "w2 removed, the others kept with their ids");
+			EQ(events_worker_resync(ev, (uint32_t)id2), -ENOENT, "w2's id is free");
+		}
+		services_put(s);
+		s = NULL;
+	}
+	events_free(ev);
+	index_free(idx);
+	peer_close(&p);
+	peer_close(&q);
 }
 
 int main(void)
@@ -897,5 +1174,7 @@ int main(void)
 	differential_tests();
 	runtime_tests();
 	initial_replay_tests();
+	join_sync_tests();
+	sync_services_tests();
 	return tap_done();
 }

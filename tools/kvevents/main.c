@@ -7,11 +7,12 @@
 //   kvevents watch [--block-size N] [--seed N] [--topic T] [--replay-timeout-ms N]
 //                  [--no-initial-replay] NAME=PUB_ENDPOINT[,REPLAY_ENDPOINT] ...
 //       subscribes to each worker and reads commands on stdin, one per line:
-//       dump | metrics | debug | add NAME=PUB[,REPLAY] | remove NAME | quit |
+//       dump | metrics | debug | add NAME=PUB[,REPLAY] | remove NAME | resync NAME | quit |
 //       query [LORA:]T1,T2,...   (token ids: chain-hash them, query the index; prints
 //                                 {"depth":[..],"gpu_depth":[..]} by worker id)
 //       (dump: one JSON line {"workers":[{"name","id","blocks":[[engine,own,tiers]..]}..]};
-//        metrics: Prometheus text then "# END"; debug: the /debug/index JSON).
+//        metrics: Prometheus text then "# END"; debug: the /debug/index JSON;
+//        add / remove / resync: {"add"|"remove"|"resync": 0 or -errno}).
 // Used by the golden-vector and live ZMQ tests, and handy to watch a real worker.
 #include <errno.h>
 #include <getopt.h>
@@ -298,6 +299,10 @@ static int cmd_watch(struct index *idx, const struct events_cfg *ecfg, const cha
 			int id = events_worker_find(ev, line + 7);
 			printf("{\"remove\":%d}\n",
 			       id < 0 ? id : events_worker_remove(ev, (uint32_t)id));
+		} else if (!strncmp(line, "resync ", 7)) {
+			int id = events_worker_find(ev, line + 7);
+			printf("{\"resync\":%d}\n",
+			       id < 0 ? id : events_worker_resync(ev, (uint32_t)id));
 		} else if (k) {
 			printf("{\"error\":\"unknown command\"}\n");
 		}
