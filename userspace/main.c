@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-/* main: the kvsplice daemon. Parses flags, loads the Services, opens (or takes over) the BPF
- * interception, runs the proxy and the admin server on one epoll loop, reloads the Services on
- * SIGHUP or when the file changes, drains on SIGTERM/SIGINT. `kvsplice detach` removes the pinned
- * BPF state. */
+/* main: the kvsplice daemon. Parses flags, loads the tokenizers and the Services, opens (or takes
+ * over) the BPF interception, follows the workers' KV events into the index, runs the proxy, the
+ * router and the admin server on one epoll loop, reloads the Services on SIGHUP or when the file
+ * changes, drains on SIGTERM/SIGINT. `kvsplice detach` removes the pinned BPF state. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -24,6 +24,8 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "models.h"
+#include "policy.h"
 #include "proxy.h"
 #include "router.h"
 
@@ -31,6 +33,10 @@
 #define DEFAULT_ADMIN "127.0.0.1:15000"
 #define DEFAULT_PIN_DIR "/sys/fs/bpf/kvsplice"
 #define DEFAULT_MARK 0x6b76 /* "kv" */
+/* Where the default tokenizer is looked for when --tokenizer is not given: beside the binary (a
+ * source tree's build/), then where the container image installs it. */
+#define TOKENIZER_REL "/../models/qwen3/tokenizer.json"
+#define TOKENIZER_SYS "/usr/share/kvsplice/models/qwen3/tokenizer.json"
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #endif
@@ -39,6 +45,7 @@ struct daemon {
 	struct loop *loop;
 	struct metrics *metrics;
 	struct router *router;
+	struct models *models;
 	struct proxy *proxy;
 	struct admin *admin;
 	struct bpfctl *bpf;
@@ -56,6 +63,62 @@ struct daemon {
 	const char *events_topic;
 };
 
+/* Long options: one table gives getopt its options and error messages their names. */
+enum {
+	O_SERVICES = 256, O_LISTEN, O_ADMIN, O_NO_BPF, O_CGROUP, O_PIN_DIR, O_MARK,
+	O_ROUTER, O_RELAY, O_MAX_HEAD, O_MAX_BODY, O_HEADER_TO, O_IDLE_TO, O_CONNECT_TO,
+	O_DRAIN_TO, O_POOL, O_POOL_TO, O_PORT_FILE, O_LOG,
+	O_EVENTS, O_NO_EVENTS, O_EVENTS_TOPIC, O_BLOCK_SIZE, O_HASH_SEED, O_INDEX_MAX,
+	O_TOKENIZER, O_MODEL_TOKENIZER, O_NO_TOKENIZER, O_SCRAPE, O_APPROX_TTL,
+	O_SPILL_FACTOR, O_SPILL_SLACK, O_KEY_SLACK,
+};
+static const struct option longopts[] = {
+	{"services", required_argument, 0, O_SERVICES},
+	{"listen", required_argument, 0, O_LISTEN},
+	{"admin", required_argument, 0, O_ADMIN},
+	{"no-bpf", no_argument, 0, O_NO_BPF},
+	{"cgroup", required_argument, 0, O_CGROUP},
+	{"pin-dir", required_argument, 0, O_PIN_DIR},
+	{"mark", required_argument, 0, O_MARK},
+	{"router", required_argument, 0, O_ROUTER},
+	{"relay", required_argument, 0, O_RELAY},
+	{"max-head", required_argument, 0, O_MAX_HEAD},
+	{"max-body", required_argument, 0, O_MAX_BODY},
+	{"header-timeout", required_argument, 0, O_HEADER_TO},
+	{"idle-timeout", required_argument, 0, O_IDLE_TO},
+	{"connect-timeout", required_argument, 0, O_CONNECT_TO},
+	{"drain-timeout", required_argument, 0, O_DRAIN_TO},
+	{"pool-size", required_argument, 0, O_POOL},
+	{"pool-idle-timeout", required_argument, 0, O_POOL_TO},
+	{"port-file", required_argument, 0, O_PORT_FILE},
+	{"log-level", required_argument, 0, O_LOG},
+	{"events", no_argument, 0, O_EVENTS},
+	{"no-events", no_argument, 0, O_NO_EVENTS},
+	{"events-topic", required_argument, 0, O_EVENTS_TOPIC},
+	{"block-size", required_argument, 0, O_BLOCK_SIZE},
+	{"hash-seed", required_argument, 0, O_HASH_SEED},
+	{"index-max-entries", required_argument, 0, O_INDEX_MAX},
+	{"tokenizer", required_argument, 0, O_TOKENIZER},
+	{"model-tokenizer", required_argument, 0, O_MODEL_TOKENIZER},
+	{"no-tokenizer", no_argument, 0, O_NO_TOKENIZER},
+	{"scrape-interval", required_argument, 0, O_SCRAPE},
+	{"approx-ttl", required_argument, 0, O_APPROX_TTL},
+	{"kv-spill-factor", required_argument, 0, O_SPILL_FACTOR},
+	{"kv-spill-slack", required_argument, 0, O_SPILL_SLACK},
+	{"kv-key-slack", required_argument, 0, O_KEY_SLACK},
+	{"help", no_argument, 0, 'h'},
+	{0, 0, 0, 0},
+};
+
+/* The long name of option value opt, for messages. */
+static const char *opt_name(int opt)
+{
+	for (const struct option *o = longopts; o->name; o++)
+		if (o->val == opt)
+			return o->name;
+	return "?";
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -70,6 +133,7 @@ static void usage(FILE *f)
 		"  --listen ADDR:PORT       proxy address connects are handed to; repeatable\n"
 		"                           (default " DEFAULT_LISTEN ")\n"
 		"  --admin ADDR:PORT        admin HTTP: /healthz /readyz /metrics /debug/route\n"
+		"                           /debug/workers /debug/index\n"
 		"                           (default " DEFAULT_ADMIN ")\n"
 		"  --no-bpf                 no interception: serve connections made to --listen\n"
 		"                           directly (Service = the one whose port is the listener's\n"
@@ -80,7 +144,24 @@ static void usage(FILE *f)
 		")\n"
 		"  --mark N                 SO_MARK of upstream sockets, never intercepted (default "
 		"0x%x)\n"
-		"  --router POLICY          endpoint choice per request: round-robin (default)\n"
+		"  --router POLICY          endpoint choice per request: kv (default; capacity-aware\n"
+		"                           prefix placement), dynamo (Dynamo's cost), round-robin,\n"
+		"                           random, approx (kv without events: routed blocks assumed\n"
+		"                           cached for --approx-ttl)\n"
+		"  --tokenizer PATH         tokenizer.json for every model without its own (default:\n"
+		"                           BINARY_DIR" TOKENIZER_REL ", else\n"
+		"                           " TOKENIZER_SYS ")\n"
+		"  --model-tokenizer NAME=PATH  tokenizer.json of served model NAME; repeatable\n"
+		"  --no-tokenizer           no default tokenizer (text prompts route approximately)\n"
+		"  --scrape-interval SECS   how often each worker's /metrics is read for load;\n"
+		"                           0 turns it off (default 0.25)\n"
+		"  --approx-ttl SECS        approximate view: how long routed blocks count as cached\n"
+		"                           (default 120)\n"
+		"  --kv-spill-factor X      kv: a worker is under pressure past X times the average\n"
+		"                           load (default 2) ...\n"
+		"  --kv-spill-slack N       ... and N requests above it (default 2)\n"
+		"  --kv-key-slack N         kv: prefixes a worker may hold above its share when a new\n"
+		"                           one is placed (default 0)\n"
 		"  --relay copy|splice      how response bodies are moved (default splice)\n"
 		"  --max-head SIZE          request head limit, larger: 431 (default 64K)\n"
 		"  --max-body SIZE          request body limit, larger: 413 (default 32M)\n"
@@ -92,9 +173,10 @@ static void usage(FILE *f)
 		"  --pool-size N            idle upstream connections kept per endpoint (default 64)\n"
 		"  --pool-idle-timeout SECS idle upstream connections closed after (default 4)\n"
 		"  --port-file FILE         write \"LISTEN_PORT ADMIN_PORT\" there once ready\n"
-		"  --events                 follow each endpoint's vLLM KV events (events_port,\n"
-		"                           replay_port of --services) into the block index;\n"
-		"                           /debug/index shows it\n"
+		"  --no-events              do not follow the workers' vLLM KV events (by default every\n"
+		"                           endpoint with an events_port in --services is followed\n"
+		"                           into the block index, synced from its replay_port at\n"
+		"                           once; /debug/index shows it)\n"
 		"  --events-topic T         ZMQ topic of the KV events (default \"\": all)\n"
 		"  --block-size N           KV block size in tokens (default 16)\n"
 		"  --hash-seed N            seed of kvsplice's own block hash (default 1337)\n"
@@ -199,45 +281,6 @@ static void bpf_collector(struct buf *out, void *arg)
 		   bpfctl_listener_registered(d->bpf) == 1);
 }
 
-/* --events: subscribes to every endpoint that has an events_port, as "service/endpoint". */
-static void events_apply(struct daemon *d, const struct services *s)
-{
-	struct events_spec *sp;
-	char (*pub)[64], (*rep)[64], (*name)[2 * DISCOVERY_NAME_MAX + 2];
-	size_t n = 0, max = 0;
-
-	for (size_t i = 0; i < s->n; i++)
-		max += s->v[i].nendpoints;
-	sp = calloc(max + 1, sizeof(*sp));
-	pub = calloc(max + 1, sizeof(*pub));
-	rep = calloc(max + 1, sizeof(*rep));
-	name = calloc(max + 1, sizeof(*name));
-	if (!sp || !pub || !rep || !name) {
-		log_error("main", "events: out of memory");
-		goto cleanup;
-	}
-	for (size_t i = 0; i < s->n; i++)
-		for (size_t k = 0; k < s->v[i].nendpoints; k++) {
-			const struct endpoint *e = &s->v[i].endpoints[k];
-			char ip[INET_ADDRSTRLEN];
-
-			if (!e->events_port)
-				continue;
-			inet_ntop(AF_INET, &e->addr.sin_addr, ip, sizeof(ip));
-			snprintf(name[n], sizeof(name[n]), "%s/%s", s->v[i].name, e->name);
-			snprintf(pub[n], sizeof(pub[n]), "tcp://%s:%u", ip, e->events_port);
-			snprintf(rep[n], sizeof(rep[n]), "tcp://%s:%u", ip, e->replay_port);
-			sp[n] = (struct events_spec){name[n], pub[n], e->replay_port ? rep[n] : NULL};
-			n++;
-		}
-	events_sync(d->events, sp, n, d->events_topic);
-cleanup:
-	free(sp);
-	free(pub);
-	free(rep);
-	free(name);
-}
-
 static void events_cb(struct loop_ev *ev, uint32_t events)
 {
 	struct daemon *d = container_of(ev, struct daemon, events_ev);
@@ -281,9 +324,10 @@ static void services_apply(struct daemon *d, struct services *s)
 				bpfctl_service_del(d->bpf, o->vip.sin_addr.s_addr, o->vip.sin_port);
 		}
 	}
+	if (d->events && events_sync_services(d->events, s, d->events_topic) != 0)
+		log_warn("main", "events: not every endpoint could be followed");
+	router_set_services(d->router, s);
 	proxy_set_services(d->proxy, s);
-	if (d->events)
-		events_apply(d, s);
 	services_put(d->svcs);
 	d->svcs = s;
 	for (size_t i = 0; i < s->n; i++)
@@ -325,7 +369,36 @@ static int debug_route(struct buf *body, const char *query, const char **ctype, 
 	struct daemon *d = arg;
 
 	*ctype = "application/json";
-	return proxy_debug_routes(d->proxy, body) < 0 ? 500 : 200;
+	return router_debug_json(d->router, body) < 0 ? 500 : 200;
+}
+
+static int debug_workers(struct buf *body, const char *query, const char **ctype, void *arg)
+{
+	struct daemon *d = arg;
+
+	*ctype = "application/json";
+	return router_workers_json(d->router, body) < 0 ? 500 : 200;
+}
+
+/* The default tokenizer: beside the binary (a source tree), else the image's; NULL if none. */
+static const char *default_tokenizer(char *buf, size_t n)
+{
+	char exe[4096];
+	ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (l > 0) {
+		char *slash;
+
+		exe[l] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			if ((size_t)snprintf(buf, n, "%s%s", exe, TOKENIZER_REL) < n &&
+			    access(buf, R_OK) == 0)
+				return buf;
+		}
+	}
+	return access(TOKENIZER_SYS, R_OK) == 0 ? TOKENIZER_SYS : NULL;
 }
 
 static int cmd_detach(int argc, char **argv)
@@ -355,57 +428,29 @@ static int cmd_detach(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	enum {
-		O_SERVICES = 256, O_LISTEN, O_ADMIN, O_NO_BPF, O_CGROUP, O_PIN_DIR, O_MARK,
-		O_ROUTER, O_RELAY, O_MAX_HEAD, O_MAX_BODY, O_HEADER_TO, O_IDLE_TO, O_CONNECT_TO,
-		O_DRAIN_TO, O_POOL, O_POOL_TO, O_PORT_FILE, O_LOG,
-		O_EVENTS, O_EVENTS_TOPIC, O_BLOCK_SIZE, O_HASH_SEED, O_INDEX_MAX,
-	};
-	static const struct option longopts[] = {
-		{"services", required_argument, 0, O_SERVICES},
-		{"listen", required_argument, 0, O_LISTEN},
-		{"admin", required_argument, 0, O_ADMIN},
-		{"no-bpf", no_argument, 0, O_NO_BPF},
-		{"cgroup", required_argument, 0, O_CGROUP},
-		{"pin-dir", required_argument, 0, O_PIN_DIR},
-		{"mark", required_argument, 0, O_MARK},
-		{"router", required_argument, 0, O_ROUTER},
-		{"relay", required_argument, 0, O_RELAY},
-		{"max-head", required_argument, 0, O_MAX_HEAD},
-		{"max-body", required_argument, 0, O_MAX_BODY},
-		{"header-timeout", required_argument, 0, O_HEADER_TO},
-		{"idle-timeout", required_argument, 0, O_IDLE_TO},
-		{"connect-timeout", required_argument, 0, O_CONNECT_TO},
-		{"drain-timeout", required_argument, 0, O_DRAIN_TO},
-		{"pool-size", required_argument, 0, O_POOL},
-		{"pool-idle-timeout", required_argument, 0, O_POOL_TO},
-		{"port-file", required_argument, 0, O_PORT_FILE},
-		{"log-level", required_argument, 0, O_LOG},
-		{"events", no_argument, 0, O_EVENTS},
-		{"events-topic", required_argument, 0, O_EVENTS_TOPIC},
-		{"block-size", required_argument, 0, O_BLOCK_SIZE},
-		{"hash-seed", required_argument, 0, O_HASH_SEED},
-		{"index-max-entries", required_argument, 0, O_INDEX_MAX},
-		{"help", no_argument, 0, 'h'},
-		{0, 0, 0, 0},
-	};
 	struct daemon d = {.sig.fd = -1};
 	struct proxy_opts po;
 	struct sockaddr_in admin_sa;
-	const char *services = NULL, *pin_dir = DEFAULT_PIN_DIR, *router = "round-robin",
-		   *port_file = NULL;
+	const char *services = NULL, *pin_dir = DEFAULT_PIN_DIR, *router = "kv", *port_file = NULL;
+	const char *tokenizer = NULL, *model_tok[32];
+	char tokbuf[4096];
+	size_t nmodel_tok = 0;
+	bool no_tokenizer = false;
+	struct policy_kv_opts kvo;
+	struct router_cfg rcfg = {0};
 	char cgroup[4096] = "";
 	bool no_bpf = false;
 	uint32_t mark = DEFAULT_MARK;
 	int opt, rc, exit_code = 1, v;
 	sigset_t mask;
 	uint64_t last_poll = 0;
-	bool with_events = false;
+	bool with_events = true;
 	struct index_cfg icfg = {0};
 
 	if (argc > 1 && strcmp(argv[1], "detach") == 0)
 		return cmd_detach(argc - 1, argv + 1);
 	proxy_opts_default(&po);
+	policy_kv_defaults(&kvo);
 	parse_addr(DEFAULT_ADMIN, &admin_sa);
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -477,6 +522,39 @@ int main(int argc, char **argv)
 			log_set_level((enum log_level)v);
 			break;
 		case O_EVENTS: with_events = true; break;
+		case O_NO_EVENTS: with_events = false; break;
+		case O_TOKENIZER: tokenizer = optarg; break;
+		case O_NO_TOKENIZER: no_tokenizer = true; break;
+		case O_MODEL_TOKENIZER:
+			if (!strchr(optarg, '=') || strchr(optarg, '=') == optarg ||
+			    nmodel_tok == sizeof(model_tok) / sizeof(model_tok[0]))
+				goto bad_arg;
+			model_tok[nmodel_tok++] = optarg;
+			break;
+		case O_SCRAPE:
+			if ((v = parse_ms(optarg)) < 0)
+				goto bad_arg;
+			rcfg.scrape_interval_ms = v ? v : -1;
+			break;
+		case O_APPROX_TTL:
+			if ((v = parse_ms(optarg)) <= 0)
+				goto bad_arg;
+			rcfg.approx_ttl_s = v / 1000.0;
+			break;
+		case O_SPILL_FACTOR:
+		case O_SPILL_SLACK:
+		case O_KEY_SLACK: {
+			char *end;
+			double x = strtod(optarg, &end);
+
+			if (*end || end == optarg || !(x >= 0) || x > 1e6 ||
+			    (opt == O_SPILL_FACTOR && x < 1))
+				goto bad_arg;
+			*(opt == O_SPILL_FACTOR  ? &kvo.spill_factor
+			  : opt == O_SPILL_SLACK ? &kvo.spill_slack
+						 : &kvo.key_slack) = x;
+			break;
+		}
 		case O_EVENTS_TOPIC: d.events_topic = optarg; break;
 		case O_BLOCK_SIZE: {
 			char *end;
@@ -509,8 +587,7 @@ int main(int argc, char **argv)
 		}
 		continue;
 bad_arg:
-		fprintf(stderr, "kvsplice: bad value for --%s: %s\n", longopts[opt - O_SERVICES].name,
-			optarg);
+		fprintf(stderr, "kvsplice: bad value for --%s: %s\n", opt_name(opt), optarg);
 		return 2;
 	}
 	if (optind < argc) {
@@ -535,16 +612,35 @@ bad_arg:
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 
-	if ((rc = loop_new(&d.loop)) < 0 || (rc = metrics_new(&d.metrics)) < 0)
-		goto cleanup;
-	rc = router_new(router, &d.router);
-	if (rc == -EINVAL) {
-		fprintf(stderr, "kvsplice: unknown --router %s (round-robin)\n", router);
-		exit_code = 2;
-		goto cleanup;
+	if (!policy_find(router)) {
+		fprintf(stderr, "kvsplice: unknown --router %s (%s)\n", router, policy_names());
+		return 2;
 	}
-	if (rc < 0)
+	if ((rc = loop_new(&d.loop)) < 0 || (rc = metrics_new(&d.metrics)) < 0 ||
+	    (rc = models_new(&d.models)) < 0)
 		goto cleanup;
+	if (!tokenizer && !no_tokenizer)
+		tokenizer = default_tokenizer(tokbuf, sizeof(tokbuf));
+	for (size_t i = 0; i <= nmodel_tok; i++) {
+		char err[256], name[256];
+		const char *path = i < nmodel_tok ? strchr(model_tok[i], '=') + 1 : tokenizer;
+
+		if (i == nmodel_tok && (!tokenizer || no_tokenizer))
+			break;
+		if (i < nmodel_tok)
+			snprintf(name, sizeof(name), "%.*s", (int)(path - 1 - model_tok[i]),
+				 model_tok[i]);
+		rc = models_add(d.models, i < nmodel_tok ? name : NULL, path, err, sizeof(err));
+		if (rc < 0) {
+			fprintf(stderr, "kvsplice: tokenizer %s: %s\n", path,
+				rc == -ENOMEM ? "out of memory" : err);
+			exit_code = 2;
+			goto cleanup;
+		}
+	}
+	if (!models_count(d.models))
+		log_warn("main", "no tokenizer: text prompts are routed on the approximate view "
+				 "(give --tokenizer)");
 	d.reloads = metrics_counter(d.metrics, "kvsplice_services_reloads_total", NULL,
 				    "Services snapshots loaded.");
 	d.reload_errors = metrics_counter(d.metrics, "kvsplice_services_reload_errors_total", NULL,
@@ -570,6 +666,17 @@ bad_arg:
 		    (rc = metrics_add_collector(d.metrics, events_collector, &d)) < 0)
 			goto cleanup;
 	}
+	rcfg.policy = router;
+	rcfg.kv = &kvo;
+	rcfg.index = d.index;
+	rcfg.events = d.events;
+	rcfg.models = d.models;
+	rcfg.metrics = d.metrics;
+	rcfg.loop = d.loop;
+	rcfg.mark = mark;
+	rcfg.seed = (uint64_t)getpid() ^ (uint64_t)time(NULL);
+	if ((rc = router_new(&rcfg, &d.router)) < 0)
+		goto cleanup;
 	if ((rc = discovery_file_source(services, &d.src)) < 0)
 		goto cleanup;
 	{
@@ -611,7 +718,8 @@ bad_arg:
 	if ((rc = admin_new(d.loop, &admin_sa, d.metrics, &d.admin)) < 0)
 		goto cleanup;
 	if ((rc = metrics_add_collector(d.metrics, bpf_collector, &d)) < 0 ||
-	    (rc = admin_handle(d.admin, "/debug/route", debug_route, &d)) < 0)
+	    (rc = admin_handle(d.admin, "/debug/route", debug_route, &d)) < 0 ||
+	    (rc = admin_handle(d.admin, "/debug/workers", debug_workers, &d)) < 0)
 		goto cleanup;
 	if (d.events && (rc = admin_handle(d.admin, "/debug/index", debug_index, &d)) < 0)
 		goto cleanup;
@@ -662,6 +770,7 @@ bad_arg:
 			goto cleanup;
 		}
 		proxy_tick(d.proxy);
+		router_tick(d.router);
 		admin_tick(d.admin);
 		if (d.events_more) /* events left input unread: the fd may not signal it again */
 			d.events_more = events_poll(d.events, 0);
@@ -697,6 +806,7 @@ cleanup:
 	if (d.src)
 		d.src->free(d.src);
 	router_free(d.router);
+	models_free(d.models);
 	metrics_free(d.metrics);
 	loop_free(d.loop);
 	return exit_code;

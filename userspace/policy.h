@@ -89,9 +89,11 @@ struct policy_choice {
 
 /* Tunables of the kv policy (ours); defaults from policy_kv_defaults(). */
 struct policy_kv_opts {
-	double spill_factor; /* a worker is under pressure past this many times the average load */
-	double spill_slack;  /* ... and at least this many requests above it */
-	double key_slack;    /* a new prefix's home may hold this many more keys than its share */
+	double spill_factor;  /* a worker is under pressure past this many times the average load */
+	double spill_slack;   /* ... and at least this many requests above it */
+	double key_slack;     /* a new prefix's home may hold this many more keys than its share */
+	double balance_slack; /* a holder is balanced up to this many requests above the average */
+	double replica_gap;   /* a cheap new replica must be this many requests below the holders */
 };
 
 struct policy_ops {

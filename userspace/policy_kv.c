@@ -4,32 +4,44 @@
  * Why not Dynamo's cost: it trades overlap against load request by request, so a busy prefix's
  * requests land on its owner's neighbours, which then cache it too and evict other prefixes: at 24
  * prefix types on 6 workers every prefix ends up on ~5 workers and the caches hold a quarter of
- * what they could. Here each prefix (the request's key, see policy.h) has ONE home, the workers
- * share the prefixes by their capacity, and a prefix only spreads when its home is under real
- * pressure. Every choice is a pure function of what every kvsplice instance sees alike — the
- * event-fed index, the endpoints, the key's hash — plus load, which only moves requests when a
- * worker is under pressure. So instances on different nodes place a new prefix on the same worker
- * without talking to each other.
+ * what they could. Here each prefix (the request's key, see policy.h) has one home, the workers
+ * share the prefixes by their capacity, and a prefix gets more workers only where that is cheap
+ * (the new worker's cache has room for it) or where its holders are under real pressure. A new
+ * prefix's home is a pure function of what every kvsplice instance sees alike — the event-fed
+ * index, the endpoints, the key's hash — so instances on different nodes place it on the same
+ * worker without talking to each other; load only decides among holders and when to spread.
+ *
+ * Terms, per candidate: load = requests in flight there (this router's and others', policy.h);
+ * avg = the mean load over the candidates; balanced = load <= avg + balance_slack; pressure = its
+ * queue is not empty, or its free KV blocks (estimated) cannot take this request's new blocks (it
+ * would queue), or load + 1 > max(spill_factor x avg, avg + spill_slack). Free blocks and the queue
+ * come first: the in-flight count alone spills too early and raises TTFT (TARGETS.md). Room for
+ * the prefix: its cache could hold one more prefix of this size, (keys + 1) x blocks <= capacity.
  *
  * The pick, for a request whose key is k:
- *  1. Pressure. A candidate is under pressure when its queue is not empty (its metrics), when its
- *     free KV blocks (estimated) cannot take this request's new blocks (it would queue), or when
- *     its load would pass max(spill_factor x average, average + spill_slack) requests. Free blocks
- *     and the queue come first: the in-flight count alone spills too early and raises TTFT
- *     (TARGETS.md).
- *  2. k is held (some candidate's depth passes key_pos): the holder with the deepest match (depths
- *     within 1/16 of the best count as equal, so one copy stays hot), the first in rendezvous
- *     order among equals, not under pressure -> HOME when it is the first holder in rendezvous
- *     order, else REPLICA. Holders all under pressure -> SPILL to the least loaded candidate not
- *     under pressure (a new replica; it ages out of the LRU once its home copes again).
- *  3. k is new: its home is the first candidate in rendezvous order (highest policy_hrw(k, id))
+ *  1. k is held (some candidate's depth passes key_pos). Holders whose depth is within 1/16 of the
+ *     deepest are "near" (so one copy stays hot rather than the deepest by a block winning):
+ *     a. the first near holder in rendezvous order that is balanced and not under pressure ->
+ *        HOME when it is the first near holder, else REPLICA (a replica is used only while the
+ *        home is busy, so it ages out of the LRU when the prefix cools);
+ *     b. else a new replica where it is cheap: the least loaded candidate with room, not under
+ *        pressure, at least replica_gap requests below the least loaded holder -> SPILL (this is
+ * how a hot prefix spreads over as many workers as its traffic needs, and how small P keeps every
+ *        worker busy);
+ *     c. else the least loaded holder not under pressure (near ones first) -> HOME / REPLICA;
+ *     d. else (every holder under pressure) the least loaded candidate not under pressure -> SPILL.
+ *  2. k is new: its home is the first candidate in rendezvous order (highest policy_hrw(k, id))
  *     that holds fewer keys (blocks at key_pos, from the index) than its capacity-weighted share
- *     ceil((K + 1) x cap / total cap + key_slack), K = the keys of all candidates; no candidate
- *     with room -> the first in rendezvous order. Under pressure -> SPILL as above.
- *  4. Everything under pressure: Dynamo's cost (prefill blocks + active + new blocks), so that an
+ *     ceil((K + 1) x cap / total cap + key_slack), K = the keys of all candidates, and is
+ *     balanced; else the first balanced one; else the first with room in its share; else the
+ *     first in rendezvous order -> HOME. Home under pressure -> 1d. With no load anywhere (a new
+ * prefix's first requests, or every kvsplice seeing the same quiet cluster) this depends on the
+ * index, the endpoints and the key alone; load only steers a new key away from a worker above the
+ * average, which is what keeps one-off requests after a prefix every worker holds evenly spread.
+ *  3. Everything under pressure: Dynamo's cost (prefill blocks + active + new blocks), so that an
  *     overloaded cluster still gains from hits -> SPILL.
- *  5. A request with no full block has nothing to place -> BALANCE: the least loaded.
- * Ties in load are broken by rendezvous order of the key, so concurrent deciders spread. */
+ *  4. A request with no full block has nothing to place -> BALANCE: the least loaded.
+ * Ties in load are broken by the key's rendezvous order, so concurrent deciders spread. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -101,20 +113,139 @@ static double overload_cost(const struct policy_view *v, const struct policy_can
 	return (double)(v->nblocks - d) + (double)c->active + (double)c->fresh;
 }
 
+/* Scratch arrays of one pick: on the stack for up to 64 candidates. */
+struct pick_tmp {
+	uint64_t *hrw;
+	bool *ok;
+	bool *pr;
+	uint64_t hrw_s[64];
+	bool ok_s[64], pr_s[64];
+};
+
+static int tmp_init(struct pick_tmp *t, size_t n)
+{
+	if (n <= 64) {
+		t->hrw = t->hrw_s;
+		t->ok = t->ok_s;
+		t->pr = t->pr_s;
+		return 0;
+	}
+	t->hrw = malloc(n * sizeof(*t->hrw));
+	t->ok = malloc(n * sizeof(*t->ok));
+	t->pr = malloc(n * sizeof(*t->pr));
+	return t->hrw && t->ok && t->pr ? 0 : -ENOMEM;
+}
+
+static void tmp_free(struct pick_tmp *t)
+{
+	if (t->hrw != t->hrw_s) {
+		free(t->hrw);
+		free(t->ok);
+		free(t->pr);
+	}
+}
+
+/* 1. k is held: best_depth > 0 is the deepest holder's depth. Returns the pick or -1. */
+static long pick_held(const struct policy_kv_opts *o, const struct policy_view *v,
+		      struct pick_tmp *t, double avg, uint32_t best_depth, enum policy_reason *why)
+{
+	uint32_t tol = best_depth / 16 ? best_depth / 16 : 1;
+	long first = -1, pick = -1;
+	double min_hold = -1;
+
+	/* a. the first near holder in rendezvous order that is balanced and not under pressure */
+	for (size_t i = 0; i < v->n; i++) {
+		const struct policy_cand *c = &v->c[i];
+
+		if (c->depth <= v->key_pos || c->depth + tol < best_depth)
+			continue;
+		if (first < 0 || t->hrw[i] > t->hrw[first])
+			first = (long)i;
+		if (!t->pr[i] && policy_load(c) <= avg + o->balance_slack &&
+		    (pick < 0 || t->hrw[i] > t->hrw[pick]))
+			pick = (long)i;
+	}
+	if (pick >= 0) {
+		*why = pick == first ? POLICY_HOME : POLICY_REPLICA;
+		return pick;
+	}
+	/* b. a new replica where the cache has room for it and the load is clearly lower */
+	for (size_t i = 0; i < v->n; i++)
+		if (v->c[i].depth > v->key_pos && !t->pr[i] &&
+		    (min_hold < 0 || policy_load(&v->c[i]) < min_hold))
+			min_hold = policy_load(&v->c[i]);
+	for (size_t i = 0; i < v->n; i++) {
+		const struct policy_cand *c = &v->c[i];
+
+		t->ok[i] = c->depth <= v->key_pos && !t->pr[i] && c->capacity > 0 &&
+			   ((double)c->keys + 1) * v->nblocks <= c->capacity &&
+			   (min_hold < 0 || policy_load(c) + o->replica_gap <= min_hold);
+	}
+	if (min_hold >= 0 && (pick = least_loaded(v, t->ok, t->hrw)) >= 0) {
+		*why = POLICY_SPILL;
+		return pick;
+	}
+	/* c. the least loaded holder not under pressure, near ones first */
+	for (int pass = 0; pass < 2 && pick < 0; pass++) {
+		for (size_t i = 0; i < v->n; i++)
+			t->ok[i] = v->c[i].depth > v->key_pos && !t->pr[i] &&
+				   (pass || v->c[i].depth + tol >= best_depth);
+		pick = least_loaded(v, t->ok, t->hrw);
+	}
+	if (pick >= 0)
+		*why = pick == first ? POLICY_HOME : POLICY_REPLICA;
+	return pick;
+}
+
+/* 2. k is new: its home by rendezvous order among the candidates with room in their share,
+ * balanced ones first. */
+static long pick_new(const struct policy_kv_opts *o, const struct policy_view *v,
+		     const struct pick_tmp *t, double avg)
+{
+	double keys = 0, cap = 0;
+	bool caps = true;
+	long pick = -1, any = -1, any_bal = -1;
+
+	for (size_t i = 0; i < v->n; i++) {
+		keys += v->c[i].keys;
+		cap += v->c[i].capacity;
+		caps &= v->c[i].capacity > 0;
+	}
+	for (size_t i = 0; i < v->n; i++) {
+		double share = (keys + 1) * (caps ? v->c[i].capacity / cap : 1.0 / (double)v->n);
+		bool room = (double)v->c[i].keys < ceil(share + o->key_slack);
+		bool bal = !t->pr[i] && policy_load(&v->c[i]) <= avg + o->balance_slack;
+
+		if (room && bal && (pick < 0 || t->hrw[i] > t->hrw[pick]))
+			pick = (long)i;
+		if (bal && (any_bal < 0 || t->hrw[i] > t->hrw[any_bal]))
+			any_bal = (long)i;
+		if (room && (any < 0 || t->hrw[i] > t->hrw[any]))
+			any = (long)i;
+	}
+	if (pick >= 0)
+		return pick;
+	if (any_bal >= 0)
+		return any_bal;
+	if (any >= 0)
+		return any;
+	for (size_t i = 0; i < v->n; i++)
+		if (pick < 0 || t->hrw[i] > t->hrw[pick])
+			pick = (long)i;
+	return pick;
+}
+
 int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out)
 {
 	const struct policy_kv_opts *o = &((struct kv *)state)->o;
-	uint64_t hrw_s[64], *hrw = v->n <= 64 ? hrw_s : malloc(v->n * sizeof(*hrw));
-	bool pr_s[64], *pr = v->n <= 64 ? pr_s : malloc(v->n * sizeof(*pr));
-	bool nok_s[64], *notpr = v->n <= 64 ? nok_s : malloc(v->n * sizeof(*notpr));
+	struct pick_tmp t;
 	double sum = 0, avg;
-	long pick = -1, first_holder = -1;
 	uint32_t best_depth = 0;
-	int rc = 0;
+	long pick = -1;
 
-	if (!hrw || !pr || !notpr) {
-		rc = -ENOMEM;
-		goto cleanup;
+	if (tmp_init(&t, v->n) < 0) {
+		tmp_free(&t);
+		return -ENOMEM;
 	}
 	for (size_t i = 0; i < v->n; i++)
 		sum += policy_load(&v->c[i]);
@@ -123,98 +254,49 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 		struct policy_cand *c = &v->c[i];
 
 		/* no block: rendezvous on a random value, so equal loads rotate */
-		hrw[i] = policy_hrw(v->nblocks ? v->key : v->rnd, c->id);
-		pr[i] = pressured(o, c, avg);
-		notpr[i] = !pr[i];
+		t.hrw[i] = policy_hrw(v->nblocks ? v->key : v->rnd, c->id);
+		t.pr[i] = pressured(o, c, avg);
+		t.ok[i] = !t.pr[i];
 		/* blocks to prefill there; a million more under pressure */
 		c->score = (double)(v->nblocks - (c->depth < v->nblocks ? c->depth : v->nblocks)) +
-			   (pr[i] ? 1e6 : 0);
+			   (t.pr[i] ? 1e6 : 0);
 		if (c->depth > v->key_pos && c->depth > best_depth)
 			best_depth = c->depth;
 	}
 	if (!v->nblocks) {
-		pick = least_loaded(v, NULL, hrw);
+		pick = least_loaded(v, NULL, t.hrw);
 		out->reason = POLICY_BALANCE;
 		goto done;
 	}
 	if (best_depth) {
-		/* 2. held: deepest (within tolerance), then rendezvous order; not under pressure */
-		uint32_t tol = best_depth / 16 ? best_depth / 16 : 1;
-
-		for (size_t i = 0; i < v->n; i++) {
-			const struct policy_cand *c = &v->c[i];
-
-			if (c->depth <= v->key_pos)
-				continue;
-			if (first_holder < 0 || hrw[i] > hrw[first_holder])
-				first_holder = (long)i;
-			if (pr[i])
-				continue;
-			if (pick < 0) {
-				pick = (long)i;
-				continue;
-			}
-			uint32_t pd = v->c[pick].depth;
-			bool near = c->depth + tol >= pd && pd + tol >= c->depth;
-
-			if ((!near && c->depth > pd) || (near && hrw[i] > hrw[pick]))
-				pick = (long)i;
-		}
-		if (pick >= 0) {
-			out->reason = pick == first_holder ? POLICY_HOME : POLICY_REPLICA;
-			goto done;
-		}
+		pick = pick_held(o, v, &t, avg, best_depth, &out->reason);
 	} else {
-		/* 3. new: the first in rendezvous order with room in its capacity-weighted share */
-		double keys = 0, cap = 0;
-		bool caps = true;
-
-		for (size_t i = 0; i < v->n; i++) {
-			keys += v->c[i].keys;
-			cap += v->c[i].capacity;
-			caps &= v->c[i].capacity > 0;
-		}
-		for (size_t i = 0; i < v->n; i++) {
-			double share =
-			    (keys + 1) * (caps ? v->c[i].capacity / cap : 1.0 / (double)v->n);
-
-			if ((double)v->c[i].keys >= ceil(share + o->key_slack))
-				continue;
-			if (pick < 0 || hrw[i] > hrw[pick])
-				pick = (long)i;
-		}
-		if (pick < 0)
-			for (size_t i = 0; i < v->n; i++)
-				if (pick < 0 || hrw[i] > hrw[pick])
-					pick = (long)i;
-		if (!pr[pick]) {
-			out->reason = POLICY_HOME;
-			goto done;
-		}
+		pick = pick_new(o, v, &t, avg);
+		out->reason = POLICY_HOME;
+		if (t.pr[pick])
+			pick = -1;
 	}
-	/* spill: the least loaded candidate not under pressure */
-	pick = least_loaded(v, notpr, hrw);
+	if (pick >= 0)
+		goto done;
+	/* 1d: the least loaded candidate not under pressure */
+	for (size_t i = 0; i < v->n; i++)
+		t.ok[i] = !t.pr[i];
+	pick = least_loaded(v, t.ok, t.hrw);
 	out->reason = POLICY_SPILL;
 	if (pick >= 0)
 		goto done;
-	/* 4. everything under pressure: Dynamo's cost, so hits still count */
+	/* 3. everything under pressure: Dynamo's cost, so hits still count */
 	for (size_t i = 0; i < v->n; i++) {
 		double cost = overload_cost(v, &v->c[i]);
 
 		if (pick < 0 || cost < overload_cost(v, &v->c[pick]) ||
-		    (cost == overload_cost(v, &v->c[pick]) && hrw[i] > hrw[pick]))
+		    (cost == overload_cost(v, &v->c[pick]) && t.hrw[i] > t.hrw[pick]))
 			pick = (long)i;
 	}
 done:
 	out->cand = (size_t)pick;
-cleanup:
-	if (hrw != hrw_s)
-		free(hrw);
-	if (pr != pr_s)
-		free(pr);
-	if (notpr != nok_s)
-		free(notpr);
-	return rc;
+	tmp_free(&t);
+	return 0;
 }
 
 const struct policy_ops policy_kv = {

@@ -29,6 +29,7 @@
 #include "bpfctl.h"
 #include "http.h"
 #include "log.h"
+#include "openai.h"
 #include "proxy.h"
 
 /* Room made before a read(2) of the upstream, bytes (the buffer then holds 64 KiB: below glibc's
@@ -111,12 +112,15 @@ struct conn {
 
 	/* upstream */
 	char ep_name[DISCOVERY_NAME_MAX]; /* of the last endpoint tried */
+	struct router_ticket ticket;	  /* the router's accounting of this request */
 	struct upstream *up;
 	uint64_t tried;
 	int attempts;
 	bool fresh_retry; /* a reused connection failed: retried once on a new one */
 
 	/* response */
+	bool usage_on; /* its usage is read as it streams past */
+	struct openai_usage usage;
 	bool resp_head_done, resp_started, resp_keep_alive, resp_extra;
 	enum http_body resp_body;
 	uint64_t resp_left;
@@ -132,18 +136,6 @@ struct conn {
 	bool close_after; /* close once the current response is out */
 	bool linger;	  /* after an error: half-close, drain the client, then close */
 	bool rdhup_seen;
-};
-
-/* One routing decision, for /debug/route. */
-struct route_rec {
-	struct timespec when;
-	struct sockaddr_in client;
-	char service[DISCOVERY_NAME_MAX];
-	char endpoint[DISCOVERY_NAME_MAX];
-	char method[16];
-	char target[128];
-	int attempts, status;
-	double ms;
 };
 
 struct stats {
@@ -175,8 +167,7 @@ struct proxy {
 	uint64_t drain_deadline;
 	uint64_t accept_resume; /* ms; accepts paused until then (0: not paused) */
 	struct stats st;
-	struct route_rec routes[PROXY_ROUTE_LOG];
-	unsigned nroutes; /* records written so far (the ring wraps) */
+	struct buf scratch; /* de-chunked response bytes read for their usage */
 };
 
 static uint64_t now_ms(void)
@@ -195,55 +186,20 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* Records the outcome of the current request of c (status 0: pass-through). */
-static void route_record(struct conn *c, int status)
+/* The current request of c ended with status (0: no response, pass-through): the router
+ * releases its accounting and records the outcome. Idempotent. */
+static void route_end(struct conn *c, int status)
 {
-	struct proxy *p = c->p;
-	struct route_rec *r = &p->routes[p->nroutes++ % PROXY_ROUTE_LOG];
+	struct router_outcome o = {
+		.status = status,
+		.cached_tokens = c->usage_on ? c->usage.cached_tokens : -1,
+		.prompt_tokens = c->usage_on ? c->usage.prompt_tokens : -1,
+		.attempts = c->attempts,
+		.ms = c->t_req ? (double)(now_ns() - c->t_req) / 1e6 : 0,
+	};
 
-	clock_gettime(CLOCK_REALTIME, &r->when);
-	r->client = c->peer;
-	snprintf(r->service, sizeof(r->service), "%s", c->svc_name);
-	snprintf(r->endpoint, sizeof(r->endpoint), "%s", c->attempts ? c->ep_name : "");
-	snprintf(r->method, sizeof(r->method), "%s", c->passthrough ? "" : c->method);
-	if (c->passthrough || !c->fwd.len)
-		r->target[0] = '\0';
-	else
-		snprintf(r->target, sizeof(r->target), "%.*s", (int)c->target_len,
-			 c->fwd.data + c->target_off);
-	r->attempts = c->attempts;
-	r->status = status;
-	r->ms = c->t_req ? (double)(now_ns() - c->t_req) / 1e6 : 0;
-}
-
-int proxy_debug_routes(const struct proxy *p, struct buf *out)
-{
-	unsigned n = p->nroutes < PROXY_ROUTE_LOG ? p->nroutes : PROXY_ROUTE_LOG;
-	int rc = buf_printf(out, "{\"router\":\"%s\",\"routes\":[", router_policy(p->router));
-
-	for (unsigned i = 0; i < n && !rc; i++) {
-		const struct route_rec *r = &p->routes[(p->nroutes - 1 - i) % PROXY_ROUTE_LOG];
-		char a[INET_ADDRSTRLEN], t[32];
-		struct tm tm;
-
-		inet_ntop(AF_INET, &r->client.sin_addr, a, sizeof(a));
-		gmtime_r(&r->when.tv_sec, &tm);
-		strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);
-		rc |= buf_printf(out, "%s{\"time\":\"%s.%03ldZ\",\"client\":\"%s:%u\",\"service\":",
-				 i ? "," : "", t, r->when.tv_nsec / 1000000, a,
-				 ntohs(r->client.sin_port));
-		rc |= buf_json_str(out, r->service, strlen(r->service));
-		rc |= buf_puts(out, ",\"method\":");
-		rc |= buf_json_str(out, r->method, strlen(r->method));
-		rc |= buf_puts(out, ",\"target\":");
-		rc |= buf_json_str(out, r->target, strlen(r->target));
-		rc |= buf_puts(out, ",\"endpoint\":");
-		rc |= buf_json_str(out, r->endpoint, strlen(r->endpoint));
-		rc |= buf_printf(out, ",\"attempts\":%d,\"status\":%d,\"ms\":%.3f}", r->attempts,
-				 r->status, r->ms);
-	}
-	rc |= buf_puts(out, "]}\n");
-	return rc ? -ENOMEM : 0;
+	router_done(c->p->router, &c->ticket, &o);
+	c->usage_on = false;
 }
 
 void proxy_opts_default(struct proxy_opts *o)
@@ -489,6 +445,7 @@ static void conn_close(struct conn *c)
 
 	if (c->ev.fd < 0)
 		return;
+	route_end(c, c->resp_head_done ? c->resp_status : 0);
 	if (c->up)
 		up_close(c->up);
 	c->up = NULL;
@@ -522,7 +479,7 @@ static void conn_error(struct conn *c, int status, const char *message, bool clo
 	case 504: metrics_inc(st->err_504); break;
 	}
 	metrics_inc(st->resp[status / 100]);
-	route_record(c, status);
+	route_end(c, status);
 	if (c->up) {
 		up_close(c->up);
 		c->up = NULL;
@@ -895,7 +852,8 @@ static void request_route(struct conn *c)
 			rq.body_len = c->body.len;
 		}
 		rq.tried = c->tried;
-		idx = svc ? router_pick(p->router, svc, &rq) : -ENOENT;
+		rq.client = &c->peer;
+		idx = svc ? router_pick(p->router, svc, &rq, &c->ticket) : -ENOENT;
 		if (idx < 0) {
 			if (c->passthrough) {
 				conn_close(c);
@@ -912,6 +870,10 @@ static void request_route(struct conn *c)
 		}
 		c->tried |= 1ULL << (idx % 64);
 		c->attempts++;
+		if (c->attempts == 1 && router_wants_usage(p->router, &c->ticket)) {
+			c->usage_on = true;
+			openai_usage_init(&c->usage);
+		}
 		snprintf(c->ep_name, sizeof(c->ep_name), "%s", svc->endpoints[idx].name);
 		if (c->attempts > 1)
 			metrics_inc(p->st.up_retries);
@@ -987,7 +949,7 @@ static void response_done(struct conn *c)
 	bool keep;
 
 	metrics_observe(p->st.duration, (double)(now_ns() - c->t_req) / 1e9);
-	route_record(c, c->resp_status);
+	route_end(c, c->resp_status);
 	if (c->resp_status >= 100 && c->resp_status < 600)
 		metrics_inc(p->st.resp[c->resp_status / 100]);
 	if (c->up) {
@@ -1056,6 +1018,8 @@ static int response_frame(struct conn *c)
 	case HTTP_BODY_LENGTH: {
 		size_t take = c->out_hold < c->resp_left ? c->out_hold : (size_t)c->resp_left;
 
+		if (c->usage_on)
+			openai_usage_feed(&c->usage, c->out.data + c->out.len - c->out_hold, take);
 		c->resp_left -= take;
 		c->out_hold -= take;
 		if (c->resp_left)
@@ -1064,10 +1028,15 @@ static int response_frame(struct conn *c)
 	}
 	case HTTP_BODY_CHUNKED: {
 		bool done = false;
+		struct buf *dec = c->usage_on ? &p->scratch : NULL;
 		ssize_t used = http_chunked_feed(&c->resp_chunk,
 						 c->out.data + c->out.len - c->out_hold,
-						 c->out_hold, NULL, &done);
+						 c->out_hold, dec, &done);
 
+		if (dec) {
+			openai_usage_feed(&c->usage, buf_rptr(dec), buf_unread(dec));
+			buf_reset(dec);
+		}
 		if (used < 0) {
 			/* part of the response is out already: all we can do is cut it */
 			metrics_inc(p->st.up_bad_resp);
@@ -1083,6 +1052,9 @@ static int response_frame(struct conn *c)
 		break;
 	}
 	case HTTP_BODY_EOF:
+		if (c->usage_on)
+			openai_usage_feed(&c->usage, c->out.data + c->out.len - c->out_hold,
+					  c->out_hold);
 		c->out_hold = 0;
 		return 0; /* ends when the upstream closes */
 	}
@@ -1353,7 +1325,6 @@ static void conn_progress(struct conn *c)
 				break;
 			if (r == 1) {
 				if (c->req_tunnel) {
-					route_record(c, 0);
 					c->state = C_TUNNEL;
 					c->deadline = now_ms() + (uint64_t)p->o.idle_timeout_ms;
 					if (!c->passthrough)
@@ -1787,6 +1758,7 @@ void proxy_free(struct proxy *p)
 		buf_free(&c->body);
 		free(c);
 	}
+	buf_free(&p->scratch);
 	while (p->free_ups) {
 		struct upstream *u = p->free_ups;
 

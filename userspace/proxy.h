@@ -73,13 +73,6 @@ void proxy_set_bpf(struct proxy *p, struct bpfctl *b);
 /* Installs a Services snapshot (takes a reference; connections keep the snapshot they use). */
 void proxy_set_services(struct proxy *p, struct services *s);
 
-/* Appends the last routing decisions (newest first, at most PROXY_ROUTE_LOG) as JSON:
- * {"router":"round-robin","routes":[{"time":"...Z","client":"ip:port","service":"qwen",
- *   "method":"POST","target":"/v1/...","endpoint":"w1","attempts":1,"status":200,"ms":12.3}]}
- * (pass-through connections have method "" and status 0). Returns 0 or -ENOMEM. */
-#define PROXY_ROUTE_LOG 128
-int proxy_debug_routes(const struct proxy *p, struct buf *out);
-
 /* Housekeeping (timeouts, pool expiry, drain progress): call after every loop_run, at least every
  * 100 ms. */
 void proxy_tick(struct proxy *p);

@@ -1,80 +1,1062 @@
 // SPDX-License-Identifier: Apache-2.0
+/* router: see router.h. One decision:
+ *
+ *   read (first attempt only)      view                       policy          record
+ *   endpoint? model? tokens ──▶ chain ──▶ candidates: depth, keys, load ──▶ pick ──▶ flight + log
+ *        └─ not exact: raw-bytes chain, approximate view (fallback, counted)
+ *
+ * A flight is a request between router_pick and router_done: the worker it is on, its chain
+ * (for the worker's active block set and for retries), what was predicted. Flights live in an
+ * array indexed by ticket (1-based), recycled through a free list; their chain buffers are kept
+ * for the next request, so a warm router allocates nothing per request. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "approx.h"
+#include "blockhash.h"
+#include "events.h"
+#include "index.h"
+#include "log.h"
+#include "metrics.h"
+#include "models.h"
+#include "openai.h"
 #include "router.h"
+#include "scrape.h"
+#include "tokenizer.h"
+#include "workers.h"
 
-/* Round-robin position per Service, by name, so that it survives a reload of the Services. */
-struct rr_slot {
+/* Why a request could not be read exactly (the label of kvsplice_route_fallbacks_total). */
+#define FALLBACKS(X)                                                                               \
+	X(NO_TOKENIZER, "no_tokenizer") /* no tokenizer configured for the model */                \
+	X(TEMPLATE, "chat_template")	/* the model's chat template is not the one rendered */    \
+	X(NOT_EXACT, "not_exact")	/* the reader or renderer reported it cannot be exact */   \
+	X(CACHE_SALT, "cache_salt")	/* cache_salt enters the engine's hash of block 0 */       \
+	X(NOT_JSON, "not_json")		/* the body is not JSON */                                 \
+	X(INVALID, "invalid")		/* vLLM will refuse it (400) */                            \
+	X(NOMEM, "nomem")
+enum fallback {
+	FB_NONE = -1,
+#define X(e, s) FB_##e,
+	FALLBACKS(X)
+#undef X
+	    FB_MAX
+};
+static const char *const fb_names[FB_MAX] = {
+#define X(e, s) [FB_##e] = s,
+    FALLBACKS(X)
+#undef X
+};
+
+enum view { VIEW_NONE, VIEW_EVENTS, VIEW_APPROX, VIEW_TEXT };
+static const char *const view_names[] = {"none", "events", "approx", "text"};
+
+struct flight {
+	bool used;
+	uint32_t next_free;
+	uint32_t slot; /* worker slot of the current attempt, UINT32_MAX: none */
+	uint64_t *chain;
+	size_t n, cap;
+	enum view view;
+	bool wants_usage;
+	uint32_t prompt_tokens;
+	int64_t predicted;
+	uint64_t rec_seq; /* its record in the log (if still there) */
+};
+
+struct rec_cand {
+	char ep[DISCOVERY_NAME_MAX];
+	uint32_t depth, keys;
+	double load, waiting, free_blocks, score;
+	bool chosen;
+};
+
+struct route_rec {
+	uint64_t seq; /* 0: unused */
+	struct timespec when;
+	struct sockaddr_in client;
+	char service[DISCOVERY_NAME_MAX], endpoint[DISCOVERY_NAME_MAX];
+	char method[16], target[128], model[64];
+	int attempts, status;
+	double ms, decision_us;
+	uint32_t prompt_tokens, blocks, key_pos;
+	enum view view;
+	enum fallback fallback;
+	enum policy_reason reason;
+	int64_t predicted, best, reported;
+	uint32_t ncand;
+	struct rec_cand cand[ROUTER_LOG_CANDS];
+};
+
+/* The worker slots of one Service's endpoints, by endpoint index. */
+struct svc_slots {
 	char name[DISCOVERY_NAME_MAX];
-	uint64_t next;
+	size_t n;
+	uint32_t *slot;
+};
+
+struct rstats {
+	uint64_t *decisions[POLICY_REASON_MAX];
+	uint64_t *fallbacks[FB_MAX];
+	uint64_t *tok_prompt, *tok_predicted, *tok_best, *tok_reported, *tok_reported_prompt;
+	uint64_t *outcome[2][3]; /* [predicted hit][reported hit, miss, unknown] */
+	uint64_t *passthrough;
+	struct metrics_hist *decision;
 };
 
 struct router {
-	const char *policy;
-	struct rr_slot *slots;
-	size_t nslots;
+	const struct policy_ops *pol;
+	void *pst;
+	struct index *idx;
+	struct events *ev;
+	const struct models *models;
+	struct metrics *metrics;
+	struct approx *ax;
+	struct workers *ws;
+	struct scraper *scr;
+	uint32_t bs;
+	uint64_t hseed;
+	uint64_t rng;
+	/* per-request scratch, reused */
+	struct openai_req oq;
+	struct policy_cand *cand;
+	uint32_t *cand_slot;
+	size_t cand_cap;
+	uint32_t *depth; /* by index id or slot */
+	size_t depth_cap;
+	/* flights */
+	struct flight *fl;
+	uint32_t nfl, free_fl;
+	/* Services */
+	struct svc_slots *svcs;
+	size_t nsvcs;
+	/* the decision log */
+	struct route_rec log[ROUTER_LOG];
+	uint64_t nlog;
+	struct rstats st;
 };
 
-int router_new(const char *policy, struct router **out)
+static uint64_t now_ms(void)
 {
-	struct router *r;
+	struct timespec ts;
 
-	if (strcmp(policy, "round-robin") != 0)
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t rnd(struct router *r)
+{
+	uint64_t x = (r->rng += 0x9e3779b97f4a7c15ULL);
+
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/* --- metrics ---------------------------------------------------------------------------------- */
+
+static void worker_collector(struct buf *out, void *arg);
+
+static int stats_init(struct router *r)
+{
+	struct metrics *m = r->metrics;
+	struct rstats *st = &r->st;
+	static const double bounds[] = {10e-6,	25e-6, 50e-6, 100e-6, 250e-6,
+					500e-6, 1e-3,  5e-3,  25e-3};
+	static const char *const oname[3] = {"hit", "miss", "unknown"};
+	char lb[128];
+
+	if (!m)
+		return 0;
+	for (int i = 0; i < POLICY_REASON_MAX; i++) {
+		snprintf(lb, sizeof(lb), "policy=\"%s\",reason=\"%s\"", r->pol->name,
+			 policy_reason_name((enum policy_reason)i));
+		st->decisions[i] = metrics_counter(m, "kvsplice_route_decisions_total", lb,
+						   "Routing decisions, by policy and reason.");
+		if (!st->decisions[i])
+			return -ENOMEM;
+	}
+	for (int i = 0; i < FB_MAX; i++) {
+		snprintf(lb, sizeof(lb), "cause=\"%s\"", fb_names[i]);
+		st->fallbacks[i] = metrics_counter(
+		    m, "kvsplice_route_fallbacks_total", lb,
+		    "OpenAI requests routed on the approximate view of their raw bytes because "
+		    "exact tokens were impossible, by cause.");
+		if (!st->fallbacks[i])
+			return -ENOMEM;
+	}
+#define TOK(field, kind)                                                                           \
+	st->field =                                                                                \
+	    metrics_counter(m, "kvsplice_route_tokens_total", "kind=\"" kind "\"",                 \
+			    "Prompt tokens of routed requests; the cached part predicted on "      \
+			    "the chosen worker, the best any worker held, and what the "           \
+			    "workers reported (usage, where the response carried it).");           \
+	if (!st->field)                                                                            \
+		return -ENOMEM;
+	TOK(tok_prompt, "prompt")
+	TOK(tok_predicted, "predicted_cached")
+	TOK(tok_best, "best_cached")
+	TOK(tok_reported, "reported_cached")
+	TOK(tok_reported_prompt, "reported_prompt")
+#undef TOK
+	for (int p = 0; p < 2; p++)
+		for (int o = 0; o < 3; o++) {
+			snprintf(lb, sizeof(lb), "predicted=\"%s\",reported=\"%s\"", oname[p],
+				 oname[o]);
+			st->outcome[p][o] = metrics_counter(
+			    m, "kvsplice_route_outcomes_total", lb,
+			    "Routed prompts by predicted and reported prefix-cache hit.");
+			if (!st->outcome[p][o])
+				return -ENOMEM;
+		}
+	st->passthrough = metrics_counter(m, "kvsplice_route_passthrough_total", NULL,
+					  "Pass-through connections placed by load alone.");
+	st->decision = metrics_histogram(m, "kvsplice_route_decision_seconds", NULL,
+					 "Time to decide (read, tokenize, hash, look up, score).",
+					 bounds, (int)(sizeof(bounds) / sizeof(bounds[0])));
+	if (!st->passthrough || !st->decision)
+		return -ENOMEM;
+	return metrics_add_collector(m, worker_collector, r);
+}
+
+static void put_label(struct buf *out, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			buf_printf(out, "\\%c", *s);
+		else if (*s == '\n')
+			buf_puts(out, "\\n");
+		else
+			buf_append(out, s, 1);
+	}
+}
+
+/* Per worker: what the router sees of it. */
+static void worker_collector(struct buf *out, void *arg)
+{
+	struct router *r = arg;
+	uint64_t t = now_ms();
+	static const char *const names[] = {
+	    "kvsplice_worker_inflight",	       "kvsplice_worker_remote_requests",
+	    "kvsplice_worker_waiting",	       "kvsplice_worker_free_blocks",
+	    "kvsplice_worker_capacity_blocks", "kvsplice_worker_routed_total",
+	    "kvsplice_worker_scrape_failures", "kvsplice_worker_restarts_total"};
+	static const char *const help[] = {
+	    "Requests this kvsplice has in flight on the worker.",
+	    "Requests others have on the worker, estimated from its metrics.",
+	    "Requests queued at the worker (its metrics; -1 unknown).",
+	    "Free KV blocks of the worker, estimated (-1 unknown).",
+	    "KV cache capacity of the worker, blocks (its metrics; 0 unknown).",
+	    "Requests routed to the worker.",
+	    "Consecutive failed scrapes of the worker's metrics.",
+	    "New worker processes seen in its metrics (its index is then synced again)."};
+
+	for (int k = 0; k < 8; k++) {
+		buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", names[k], help[k], names[k],
+			   k == 5 || k == 7 ? "counter" : "gauge");
+		for (uint32_t i = 0; i < workers_count(r->ws); i++) {
+			struct worker *w = workers_at(r->ws, i);
+			double rem, wait, fb, cap, v = 0;
+
+			if (!w)
+				continue;
+			workers_load(r->ws, w, t, 0, &rem, &wait, &fb, &cap);
+			switch (k) {
+			case 0:
+				v = w->inflight;
+				break;
+			case 1:
+				v = rem;
+				break;
+			case 2:
+				v = wait;
+				break;
+			case 3:
+				v = fb;
+				break;
+			case 4:
+				v = cap;
+				break;
+			case 5:
+				v = (double)w->routed;
+				break;
+			case 6:
+				v = w->scrape_fails;
+				break;
+			case 7:
+				v = (double)w->restarts;
+				break;
+			}
+			buf_printf(out, "%s{worker=\"", names[k]);
+			put_label(out, w->name);
+			buf_printf(out, "\"} %.6g\n", v);
+		}
+	}
+}
+
+/* --- life cycle --------------------------------------------------------------------------------
+ */
+
+static void scrape_cb(void *arg, void *user, const struct scrape_metrics *m, int err);
+
+int router_new(const struct router_cfg *cfg, struct router **out)
+{
+	const struct policy_ops *pol = policy_find(cfg->policy ? cfg->policy : "kv");
+	struct approx_cfg acfg = {.max_workers = WORKERS_MAX, .ttl_s = cfg->approx_ttl_s};
+	struct router *r;
+	int rc = -ENOMEM;
+
+	if (!pol)
 		return -EINVAL;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->policy = "round-robin";
+	r->pol = pol;
+	r->idx = cfg->index;
+	r->ev = cfg->events;
+	r->models = cfg->models;
+	r->metrics = cfg->metrics;
+	r->bs = r->idx ? index_block_size(r->idx) : BLOCKHASH_DEFAULT_BLOCK_SIZE;
+	r->hseed = r->idx ? index_seed(r->idx) : BLOCKHASH_DEFAULT_SEED;
+	r->rng = cfg->seed ^ 0x6b7673706c696365ULL;
+	r->free_fl = 0;
+	if (pol->create && (rc = pol->create(cfg->kv, &r->pst)) < 0)
+		goto fail;
+	rc = -ENOMEM;
+	if (workers_new(&r->ws) < 0 || !(r->ax = approx_new(&acfg)))
+		goto fail;
+	if ((rc = stats_init(r)) < 0)
+		goto fail;
+	if (cfg->loop && cfg->scrape_interval_ms >= 0) {
+		struct scraper_opts so = {.interval_ms = cfg->scrape_interval_ms,
+					  .mark = cfg->mark};
+
+		if ((rc = scraper_new(cfg->loop, &so, scrape_cb, r, &r->scr)) < 0)
+			goto fail;
+	}
 	*out = r;
 	return 0;
+fail:
+	router_free(r);
+	return rc;
 }
 
 void router_free(struct router *r)
 {
 	if (!r)
 		return;
-	free(r->slots);
+	scraper_free(r->scr);
+	if (r->pol->destroy)
+		r->pol->destroy(r->pst);
+	for (uint32_t i = 0; i < r->nfl; i++)
+		free(r->fl[i].chain);
+	free(r->fl);
+	for (size_t i = 0; i < r->nsvcs; i++)
+		free(r->svcs[i].slot);
+	free(r->svcs);
+	free(r->cand);
+	free(r->cand_slot);
+	free(r->depth);
+	openai_req_free(&r->oq);
+	approx_free(r->ax);
+	workers_free(r->ws);
 	free(r);
 }
 
 const char *router_policy(const struct router *r)
 {
-	return r->policy;
+	return r->pol->name;
 }
 
-static struct rr_slot *rr_slot(struct router *r, const char *name)
+/* --- Services and workers ----------------------------------------------------------------------
+ */
+
+static void scrape_cb(void *arg, void *user, const struct scrape_metrics *m, int err)
 {
-	struct rr_slot *p;
+	struct router *r = arg;
+	struct worker *w = workers_at(r->ws, (uint32_t)(uintptr_t)user);
 
-	for (size_t i = 0; i < r->nslots; i++)
-		if (strcmp(r->slots[i].name, name) == 0)
-			return &r->slots[i];
-	p = realloc(r->slots, (r->nslots + 1) * sizeof(*p));
-	if (!p)
-		return NULL;
-	r->slots = p;
-	p = &r->slots[r->nslots++];
-	memset(p, 0, sizeof(*p));
-	strcpy(p->name, name);
-	return p;
-}
-
-int router_pick(struct router *r, const struct service *svc, const struct router_request *req)
-{
-	struct rr_slot *slot;
-	uint64_t start;
-
-	if (!svc || svc->nendpoints == 0)
-		return -ENOENT;
-	slot = rr_slot(r, svc->name);
-	start = slot ? slot->next++ : 0;
-	for (size_t k = 0; k < svc->nendpoints; k++) {
-		size_t i = (size_t)((start + k) % svc->nendpoints);
-
-		if (!(req->tried & (1ULL << (i % 64))))
-			return (int)i;
+	if (!w)
+		return;
+	if (workers_metrics(r->ws, w, m, err, now_ms()) == 1) {
+		log_info("router",
+			 "worker %s: a new process (from its metrics): its cache is read "
+			 "again",
+			 w->name);
+		if (r->ev && w->events_id >= 0)
+			events_worker_resync(r->ev, (uint32_t)w->events_id);
+		approx_worker_clear(r->ax, w->slot);
 	}
+}
+
+void router_set_services(struct router *r, const struct services *s)
+{
+	struct svc_slots *ns;
+	struct scrape_target *t = NULL;
+	size_t nt = 0;
+
+	if (workers_sync(r->ws, s) < 0)
+		log_warn("router", "worker table: not every endpoint could be added");
+	for (size_t i = 0; i < r->nsvcs; i++)
+		free(r->svcs[i].slot);
+	free(r->svcs);
+	r->svcs = NULL;
+	r->nsvcs = 0;
+	ns = s && s->n ? calloc(s->n, sizeof(*ns)) : NULL;
+	if (s && s->n && !ns) {
+		log_error("router", "out of memory installing the Services");
+		return;
+	}
+	for (size_t i = 0; s && i < s->n; i++) {
+		const struct service *svc = &s->v[i];
+
+		snprintf(ns[i].name, sizeof(ns[i].name), "%s", svc->name);
+		ns[i].slot = calloc(svc->nendpoints ? svc->nendpoints : 1, sizeof(uint32_t));
+		if (!ns[i].slot)
+			continue;
+		ns[i].n = svc->nendpoints;
+		for (size_t k = 0; k < svc->nendpoints; k++) {
+			struct worker *w = workers_find(r->ws, svc->name, &svc->endpoints[k]);
+
+			ns[i].slot[k] = w ? w->slot : UINT32_MAX;
+			if (w)
+				w->events_id = r->ev ? events_worker_find(r->ev, w->name) : -1;
+		}
+	}
+	r->svcs = ns;
+	r->nsvcs = ns ? s->n : 0;
+	if (!r->scr)
+		return;
+	t = calloc(workers_count(r->ws) + 1, sizeof(*t));
+	if (!t)
+		return;
+	for (uint32_t i = 0; i < workers_count(r->ws); i++) {
+		struct worker *w = workers_at(r->ws, i);
+
+		if (w)
+			t[nt++] = (struct scrape_target){.addr = w->addr,
+							 .user = (void *)(uintptr_t)w->slot};
+	}
+	if (scraper_set_targets(r->scr, t, nt) < 0)
+		log_warn("router", "scrape targets: out of memory");
+	free(t);
+}
+
+/* The worker slot of endpoint k of svc, or UINT32_MAX. */
+static uint32_t slot_of(struct router *r, const struct service *svc, size_t k)
+{
+	struct worker *w;
+
+	for (size_t i = 0; i < r->nsvcs; i++)
+		if (r->svcs[i].n == svc->nendpoints && strcmp(r->svcs[i].name, svc->name) == 0) {
+			w = workers_at(r->ws, r->svcs[i].slot[k]);
+			if (w &&
+			    w->addr.sin_addr.s_addr == svc->endpoints[k].addr.sin_addr.s_addr &&
+			    w->addr.sin_port == svc->endpoints[k].addr.sin_port)
+				return w->slot;
+			break;
+		}
+	/* a snapshot older than the router's (a connection keeps the one it started with) */
+	w = workers_find(r->ws, svc->name, &svc->endpoints[k]);
+	return w ? w->slot : UINT32_MAX;
+}
+
+void router_tick(struct router *r)
+{
+	if (r->scr)
+		scraper_tick(r->scr);
+	approx_expire(r->ax, now_s());
+}
+
+/* --- reading the request -----------------------------------------------------------------------
+ */
+
+static int chain_reserve(struct flight *f, size_t n)
+{
+	uint64_t *p;
+
+	if (f->cap >= n)
+		return 0;
+	p = realloc(f->chain, (n ? n : 1) * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	f->chain = p;
+	f->cap = n;
+	return 0;
+}
+
+/* The fallback view: the raw body bytes in ROUTER_TEXT_CHUNK-byte blocks. */
+static int read_text(struct router *r, const struct router_request *req, struct flight *f)
+{
+	size_t n = req->body_len / ROUTER_TEXT_CHUNK;
+
+	if (n > ROUTER_MAX_BLOCKS)
+		n = ROUTER_MAX_BLOCKS;
+	if (chain_reserve(f, n))
+		return -ENOMEM;
+	f->n = blockhash_bytes_chain(r->hseed, ROUTER_TEXT_CHUNK, req->body, req->body_len,
+				     f->chain, n);
+	f->view = VIEW_TEXT;
+	return 0;
+}
+
+static enum fallback fallback_of(int rc, const char *why)
+{
+	if (rc == -ENOMEM)
+		return FB_NOMEM;
+	if (rc == OPENAI_INVALID)
+		return why && strstr(why, "not valid JSON") ? FB_NOT_JSON : FB_INVALID;
+	if (why && strcmp(why, "no tokenizer loaded") == 0)
+		return FB_NO_TOKENIZER;
+	return FB_NOT_EXACT;
+}
+
+/* Reads req into flight f and rec: the endpoint, the model, the tokens and the chain, or the
+ * fallback view. */
+static void read_request(struct router *r, const struct router_request *req, struct flight *f,
+			 struct route_rec *rec)
+{
+	enum openai_endpoint ep = OPENAI_NONE;
+	const struct model_tok *mt;
+	const char *why = NULL;
+	size_t plen = req->target_len, nb;
+	int rc;
+
+	f->n = 0;
+	f->view = VIEW_NONE;
+	f->wants_usage = false;
+	f->prompt_tokens = 0;
+	rec->fallback = FB_NONE;
+	if (req->method) {
+		const char *q = memchr(req->target, '?', req->target_len);
+
+		if (q)
+			plen = (size_t)(q - req->target);
+		ep = openai_endpoint_of(req->method, req->method_len, req->target, plen);
+	}
+	if (ep == OPENAI_NONE)
+		return;
+	f->wants_usage = true;
+	f->view =
+	    r->pol->source == POLICY_SRC_APPROX || (!r->idx && r->pol->source != POLICY_SRC_NONE)
+		? VIEW_APPROX
+	    : r->pol->source == POLICY_SRC_EVENTS ? VIEW_EVENTS
+						  : VIEW_NONE;
+	mt = models_find(r->models, NULL);
+	openai_req_free(&r->oq);
+	rc = openai_parse(mt ? mt->tok : NULL, ep, req->body, req->body_len, &r->oq, &why);
+	if (rc == OPENAI_OK && r->oq.model) {
+		/* several models configured: read again with the model's own tokenizer */
+		const struct model_tok *m2 = models_find(r->models, r->oq.model);
+
+		if (m2 != mt && m2) {
+			mt = m2;
+			openai_req_free(&r->oq);
+			rc = openai_parse(mt->tok, ep, req->body, req->body_len, &r->oq, &why);
+		}
+	}
+	if (r->oq.model)
+		snprintf(rec->model, sizeof(rec->model), "%s", r->oq.model);
+	if (rc == OPENAI_OK && !mt)
+		rc = OPENAI_UNSUPPORTED, why = "no tokenizer loaded";
+	if (rc == OPENAI_OK && ep == OPENAI_CHAT && !mt->chat_ok)
+		rec->fallback = FB_TEMPLATE;
+	else if (rc == OPENAI_OK && r->oq.cache_salt)
+		rec->fallback = FB_CACHE_SALT;
+	else if (rc != OPENAI_OK)
+		rec->fallback = fallback_of(rc, why);
+	if (rec->fallback != FB_NONE) {
+		if (r->st.fallbacks[rec->fallback])
+			metrics_inc(r->st.fallbacks[rec->fallback]);
+		if (r->pol->source != POLICY_SRC_NONE && read_text(r, req, f) < 0)
+			f->n = 0;
+		return;
+	}
+	f->prompt_tokens = (uint32_t)r->oq.prompt.n;
+	if (f->view == VIEW_NONE)
+		return;
+	nb = r->oq.prompt.n / r->bs;
+	if (nb > ROUTER_MAX_BLOCKS)
+		nb = ROUTER_MAX_BLOCKS;
+	if (chain_reserve(f, nb)) {
+		f->n = 0;
+		return;
+	}
+	f->n = blockhash_chain(r->hseed, r->bs, 0, r->oq.prompt.v, r->oq.prompt.n, f->chain, nb);
+}
+
+/* --- the view and the pick ------------------------------------------------------------------- */
+
+static int scratch(struct router *r, size_t ncand, size_t ndepth)
+{
+	if (ncand > r->cand_cap) {
+		struct policy_cand *c = realloc(r->cand, ncand * sizeof(*c));
+		uint32_t *s;
+
+		if (!c)
+			return -ENOMEM;
+		r->cand = c;
+		s = realloc(r->cand_slot, ncand * sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		r->cand_slot = s;
+		r->cand_cap = ncand;
+	}
+	if (ndepth > r->depth_cap) {
+		uint32_t *d = realloc(r->depth, ndepth * sizeof(*d));
+
+		if (!d)
+			return -ENOMEM;
+		r->depth = d;
+		r->depth_cap = ndepth;
+	}
+	return 0;
+}
+
+/* Cached tokens a depth of d blocks gives a prompt of n tokens (vLLM: whole blocks, at most
+ * n - 1 tokens). */
+static int64_t cached_of(const struct router *r, uint32_t d, uint32_t n)
+{
+	uint64_t c = (uint64_t)d * r->bs, lim = n ? (uint64_t)(n - 1) / r->bs * r->bs : 0;
+
+	return (int64_t)(c < lim ? c : lim);
+}
+
+/* Fills the candidates of svc not in tried (workers known to be down are left out while others
+ * are up). Returns their number, or -ENOMEM. */
+static long candidates(struct router *r, const struct service *svc, uint64_t tried)
+{
+	size_t n = 0;
+
+	if (scratch(r, svc->nendpoints, 0))
+		return -ENOMEM;
+	for (int pass = 0; pass < 2 && !n; pass++)
+		for (size_t k = 0; k < svc->nendpoints; k++) {
+			uint32_t slot = slot_of(r, svc, k);
+			struct worker *w = slot == UINT32_MAX ? NULL : workers_at(r->ws, slot);
+
+			if (tried & (1ULL << (k % 64)))
+				continue;
+			if (pass == 0 && w && workers_down(w))
+				continue;
+			memset(&r->cand[n], 0, sizeof(r->cand[n]));
+			r->cand[n].ep = (uint32_t)k;
+			r->cand[n].id = w ? w->id : k;
+			r->cand_slot[n] = slot;
+			n++;
+		}
+	return (long)n;
+}
+
+/* Depths, keys and load of the n candidates for flight f. */
+static int fill_view(struct router *r, struct flight *f, size_t n, struct policy_view *v)
+{
+	uint64_t t = now_ms();
+	uint32_t key_pos = UINT32_MAX;
+	double cap_floor = 0;
+
+	v->nblocks = (uint32_t)f->n;
+	if (f->n && (f->view == VIEW_EVENTS || f->view == VIEW_APPROX || f->view == VIEW_TEXT)) {
+		bool events = f->view == VIEW_EVENTS;
+		size_t nd = events ? index_max_workers(r->idx) : workers_count(r->ws);
+
+		if (scratch(r, 0, nd ? nd : 1))
+			return -ENOMEM;
+		if (events)
+			index_query(r->idx, f->chain, f->n, r->depth, NULL, nd);
+		else
+			approx_query(r->ax, f->chain, f->n, now_s(), r->depth, nd);
+		for (size_t i = 0; i < n; i++) {
+			struct worker *w = workers_at(r->ws, r->cand_slot[i]);
+			int id = !w ? -1 : events ? w->events_id : (int)w->slot;
+
+			r->cand[i].depth = id >= 0 && (size_t)id < nd ? r->depth[id] : 0;
+			if (r->cand[i].depth < key_pos)
+				key_pos = r->cand[i].depth;
+		}
+		if (key_pos >= f->n)
+			key_pos = (uint32_t)f->n - 1;
+		v->key_pos = key_pos;
+		v->key = f->chain[key_pos];
+		for (size_t i = 0; i < n; i++) {
+			struct worker *w = workers_at(r->ws, r->cand_slot[i]);
+
+			if (!w)
+				continue;
+			if (events)
+				r->cand[i].keys = w->events_id >= 0
+						      ? index_worker_blocks_at(
+							    r->idx, (uint32_t)w->events_id, key_pos)
+						      : 0;
+			else
+				r->cand[i].keys = approx_blocks_at(r->ax, w->slot, key_pos);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct worker *w = workers_at(r->ws, r->cand_slot[i]);
+
+		if (w && r->idx && w->events_id >= 0) {
+			uint64_t gpu = 0;
+
+			index_worker_blocks(r->idx, (uint32_t)w->events_id, &gpu, NULL);
+			workers_blocks_seen(w, gpu);
+		}
+		if (w && (double)w->max_blocks_seen > cap_floor)
+			cap_floor = (double)w->max_blocks_seen;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct worker *w = workers_at(r->ws, r->cand_slot[i]);
+		struct policy_cand *c = &r->cand[i];
+
+		c->waiting = c->free_blocks = -1;
+		if (!w)
+			continue;
+		c->local = w->inflight;
+		workers_load(r->ws, w, t, cap_floor, &c->remote, &c->waiting, &c->free_blocks,
+			     &c->capacity);
+		if (r->pol->needs & POLICY_NEEDS_ACTIVE) {
+			c->active = workers_active(r->ws, w);
+			c->fresh = (uint32_t)f->n - workers_active_depth(r->ws, w, f->chain, f->n);
+		}
+	}
+	v->c = r->cand;
+	v->n = n;
+	v->rnd = rnd(r);
+	return 0;
+}
+
+/* A new record in the log for this decision. */
+static struct route_rec *rec_new(struct router *r, const struct service *svc,
+				 const struct router_request *req)
+{
+	struct route_rec *rec = &r->log[r->nlog % ROUTER_LOG];
+	size_t tl = req->target_len;
+
+	memset(rec, 0, sizeof(*rec));
+	rec->seq = ++r->nlog;
+	clock_gettime(CLOCK_REALTIME, &rec->when);
+	if (req->client)
+		rec->client = *req->client;
+	snprintf(rec->service, sizeof(rec->service), "%s", svc->name);
+	if (req->method) {
+		const char *q = memchr(req->target, '?', req->target_len);
+
+		if (q) /* the path only: a query string may carry what is not ours to log */
+			tl = (size_t)(q - req->target);
+		snprintf(rec->method, sizeof(rec->method), "%.*s", (int)req->method_len,
+			 req->method);
+		snprintf(rec->target, sizeof(rec->target), "%.*s", (int)tl, req->target);
+	}
+	rec->reported = -1;
+	rec->predicted = rec->best = -1;
+	return rec;
+}
+
+static struct route_rec *rec_find(struct router *r, uint64_t seq)
+{
+	struct route_rec *rec;
+
+	if (!seq || seq + ROUTER_LOG <= r->nlog)
+		return NULL;
+	rec = &r->log[(seq - 1) % ROUTER_LOG];
+	return rec->seq == seq ? rec : NULL;
+}
+
+static struct flight *flight_new(struct router *r, uint32_t *id)
+{
+	struct flight *f;
+
+	if (r->free_fl) {
+		*id = r->free_fl;
+		f = &r->fl[*id - 1];
+		r->free_fl = f->next_free;
+	} else {
+		struct flight *nf = realloc(r->fl, (r->nfl + 1) * sizeof(*nf));
+
+		if (!nf)
+			return NULL;
+		r->fl = nf;
+		f = &r->fl[r->nfl];
+		memset(f, 0, sizeof(*f));
+		*id = ++r->nfl;
+	}
+	f->used = true;
+	f->slot = UINT32_MAX;
+	f->n = 0;
+	f->predicted = -1;
+	f->rec_seq = 0;
+	return f;
+}
+
+static void flight_release(struct router *r, uint32_t id)
+{
+	struct flight *f = &r->fl[id - 1];
+
+	if (f->slot != UINT32_MAX)
+		workers_flight_del(r->ws, f->slot, f->chain, f->n);
+	f->slot = UINT32_MAX;
+	f->used = false;
+	f->next_free = r->free_fl;
+	r->free_fl = id;
+}
+
+int router_pick(struct router *r, const struct service *svc, const struct router_request *req,
+		struct router_ticket *t)
+{
+	double t0 = now_s();
+	struct policy_view v = {0};
+	struct policy_choice ch = {0};
+	struct route_rec *rec = NULL;
+	struct flight *f;
+	struct worker *w;
+	uint32_t id = t->flight;
+	long n;
+	int64_t best = -1;
+	bool first = !id;
+
+	if (!svc || !svc->nendpoints)
+		goto none;
+	if (first) {
+		f = flight_new(r, &id);
+		if (!f)
+			return -ENOMEM;
+		rec = rec_new(r, svc, req);
+		f->rec_seq = rec->seq;
+		if (req->method)
+			read_request(r, req, f, rec);
+		else if (r->st.passthrough)
+			metrics_inc(r->st.passthrough);
+	} else {
+		f = &r->fl[id - 1];
+		if (f->slot != UINT32_MAX) /* the failed attempt leaves that worker */
+			workers_flight_del(r->ws, f->slot, f->chain, f->n);
+		f->slot = UINT32_MAX;
+		rec = rec_find(r, f->rec_seq);
+	}
+	n = candidates(r, svc, req->tried);
+	if (n <= 0) {
+		flight_release(r, id);
+		goto none;
+	}
+	v.service = svc->name;
+	v.nendpoints = svc->nendpoints;
+	if (fill_view(r, f, (size_t)n, &v) < 0 || r->pol->pick(r->pst, &v, &ch) < 0 ||
+	    ch.cand >= (size_t)n) {
+		ch.cand = (size_t)(rnd(r) % (uint64_t)n); /* out of memory: anywhere */
+		ch.reason = POLICY_RANDOM;
+	}
+	w = workers_at(r->ws, r->cand_slot[ch.cand]);
+	if (w) {
+		if (workers_flight_add(r->ws, w->slot, f->chain, f->n) == 0)
+			f->slot = w->slot;
+		w->routed++;
+		if ((f->view == VIEW_APPROX || f->view == VIEW_TEXT) && f->n)
+			approx_insert(r->ax, w->slot, f->chain, f->n, now_s());
+	}
+	if (f->view != VIEW_TEXT && f->prompt_tokens) {
+		f->predicted = cached_of(r, v.c[ch.cand].depth, f->prompt_tokens);
+		for (size_t i = 0; i < v.n; i++) {
+			int64_t c = cached_of(r, v.c[i].depth, f->prompt_tokens);
+
+			if (c > best)
+				best = c;
+		}
+	}
+	if (r->st.decisions[ch.reason])
+		metrics_inc(r->st.decisions[ch.reason]);
+	if (rec) {
+		struct rec_cand *rc;
+
+		rec->attempts++;
+		snprintf(rec->endpoint, sizeof(rec->endpoint), "%s",
+			 svc->endpoints[v.c[ch.cand].ep].name);
+		rec->reason = ch.reason;
+		rec->view = f->view;
+		rec->prompt_tokens = f->prompt_tokens;
+		rec->blocks = (uint32_t)f->n;
+		rec->key_pos = v.nblocks ? v.key_pos : 0;
+		rec->predicted = f->predicted;
+		rec->best = best;
+		rec->ncand = 0;
+		for (size_t i = 0; i < v.n; i++) {
+			/* the choice always, the others while there is room */
+			if (rec->ncand == ROUTER_LOG_CANDS - 1 && i != ch.cand)
+				continue;
+			if (rec->ncand == ROUTER_LOG_CANDS)
+				break;
+			rc = &rec->cand[rec->ncand++];
+			snprintf(rc->ep, sizeof(rc->ep), "%s", svc->endpoints[v.c[i].ep].name);
+			rc->depth = v.c[i].depth;
+			rc->keys = v.c[i].keys;
+			rc->load = policy_load(&v.c[i]);
+			rc->waiting = v.c[i].waiting;
+			rc->free_blocks = v.c[i].free_blocks;
+			rc->score = v.c[i].score;
+			rc->chosen = i == ch.cand;
+		}
+		rec->decision_us += (now_s() - t0) * 1e6;
+	}
+	if (first && r->st.decision)
+		metrics_observe(r->st.decision, now_s() - t0);
+	t->flight = id;
+	return (int)v.c[ch.cand].ep;
+none:
+	t->flight = 0;
 	return -ENOENT;
+}
+
+bool router_wants_usage(const struct router *r, const struct router_ticket *t)
+{
+	return t->flight && r->fl[t->flight - 1].wants_usage;
+}
+
+void router_done(struct router *r, struct router_ticket *t, const struct router_outcome *o)
+{
+	struct flight *f;
+	struct route_rec *rec;
+
+	if (!t->flight)
+		return;
+	f = &r->fl[t->flight - 1];
+	rec = rec_find(r, f->rec_seq);
+	if (rec) {
+		rec->status = o->status;
+		rec->ms = o->ms;
+		rec->reported = o->cached_tokens;
+	}
+	if (f->wants_usage && f->prompt_tokens && r->metrics && o->status >= 200 &&
+	    o->status < 300) {
+		int p = f->predicted > 0 ? 0 : 1;
+		int q = o->cached_tokens < 0 ? 2 : o->cached_tokens > 0 ? 0 : 1;
+
+		metrics_add(r->st.tok_prompt, f->prompt_tokens);
+		if (f->predicted > 0)
+			metrics_add(r->st.tok_predicted, (uint64_t)f->predicted);
+		if (rec && rec->best > 0)
+			metrics_add(r->st.tok_best, (uint64_t)rec->best);
+		if (o->cached_tokens > 0)
+			metrics_add(r->st.tok_reported, (uint64_t)o->cached_tokens);
+		if (o->prompt_tokens > 0)
+			metrics_add(r->st.tok_reported_prompt, (uint64_t)o->prompt_tokens);
+		metrics_inc(r->st.outcome[p][q]);
+	}
+	flight_release(r, t->flight);
+	t->flight = 0;
+}
+
+/* --- /debug ------------------------------------------------------------------------------------
+ */
+
+static int json_num(struct buf *out, const char *key, double v)
+{
+	if (v < 0)
+		return buf_printf(out, ",\"%s\":null", key);
+	return buf_printf(out, ",\"%s\":%.6g", key, v);
+}
+
+int router_debug_json(const struct router *r, struct buf *out)
+{
+	uint64_t n = r->nlog < ROUTER_LOG ? r->nlog : ROUTER_LOG;
+	int rc = buf_printf(out, "{\"router\":\"%s\",\"routes\":[", r->pol->name);
+
+	for (uint64_t i = 0; i < n && !rc; i++) {
+		const struct route_rec *x = &r->log[(r->nlog - 1 - i) % ROUTER_LOG];
+		char a[INET_ADDRSTRLEN], tm_s[32];
+		struct tm tm;
+
+		inet_ntop(AF_INET, &x->client.sin_addr, a, sizeof(a));
+		gmtime_r(&x->when.tv_sec, &tm);
+		strftime(tm_s, sizeof(tm_s), "%Y-%m-%dT%H:%M:%S", &tm);
+		rc |= buf_printf(out, "%s{\"time\":\"%s.%03ldZ\",\"client\":\"%s:%u\",\"service\":",
+				 i ? "," : "", tm_s, x->when.tv_nsec / 1000000, a,
+				 ntohs(x->client.sin_port));
+		rc |= buf_json_str(out, x->service, strlen(x->service));
+		rc |= buf_puts(out, ",\"method\":");
+		rc |= buf_json_str(out, x->method, strlen(x->method));
+		rc |= buf_puts(out, ",\"target\":");
+		rc |= buf_json_str(out, x->target, strlen(x->target));
+		rc |= buf_puts(out, ",\"endpoint\":");
+		rc |= buf_json_str(out, x->endpoint, strlen(x->endpoint));
+		rc |= buf_printf(out, ",\"attempts\":%d,\"status\":%d,\"ms\":%.3f,\"model\":",
+				 x->attempts, x->status, x->ms);
+		rc |= x->model[0] ? buf_json_str(out, x->model, strlen(x->model))
+				  : buf_puts(out, "null");
+		rc |=
+		    buf_printf(out,
+			       ",\"prompt_tokens\":%u,\"blocks\":%u,\"key_pos\":%u,\"view\":\"%s\","
+			       "\"fallback\":",
+			       x->prompt_tokens, x->blocks, x->key_pos, view_names[x->view]);
+		rc |= x->fallback == FB_NONE ? buf_puts(out, "null")
+					     : buf_printf(out, "\"%s\"", fb_names[x->fallback]);
+		rc |= buf_printf(out, ",\"reason\":\"%s\"", policy_reason_name(x->reason));
+		rc |= json_num(out, "predicted_cached_tokens", (double)x->predicted);
+		rc |= json_num(out, "best_cached_tokens", (double)x->best);
+		rc |= json_num(out, "reported_cached_tokens", (double)x->reported);
+		rc |= buf_printf(out, ",\"decision_us\":%.1f,\"candidates\":[", x->decision_us);
+		for (uint32_t k = 0; k < x->ncand; k++) {
+			const struct rec_cand *c = &x->cand[k];
+
+			rc |= buf_printf(out, "%s{\"endpoint\":", k ? "," : "");
+			rc |= buf_json_str(out, c->ep, strlen(c->ep));
+			rc |= buf_printf(out, ",\"depth\":%u,\"keys\":%u,\"load\":%.6g", c->depth,
+					 c->keys, c->load);
+			rc |= json_num(out, "waiting", c->waiting);
+			rc |= json_num(out, "free_blocks", c->free_blocks);
+			rc |= buf_printf(out, ",\"score\":%.6g,\"chosen\":%s}", c->score,
+					 c->chosen ? "true" : "false");
+		}
+		rc |= buf_puts(out, "]}");
+	}
+	rc |= buf_puts(out, "]}\n");
+	return rc ? -ENOMEM : 0;
+}
+
+int router_workers_json(const struct router *r, struct buf *out)
+{
+	uint64_t t = now_ms();
+	int rc = buf_printf(out, "{\"router\":\"%s\",\"workers\":[", r->pol->name), first = 1;
+
+	for (uint32_t i = 0; i < workers_count(r->ws); i++) {
+		struct worker *w = workers_at(r->ws, i);
+		double rem, wait, fb, cap;
+
+		if (!w)
+			continue;
+		workers_load(r->ws, w, t, 0, &rem, &wait, &fb, &cap);
+		rc |= buf_printf(out, "%s{\"name\":", first ? "" : ",");
+		rc |= buf_json_str(out, w->name, strlen(w->name));
+		rc |=
+		    buf_printf(out,
+			       ",\"slot\":%u,\"events_id\":%d,\"inflight\":%u,\"active_blocks\":%u,"
+			       "\"remote_requests\":%.6g",
+			       w->slot, w->events_id, w->inflight, workers_active(r->ws, w), rem);
+		rc |= json_num(out, "waiting", wait);
+		rc |= json_num(out, "free_blocks", fb);
+		rc |= json_num(out, "capacity_blocks", cap > 0 ? cap : -1);
+		rc |= json_num(out, "kv_usage", w->have_metrics ? w->m.kv_usage : -1);
+		rc |= json_num(out, "running", w->have_metrics ? w->m.running : -1);
+		rc |=
+		    buf_printf(out,
+			       ",\"metrics_age_ms\":%lld,\"scrapes\":%llu,\"scrape_failures\":%u,"
+			       "\"scrape_error\":%d,\"down\":%s,\"restarts\":%llu,\"routed\":%llu}",
+			       w->have_metrics ? (long long)(t - w->metrics_ms) : -1LL,
+			       (unsigned long long)w->scrapes, w->scrape_fails, w->scrape_err,
+			       workers_down(w) ? "true" : "false", (unsigned long long)w->restarts,
+			       (unsigned long long)w->routed);
+		first = 0;
+	}
+	rc |= buf_puts(out, "]}\n");
+	return rc ? -ENOMEM : 0;
 }

@@ -1,18 +1,81 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* router: picks the endpoint of a Service for one request (or one pass-through connection). The
- * plumbing (proxy) calls router_pick for every request on a connection, so a policy sees each
- * request; this issue's policy is "round-robin", a later one reads the request body (the OpenAI
- * JSON) and the KV index. Not thread-safe: one router per loop thread. */
+/* router: the routing decision, in one module (ARCHITECTURE.md "The routing decision"). The proxy
+ * asks one question per request — which endpoint? — and knows nothing of tokens. The answer:
+ *
+ *   body -> model -> tokenizer (models.h) -> prompt token ids (openai.h: every completions prompt
+ *   shape, chat through the template) -> own block chain (blockhash.h) -> per-worker depth (the
+ *   event-fed index.h, or the approximate approx.h) -> load (workers.h: in flight here, scraped
+ *   metrics) -> policy (policy.h) -> endpoint + reason
+ *
+ * Fallbacks. When exact tokens are impossible — no tokenizer for the model, a request the reader
+ * or the chat renderer reports as not exact, a cache_salt, a body that is not JSON or that vLLM
+ * would refuse — the request is routed on the approximate view of its raw body bytes
+ * (blockhash_bytes_chain), counted by cause in /metrics, and never refused here: the worker
+ * answers it as it would without kvsplice. Requests to other paths, and pass-through
+ * connections, carry no prompt: the policy places them by load alone.
+ *
+ * Explainability. Every decision is kept (router_debug_json: /debug/route): model, tokens, chain
+ * length, per candidate the matched blocks, keys, load and score, the choice, the reason, the
+ * cached tokens it predicts; router_done adds what the worker reported (the cached_tokens of the
+ * response's usage, read as it streams past). /metrics counts decisions by policy and reason,
+ * fallbacks by cause, predicted / best possible / reported cached tokens and the outcome matrix
+ * (predicted hit or miss x reported hit or miss), the decision latency, and per worker its load.
+ * With them an operator tells "the workload has no reuse" (best possible ~ 0) from "the router
+ * is wrong" (chosen < best possible without pressure) from "the index is stale" (predicted hits
+ * the workers report as misses).
+ *
+ * Threading: one router per loop thread; every function runs on it. The index is written by the
+ * events module on this same thread (index.h's single-writer rule); the router only reads it, and
+ * it calls events only to map workers to index ids and to resync a restarted worker. */
 #ifndef KVS_ROUTER_H
 #define KVS_ROUTER_H
 
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "discovery.h"
+#include "policy.h"
+
+/* Decisions kept for /debug/route. */
+#ifndef ROUTER_LOG
+#define ROUTER_LOG 128
+#endif
+/* Candidates recorded per decision (the choice is always recorded). */
+#ifndef ROUTER_LOG_CANDS
+#define ROUTER_LOG_CANDS 16
+#endif
+/* Bytes per block of the approximate view of raw request bytes (~16 tokens of text). */
+#ifndef ROUTER_TEXT_CHUNK
+#define ROUTER_TEXT_CHUNK 64
+#endif
+/* Longest chain considered, blocks (1 M tokens at 16 per block). */
+#ifndef ROUTER_MAX_BLOCKS
+#define ROUTER_MAX_BLOCKS 65536
+#endif
 
 struct router;
+struct index;
+struct events;
+struct models;
+struct metrics;
+struct loop;
+
+struct router_cfg {
+	const char *policy;		 /* a policy_find name; NULL: "kv" */
+	const struct policy_kv_opts *kv; /* kv / approx tunables; NULL: policy_kv_defaults */
+	struct index *index;		 /* the event-fed index; NULL: events are off */
+	struct events *events;		 /* its writer (worker ids, resync); NULL with index NULL */
+	const struct models *models;	 /* tokenizers; NULL: none (every prompt is a fallback) */
+	struct metrics *metrics;	 /* NULL: no metrics */
+	struct loop *loop;		 /* drives the metrics scraper; NULL: load is local only */
+	uint32_t mark;			 /* SO_MARK of scrape connections */
+	int scrape_interval_ms;		 /* 0: SCRAPE_DEFAULT_INTERVAL_MS; < 0: no scraping */
+	double approx_ttl_s;		 /* 0: APPROX_DEFAULT_TTL_S */
+	uint64_t seed;			 /* tie-breaking draws */
+};
 
 /* What the proxy knows about the request when it must choose. Pointers are valid for the call. */
 struct router_request {
@@ -20,23 +83,69 @@ struct router_request {
 	size_t method_len;
 	const char *target;
 	size_t target_len;
-	const char *head; /* the request head as forwarded (parse it with http_parse_request) */
+	const char *head; /* the request head as forwarded */
 	size_t head_len;
 	const char *body; /* the whole (decoded) request body */
 	size_t body_len;
-	uint64_t tried; /* endpoints already tried for this request: bit (index % 64) */
+	uint64_t tried;			  /* endpoints already tried: bit (index % 64) */
+	const struct sockaddr_in *client; /* for the record; may be NULL */
 };
 
-/* Creates a router with the named policy ("round-robin"). Returns 0 and *out, -EINVAL for an
- * unknown policy, or -ENOMEM. */
-int router_new(const char *policy, struct router **out);
+/* A request in flight, from router_pick to router_done. Zero-initialise. */
+struct router_ticket {
+	uint32_t flight; /* 0: none */
+};
+
+/* How a request ended. */
+struct router_outcome {
+	int status;	       /* HTTP status relayed, 0 when no response came */
+	int64_t cached_tokens; /* usage.prompt_tokens_details.cached_tokens, -1 unseen */
+	int64_t prompt_tokens; /* usage.prompt_tokens, -1 unseen */
+	int attempts;	       /* endpoints tried */
+	double ms;	       /* request start to end */
+};
+
+/* Creates a router. Returns 0 and *out; -EINVAL for an unknown policy; -ENOMEM. */
+int router_new(const struct router_cfg *cfg, struct router **out);
 void router_free(struct router *r);
 
 /* The policy's name. */
 const char *router_policy(const struct router *r);
 
-/* Picks an endpoint of svc for req, skipping the tried ones. Returns its index in
- * svc->endpoints, or -ENOENT when the Service has no endpoint left to try. */
-int router_pick(struct router *r, const struct service *svc, const struct router_request *req);
+/* Installs the workers of a Services snapshot (after events_sync_services, so their index ids are
+ * known): worker table, scrape targets. Requests in flight keep their accounting. */
+void router_set_services(struct router *r, const struct services *s);
+
+/* Picks an endpoint of svc for req, skipping the tried ones. The first call for a request (t
+ * zeroed) reads the request; a retry (t as the first call left it) reuses what was read and
+ * moves the request's accounting to the new endpoint. Returns the endpoint index, or -ENOENT
+ * when none is left (t then holds nothing: no router_done is owed). */
+int router_pick(struct router *r, const struct service *svc, const struct router_request *req,
+		struct router_ticket *t);
+
+/* Should the response of t be read for its usage (openai_usage_feed)? */
+bool router_wants_usage(const struct router *r, const struct router_ticket *t);
+
+/* The request of t ended (answered, failed, or the client left): releases its load accounting,
+ * completes its record and its metrics. Zeroes t. A zeroed t is a no-op. */
+void router_done(struct router *r, struct router_ticket *t, const struct router_outcome *o);
+
+/* Housekeeping: scrapes, approximate view expiry. Call after every loop_run (at least every
+ * 100 ms). */
+void router_tick(struct router *r);
+
+/* Appends the last decisions, newest first, as JSON:
+ * {"router":"kv","routes":[{"time":"...Z","client":"ip:port","service":"qwen","method":"POST",
+ *   "target":"/v1/completions","endpoint":"w1","attempts":1,"status":200,"ms":12.3,
+ *   "model":"...","prompt_tokens":2371,"blocks":148,"key_pos":0,"view":"events","fallback":null,
+ *   "reason":"home","predicted_cached_tokens":2032,"best_cached_tokens":2032,
+ *   "reported_cached_tokens":2032,"decision_us":41.2,
+ *   "candidates":[{"endpoint":"w1","depth":127,"keys":4,"load":1,"waiting":0,
+ *                  "free_blocks":400,"score":21,"chosen":true},...]}]}
+ * (pass-through connections have method "" and status 0). Returns 0 or -ENOMEM. */
+int router_debug_json(const struct router *r, struct buf *out);
+
+/* Appends a JSON object of the worker table (load, metrics, capacity) for /debug/workers. */
+int router_workers_json(const struct router *r, struct buf *out);
 
 #endif

@@ -91,7 +91,7 @@ svc_json() { # svc_json NAME PORT...: one Service with endpoints on 127.0.0.1
 start_up w1; P1=$port
 start_up w2; P2=$port
 svc_json qwen "$P1" "$P2" >"$tmp/svc.json"
-start_kvs main "$tmp/svc.json" --max-head 4K --max-body 64K --header-timeout 1 --idle-timeout 2
+start_kvs main "$tmp/svc.json" --router round-robin --max-head 4K --max-body 64K --header-timeout 1 --idle-timeout 2
 MAIN_PID=$kpid MAIN=$lport MADM=$aport
 base=http://127.0.0.1:$MAIN
 

@@ -1,60 +1,477 @@
 // SPDX-License-Identifier: Apache-2.0
-/* router: round-robin order, per-Service state kept across snapshots, tried endpoints skipped. */
+/* router: the whole decision on real requests (tokenizer, chat template, chain, index, policy),
+ * fallbacks and their causes, retries, load accounting, the decision log; and that two routers
+ * fed the same events place the same new prefixes on the same workers whatever order their
+ * requests come in (ARCHITECTURE.md decision 3). The index is fed directly (this test is its
+ * writer); an events runtime only names the workers (its sockets connect nowhere useful). */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
+#include "blockhash.h"
+#include "events.h"
+#include "index.h"
+#include "models.h"
+#include "openai.h"
 #include "router.h"
 #include "tap.h"
+#include "tokenizer.h"
 
-static struct service mk(const char *name, struct endpoint *eps, size_t n)
+#define NW 6
+#define BS 16
+
+struct rig {
+	struct index *idx;
+	struct events *ev;
+	struct router *r;
+	struct service svc;
+	struct endpoint eps[NW];
+	struct services svcs;
+};
+
+static void rig_init(struct rig *g, const char *policy, const struct models *m, uint64_t seed)
 {
-	struct service s = {0};
+	struct index_cfg icfg = {.max_workers = 16};
+	struct events_cfg ecfg = {0};
+	struct router_cfg rc = {.policy = policy, .models = m, .seed = seed};
 
-	strcpy(s.name, name);
-	s.endpoints = eps;
-	s.nendpoints = n;
-	return s;
+	memset(g, 0, sizeof(*g));
+	g->idx = index_create(&icfg);
+	ecfg.index = g->idx;
+	g->ev = events_create(&ecfg);
+	snprintf(g->svc.name, sizeof(g->svc.name), "qwen");
+	for (int i = 0; i < NW; i++) {
+		char name[64], pub[64];
+
+		snprintf(g->eps[i].name, sizeof(g->eps[i].name), "w%d", i);
+		g->eps[i].addr.sin_family = AF_INET;
+		g->eps[i].addr.sin_addr.s_addr = htonl(0x0af40101 + (uint32_t)i); /* 10.244.1.x */
+		g->eps[i].addr.sin_port = htons(8000);
+		snprintf(name, sizeof(name), "qwen/w%d", i);
+		snprintf(pub, sizeof(pub), "tcp://127.0.0.1:%d", 9 + i);
+		events_worker_add(g->ev, (uint32_t)i, name, pub, NULL, NULL);
+	}
+	g->svc.endpoints = g->eps;
+	g->svc.nendpoints = NW;
+	g->svcs = (struct services){.refs = 1, .n = 1, .v = &g->svc};
+	rc.index = g->idx;
+	rc.events = g->ev;
+	router_new(&rc, &g->r);
+	router_set_services(g->r, &g->svcs);
+}
+
+static void rig_free(struct rig *g)
+{
+	router_free(g->r);
+	events_free(g->ev);
+	index_free(g->idx);
+}
+
+/* Stores tokens[0..n) (full blocks) on worker w of g's index, engine hashes from salt. */
+static void store(struct rig *g, uint32_t w, const uint32_t *tokens, size_t n, uint64_t salt)
+{
+	uint64_t eng[512];
+	size_t nb = n / BS;
+	struct index_stored s = {.engine = eng,
+				 .n = nb,
+				 .tokens = tokens,
+				 .n_tokens = nb * BS,
+				 .block_size = BS,
+				 .tier = INDEX_TIER_GPU};
+
+	for (size_t i = 0; i < nb; i++)
+		eng[i] = salt * 1000003 + i + 1;
+	index_write_lock(g->idx);
+	index_block_stored(g->idx, w, &s);
+	index_write_unlock(g->idx);
+}
+
+/* A completions body whose prompt is the token ids tokens[0..n); nested: as the first of a
+ * list of id lists. */
+static char *ids_body_as(const uint32_t *tokens, size_t n, bool nested)
+{
+	size_t cap = 96 + n * 12, len;
+	char *b = malloc(cap);
+
+	len = (size_t)snprintf(b, cap,
+			       "{\"model\":\"Qwen/Qwen3-0.6B\",\"max_tokens\":4,\"prompt\":%s",
+			       nested ? "[[" : "[");
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(b + len, cap - len, "%s%u", i ? "," : "", tokens[i]);
+	snprintf(b + len, cap - len, nested ? "],[1,2]]}" : "]}");
+	return b;
+}
+
+static char *ids_body(const uint32_t *tokens, size_t n)
+{
+	return ids_body_as(tokens, n, false);
+}
+
+static int pick(struct rig *g, const char *path, const char *body, uint64_t tried,
+		struct router_ticket *t)
+{
+	struct router_request rq = {.method = "POST",
+				    .method_len = 4,
+				    .target = path,
+				    .target_len = strlen(path),
+				    .body = body,
+				    .body_len = strlen(body),
+				    .tried = tried};
+
+	return router_pick(g->r, &g->svc, &rq, t);
+}
+
+static void done(struct rig *g, struct router_ticket *t, int64_t cached)
+{
+	struct router_outcome o = {
+	    .status = 200, .cached_tokens = cached, .prompt_tokens = -1, .attempts = 1};
+
+	router_done(g->r, t, &o);
+}
+
+/* The newest decision of g as a cJSON object (caller deletes the returned root). */
+static cJSON *last_route(struct rig *g, cJSON **root)
+{
+	struct buf b = {0};
+	cJSON *r;
+
+	router_debug_json(g->r, &b);
+	*root = cJSON_Parse(b.data);
+	buf_free(&b);
+	r = cJSON_GetObjectItem(*root, "routes");
+	return r ? r->child : NULL;
+}
+
+static double num(const cJSON *o, const char *k)
+{
+	const cJSON *j = cJSON_GetObjectItem(o, k);
+
+	return cJSON_IsNumber(j) ? j->valuedouble : -1;
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+	const cJSON *j = cJSON_GetObjectItem(o, k);
+
+	return cJSON_IsString(j) ? j->valuestring : "";
+}
+
+/* Prefix p: PLEN random-ish token ids, distinct per p. */
+#define PLEN (8 * BS)
+static void prefix_tokens(uint32_t p, uint32_t *t, size_t n)
+{
+	uint64_t x = 0x12345 + p * 7919;
+
+	for (size_t i = 0; i < n; i++) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		t[i] = (uint32_t)(x >> 40) % 150000;
+	}
 }
 
 int main(void)
 {
-	struct endpoint eps[3] = {0};
-	struct service a = mk("a", eps, 3), b = mk("b", eps, 2), none = mk("none", eps, 0);
-	struct router_request rq = {0};
+	const char *tokpath = "models/qwen3/tokenizer.json";
+	struct models *m = NULL;
 	struct router *r;
-	int seq[6], ok = 1, rc;
+	struct router_cfg bad = {.policy = "nope"};
+	struct rig g;
+	struct router_ticket t = {0};
+	char err[256];
+	int w, w2;
 
-	rc = router_new("random-ish", &r);
-	CHECK_EQ(rc, -EINVAL, "unknown policy refused");
-	rc = router_new("round-robin", &r);
-	CHECK_EQ(rc, 0, "round-robin router");
-	CHECK_STREQ(router_policy(r), "round-robin", "policy name");
-	for (int i = 0; i < 6; i++)
-		seq[i] = router_pick(r, &a, &rq);
-	for (int i = 0; i < 6; i++)
-		ok &= seq[i] == i % 3;
-	CHECK(ok, "round-robin over 3 endpoints: 0 1 2 0 1 2");
-	rc = router_pick(r, &b, &rq);
-	CHECK_EQ(rc, 0, "a second service has its own position");
-	rc = router_pick(r, &a, &rq);
-	CHECK_EQ(rc, 0, "the first one goes on where it was");
-	{
-		struct service a2 = mk("a", eps, 3); /* same Service in a new snapshot */
-
-		rc = router_pick(r, &a2, &rq);
-		CHECK_EQ(rc, 1, "position kept across a reload (by name)");
+	CHECK_EQ(router_new(&bad, &r), -EINVAL, "unknown policy refused");
+	models_new(&m);
+	if (models_add(m, NULL, tokpath, err, sizeof(err)) < 0) {
+		printf("not ok - tokenizer %s: %s\n", tokpath, err);
+		return 1;
 	}
-	rq.tried = 1ULL << 2;
-	rc = router_pick(r, &a, &rq);
-	CHECK_EQ(rc, 0, "tried endpoint 2 skipped");
-	rq.tried = 7;
-	rc = router_pick(r, &a, &rq);
-	CHECK_EQ(rc, -ENOENT, "all tried: none left");
-	rq.tried = 0;
-	rc = router_pick(r, &none, &rq);
-	CHECK_EQ(rc, -ENOENT, "no endpoints: none");
-	rc = router_pick(r, NULL, &rq);
-	CHECK_EQ(rc, -ENOENT, "no service: none");
-	router_free(r);
+
+	/* --- the chain of a request equals the chain of the blocks a worker stored ---------------
+	 */
+	{
+		struct tokenizer *tk = tokenizer_load(tokpath, err, sizeof(err));
+		struct tok_ids ids = {0};
+		const char *text = "The quick brown fox jumps over the lazy dog. ";
+		struct buf body = {0}, prompt = {0};
+		cJSON *root, *x;
+
+		rig_init(&g, "kv", m, 1);
+		/* a text prompt of ~300 tokens; w3 holds its blocks */
+		for (int i = 0; i < 30; i++)
+			buf_puts(&prompt, text);
+		tokenizer_encode(tk, prompt.data, prompt.len, &ids);
+		store(&g, 3, ids.v, ids.n, 77);
+		buf_puts(&body, "{\"model\":\"Qwen/Qwen3-0.6B\",\"prompt\":");
+		buf_json_str(&body, prompt.data, prompt.len);
+		buf_puts(&body, "}");
+		w = pick(&g, "/v1/completions", body.data, 0, &t);
+		CHECK_EQ(w, 3, "string prompt: routed to the worker holding its blocks");
+		x = last_route(&g, &root);
+		CHECK(num(x, "prompt_tokens") == (double)ids.n &&
+			  num(x, "blocks") == (double)(ids.n / BS),
+		      "string prompt: %zu tokens, %zu blocks in the record", ids.n, ids.n / BS);
+		CHECK(num(x, "predicted_cached_tokens") == (double)((ids.n - 1) / BS * BS),
+		      "predicted cached tokens: whole blocks, at most n - 1 (%g)",
+		      num(x, "predicted_cached_tokens"));
+		CHECK(!strcmp(str(x, "reason"), "home") && !strcmp(str(x, "view"), "events") &&
+			  !strcmp(str(x, "endpoint"), "w3"),
+		      "record: reason home, view events, endpoint w3");
+		cJSON_Delete(root);
+		done(&g, &t, 0);
+
+		/* the same text as a batch of strings: routed on the first */
+		buf_reset(&body);
+		buf_puts(&body, "{\"model\":\"m\",\"prompt\":[");
+		buf_json_str(&body, prompt.data, prompt.len);
+		buf_puts(&body, ",\"another prompt\"]}");
+		CHECK_EQ(pick(&g, "/v1/completions", body.data, 0, &t), 3,
+			 "batch of strings: routed on the first");
+		done(&g, &t, 0);
+		/* the same tokens as ids, and as a list of id lists */
+		{
+			char *b1 = ids_body(ids.v, ids.n), *b2 = ids_body_as(ids.v, ids.n, true);
+
+			CHECK_EQ(pick(&g, "/v1/completions", b1, 0, &t), 3,
+				 "token-id prompt: the same chain, the same worker");
+			done(&g, &t, 0);
+			CHECK_EQ(pick(&g, "/v1/completions", b2, 0, &t), 3,
+				 "list of id lists: routed on the first");
+			x = last_route(&g, &root);
+			CHECK(num(x, "prompt_tokens") == (double)ids.n,
+			      "nested ids: the first list read");
+			cJSON_Delete(root);
+			done(&g, &t, 0);
+			free(b1);
+			free(b2);
+		}
+		/* chat: the rendered template's tokens; w1 holds them */
+		{
+			const char *chat =
+			    "{\"model\":\"Qwen/Qwen3-0.6B\",\"messages\":["
+			    "{\"role\":\"system\",\"content\":\"You are a helpful "
+			    "assistant that answers briefly and precisely, always.\"},"
+			    "{\"role\":\"user\",\"content\":\"Tell me about the weather "
+			    "in Paris in the spring, and what to wear for a walk.\"}],"
+			    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+			    "\"get_weather\",\"description\":\"Weather of a city\","
+			    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"
+			    "{\"type\":\"string\"}},\"required\":[\"city\"]}}}]}";
+			struct openai_req q = {0};
+			const char *why;
+
+			openai_parse(tk, OPENAI_CHAT, chat, strlen(chat), &q, &why);
+			store(&g, 1, q.prompt.v, q.prompt.n, 99);
+			CHECK(q.prompt.n >= 2 * BS, "chat with tools renders %zu tokens",
+			      q.prompt.n);
+			CHECK_EQ(pick(&g, "/v1/chat/completions", chat, 0, &t), 1,
+				 "chat with tools: the template's tokens, the worker holding them");
+			done(&g, &t, 0);
+			openai_req_free(&q);
+		}
+		/* fallbacks: counted by cause, never refused, routed on the raw bytes */
+		{
+			/* not JSON, and long enough for a few 64-byte blocks of the raw-bytes view
+			 */
+			const char *bad_json =
+			    "{\"model\":\"x\",\"prompt\":\"a prompt cut short by a "
+			    "client that gave up half-way through writing its "
+			    "request, so that the proxy sees no closing quote";
+			const char *mm =
+			    "{\"model\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":"
+			    "[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}";
+			const char *salted =
+			    "{\"model\":\"x\",\"prompt\":\"hello\",\"cache_salt\":\"s\"}";
+
+			w = pick(&g, "/v1/completions", bad_json, 0, &t);
+			x = last_route(&g, &root);
+			CHECK(w >= 0 && !strcmp(str(x, "fallback"), "not_json") &&
+				  !strcmp(str(x, "view"), "text"),
+			      "not JSON: routed (to %d), fallback not_json, text view", w);
+			cJSON_Delete(root);
+			done(&g, &t, -1);
+			w = pick(&g, "/v1/chat/completions", mm, 0, &t);
+			x = last_route(&g, &root);
+			CHECK(w >= 0 && !strcmp(str(x, "fallback"), "not_exact"),
+			      "multimodal chat: fallback not_exact (%s)", str(x, "fallback"));
+			cJSON_Delete(root);
+			done(&g, &t, -1);
+			pick(&g, "/v1/completions", salted, 0, &t);
+			x = last_route(&g, &root);
+			CHECK(!strcmp(str(x, "fallback"), "cache_salt"),
+			      "cache_salt: fallback cache_salt");
+			cJSON_Delete(root);
+			done(&g, &t, -1);
+			/* the same raw bytes again: the approximate view sends them where they went
+			 */
+			w = pick(&g, "/v1/completions", bad_json, 0, &t);
+			done(&g, &t, -1);
+			w2 = pick(&g, "/v1/completions", bad_json, 0, &t);
+			done(&g, &t, -1);
+			CHECK_EQ(w2, w, "fallback: the same bytes follow the approximate view");
+		}
+		/* other paths and pass-through: placed by load */
+		{
+			struct router_request rq = {.method = "GET",
+						    .method_len = 3,
+						    .target = "/v1/models?x=secret",
+						    .target_len = 19};
+			struct router_ticket t2 = {0};
+
+			w = router_pick(g.r, &g.svc, &rq, &t);
+			CHECK(w >= 0 && !router_wants_usage(g.r, &t),
+			      "GET /v1/models: placed, no usage read");
+			x = last_route(&g, &root);
+			CHECK(
+			    !strcmp(str(x, "reason"), "balance") &&
+				!strcmp(str(x, "target"), "/v1/models"),
+			    "other path: reason balance; the record keeps the path, not the query");
+			cJSON_Delete(root);
+			/* w is loaded now: the next one goes elsewhere */
+			w2 = router_pick(g.r, &g.svc, &rq, &t2);
+			CHECK(w2 >= 0 && w2 != w, "balance: the loaded worker is avoided (%d, %d)",
+			      w, w2);
+			done(&g, &t, -1);
+			done(&g, &t2, -1);
+			rq = (struct router_request){0};
+			w = router_pick(g.r, &g.svc, &rq, &t);
+			CHECK(w >= 0, "pass-through connection placed");
+			done(&g, &t, -1);
+		}
+		/* retries: tried endpoints are skipped, the accounting moves */
+		{
+			char *b1 = ids_body(ids.v, ids.n);
+			struct buf wj = {0};
+
+			w = pick(&g, "/v1/completions", b1, 0, &t);
+			CHECK_EQ(w, 3, "retry: first attempt at the holder");
+			w2 = pick(&g, "/v1/completions", b1, 1ULL << 3, &t);
+			CHECK(w2 >= 0 && w2 != 3, "retry: the holder failed, another worker (%d)",
+			      w2);
+			router_workers_json(g.r, &wj);
+			CHECK(
+			    strstr(
+				wj.data,
+				"\"name\":\"qwen/w3\",\"slot\":3,\"events_id\":3,\"inflight\":0") !=
+				NULL,
+			    "retry: the failed worker no longer counts the request");
+			x = last_route(&g, &root);
+			CHECK(num(x, "attempts") == 2, "retry: one record, two attempts");
+			cJSON_Delete(root);
+			CHECK_EQ(pick(&g, "/v1/completions", b1, 0x3f, &t), -ENOENT,
+				 "retry: every endpoint tried: none left");
+			CHECK_EQ(t.flight, 0, "none left: the ticket holds nothing");
+			buf_free(&wj);
+			free(b1);
+		}
+		/* the outcome reaches the record */
+		{
+			char *b1 = ids_body(ids.v, ids.n);
+
+			pick(&g, "/v1/completions", b1, 0, &t);
+			done(&g, &t, 288);
+			x = last_route(&g, &root);
+			CHECK(num(x, "reported_cached_tokens") == 288 && num(x, "status") == 200,
+			      "router_done: the reported cached tokens and status in the record");
+			cJSON_Delete(root);
+			free(b1);
+		}
+		rig_free(&g);
+		tok_ids_free(&ids);
+		buf_free(&body);
+		buf_free(&prompt);
+		tokenizer_free(tk);
+	}
+
+	/* --- two routers, the same events, requests in different orders: the same homes --------
+	 */
+	{
+		enum { NP = 60, STEPS = 4 };
+		static uint32_t pt[NP][PLEN + 2 * BS];
+		struct rig a, b;
+		int home_a[NP], home_b[NP], same = 1, placed = 0, used[NW] = {0}, nused = 0;
+
+		rig_init(&a, "kv", m, 11);
+		rig_init(&b, "kv", m, 987654321);
+		for (int p = 0; p < NP; p++)
+			prefix_tokens((uint32_t)p, pt[p], PLEN + 2 * BS);
+		/* some history both saw: prefixes 0..9 on workers p % 4 */
+		for (int p = 0; p < 10; p++) {
+			store(&a, (uint32_t)(p % 4), pt[p], PLEN, 1000 + (uint64_t)p);
+			store(&b, (uint32_t)(p % 4), pt[p], PLEN, 1000 + (uint64_t)p);
+		}
+		/* each step: A asks about the step's new prefixes in order, B in reverse order with
+		 * requests for old prefixes in between; then the workers' events for what was
+		 * placed reach both */
+		for (int s = 0; s < STEPS; s++) {
+			int lo = 10 + s * (NP - 10) / STEPS, hi = 10 + (s + 1) * (NP - 10) / STEPS;
+
+			for (int p = lo; p < hi; p++) {
+				char *bd = ids_body(pt[p], PLEN + BS);
+
+				home_a[p] = pick(&a, "/v1/completions", bd, 0, &t);
+				done(&a, &t, 0);
+				free(bd);
+			}
+			for (int p = hi - 1; p >= lo; p--) {
+				char *bd = ids_body(pt[p], PLEN + BS),
+				     *old = ids_body(pt[p % 10], PLEN);
+
+				pick(&b, "/v1/completions", old, 0, &t);
+				done(&b, &t, 0);
+				home_b[p] = pick(&b, "/v1/completions", bd, 0, &t);
+				done(&b, &t, 0);
+				free(bd);
+				free(old);
+			}
+			for (int p = lo; p < hi; p++) {
+				same &= home_a[p] == home_b[p];
+				placed++;
+				if (home_a[p] >= 0 && !used[home_a[p]]++)
+					nused++;
+				store(&a, (uint32_t)home_a[p], pt[p], PLEN, 5000 + (uint64_t)p);
+				store(&b, (uint32_t)home_a[p], pt[p], PLEN, 5000 + (uint64_t)p);
+			}
+		}
+		CHECK(same,
+		      "two routers, same events, different request orders and seeds: the same "
+		      "home for all %d new prefixes",
+		      placed);
+		CHECK_EQ(nused, NW, "the new prefixes spread over every worker");
+		rig_free(&a);
+		rig_free(&b);
+	}
+	/* --- bounded load: prefixes placed one after another share the workers evenly -------- */
+	{
+		enum { NP = 60 };
+		static uint32_t pt[NP][PLEN];
+		struct rig a;
+		int lo_k = 1 << 30, hi_k = 0;
+
+		rig_init(&a, "kv", m, 5);
+		for (int p = 0; p < NP; p++) {
+			char *bd;
+
+			prefix_tokens(1000 + (uint32_t)p, pt[p], PLEN);
+			bd = ids_body(pt[p], PLEN);
+			w = pick(&a, "/v1/completions", bd, 0, &t);
+			done(&a, &t, 0);
+			free(bd);
+			/* the worker's events arrive before the next new prefix */
+			store(&a, (uint32_t)w, pt[p], PLEN, 7000 + (uint64_t)p);
+		}
+		for (uint32_t x = 0; x < NW; x++) {
+			int k = (int)index_worker_blocks_at(a.idx, x, 0);
+
+			lo_k = k < lo_k ? k : lo_k;
+			hi_k = k > hi_k ? k : hi_k;
+		}
+		CHECK(lo_k == NP / NW && hi_k == NP / NW,
+		      "bounded load: 60 prefixes in turn, 10 on each worker (%d..%d)", lo_k, hi_k);
+		rig_free(&a);
+	}
+	models_free(m);
 	return tap_done();
 }

@@ -26,18 +26,24 @@
 
 #include "buf.h"
 #include "blockhash.h"
-#include "dynamo.h"
 #include "events.h"
 #include "http.h"
 #include "index.h"
 #include "log.h"
+#include "metrics.h"
+#include "models.h"
+#include "policy.h"
+#include "router.h"
 #include "tokenizer.h"
 #include "workload.h"
 
 #define MAX_TARGETS 64
 #define MAX_WORKERS 256
 
-enum spread { SPREAD_RANDOM, SPREAD_RR, SPREAD_DYNAMO };
+/* How a request picks its URL: kube-proxy's per-connection random choice or round-robin (the
+ * Service baselines), or a kvsplice routing policy run client-side through the same router code
+ * the daemon runs (dynamo, kv, approx). */
+enum spread { SPREAD_RANDOM, SPREAD_RR, SPREAD_ROUTER };
 
 struct target {
 	char hostport[128];
@@ -54,13 +60,16 @@ struct opts {
 	char *events[MAX_TARGETS]; /* KV event endpoints, one per --url (dynamo with events) */
 	int nev;
 	enum spread spread;
+	const char *policy; /* SPREAD_ROUTER: the policy */
 	uint32_t concurrency;
 	uint32_t runs;
 	uint32_t output_tokens;
-	bool keep_alive, json, reset, chat, warmup, quiet;
+	bool keep_alive, json, reset, chat, warmup, quiet, route_stats;
 	const char *tokenizer;
 	const char *model;
 	const char *label;
+	const char *route_log; /* --route-log FILE */
+	struct policy_kv_opts kv; /* --kv-* */
 	double timeout_s;
 	double time_scale; /* the workers' --time-scale: times are reported in model time */
 	struct wl_opts wl;
@@ -84,8 +93,7 @@ struct cconn {
 	long cached, prompt;
 	bool done_stream, got_usage;
 	char worker[64];
-	uint64_t dyn_handle;
-	bool dyn;
+	struct router_ticket ticket; /* SPREAD_ROUTER */
 };
 
 struct result {
@@ -112,7 +120,12 @@ struct bench {
 	int ep;
 	uint64_t rng;
 	uint64_t rr;
-	struct dynamo *dyn;
+	struct models *models; /* SPREAD_ROUTER */
+	struct router *router;
+	struct metrics *metrics; /* --route-stats */
+	struct service svc;	 /* the URLs as one Service of endpoints w0, w1, ... */
+	struct endpoint eps[MAX_TARGETS];
+	struct services svcs;
 	char *wnames[MAX_WORKERS];
 	int nw;
 	struct result *res;
@@ -120,8 +133,6 @@ struct bench {
 	struct cconn **idle; /* per slot: a kept-alive connection */
 	struct index *idx;    /* with --events: what the workers hold, from their KV events */
 	struct events *ev;
-	uint64_t *chain;
-	uint32_t *depth;
 };
 
 static char g_events_tag; /* epoll data of the events fd */
@@ -287,33 +298,24 @@ static const char *body_of(struct bench *b, long k)
 
 static int pick_target(struct bench *b, long k, struct cconn *c)
 {
-	c->dyn = false;
 	if (b->o.nt == 1)
 		return 0;
 	switch (b->o.spread) {
 	case SPREAD_RR:
 		return (int)(b->rr++ % (uint64_t)b->o.nt);
-	case SPREAD_DYNAMO: {
-		const struct wl_req *r = k >= 0 ? &b->wl.reqs[k] : &b->wl.warm[-1 - k];
-		const uint32_t *overlap = NULL;
+	case SPREAD_ROUTER: {
+		const char *body = body_of(b, k),
+			   *path = b->o.chat ? "/v1/chat/completions" : "/v1/completions";
+		struct router_request rq = {.method = "POST", .method_len = 4, .target = path,
+					    .target_len = strlen(path), .body = body,
+					    .body_len = strlen(body)};
 		int w;
 
-		if (b->idx) {
-			size_t nb = blockhash_chain(index_seed(b->idx), 16, 0, r->ids.v, r->ids.n,
-						    b->chain, 4096);
-
+		if (b->ev) /* the newest events first, as the daemon's loop would have them */
 			while (events_poll(b->ev, 0) == 1)
 				;
-			if (index_query(b->idx, b->chain, nb, b->depth, NULL, (size_t)b->o.nt) >= 0)
-				overlap = b->depth;
-		}
-		w = dynamo_route(b->dyn, r->ids.v, r->ids.n, now_s(), overlap, &c->dyn_handle);
-
-		if (w >= 0) {
-			c->dyn = true;
-			return w;
-		}
-		return 0;
+		w = router_pick(b->router, &b->svc, &rq, &c->ticket);
+		return w >= 0 ? w : 0;
 	}
 	default:
 		return (int)(rng_next(&b->rng) % (uint64_t)b->o.nt);
@@ -509,9 +511,15 @@ static void request_end(struct bench *b, struct cconn *c, bool ok)
 {
 	double t = now_s();
 
-	if (c->dyn)
-		dynamo_done(b->dyn, c->dyn_handle);
-	c->dyn = false;
+	if (c->ticket.flight) {
+		struct router_outcome ro = {.status = ok ? 200 : 0,
+					    .cached_tokens = c->cached,
+					    .prompt_tokens = c->prompt,
+					    .attempts = 1,
+					    .ms = (t - c->t0) * 1000};
+
+		router_done(b->router, &c->ticket, &ro);
+	}
 	if (c->k >= 0) {
 		struct result *r = &b->res[b->nres++];
 
@@ -734,9 +742,9 @@ static void compute_stats(struct bench *b, struct run_stats *st, double wall)
 	free(seen);
 }
 
-static const char *spread_name(enum spread s)
+static const char *spread_name(const struct opts *o)
 {
-	return s == SPREAD_RR ? "round-robin" : s == SPREAD_DYNAMO ? "dynamo" : "random";
+	return o->spread == SPREAD_RR ? "round-robin" : o->spread == SPREAD_ROUTER ? o->policy : "random";
 }
 
 static double median_of(struct run_stats *rs, size_t n, size_t off)
@@ -789,7 +797,9 @@ static void usage(FILE *f)
 		"--suffix-tokens per request, --output-tokens generated, streamed, a new connection\n"
 		"per request, one warm-up request per prefix first (not counted).\n"
 		"  --url URL[,URL...]          http://host:port[/base] targets\n"
-		"  --spread random|round-robin|dynamo  per-connection choice among the URLs (random)\n"
+		"  --spread S                  how each request picks its URL: random or round-robin\n"
+		"                              per connection (a Service), or a kvsplice policy run\n"
+		"                              client-side: dynamo, kv, approx (random)\n"
 		"  --prefix-types P            prefix types (7)\n"
 		"  --popularity uniform|zipf:S prefix popularity (uniform)\n"
 		"  --concurrency C             closed-loop clients (8)\n"
@@ -804,9 +814,9 @@ static void usage(FILE *f)
 		"  --keep-alive                reuse connections (pins a client to a worker)\n"
 		"  --metrics-urls URL[,...]    worker base URLs: vllm:prefix_cache_* deltas per run\n"
 		"  --events EP[,EP...]         the workers' KV event endpoints (tcp://IP:PORT), one per\n"
-		"                              --url in order: --spread dynamo then takes its overlap\n"
-		"                              from the events (Dynamo's KV routing) instead of its\n"
-		"                              own routing history (approximate mode)\n"
+		"                              --url in order: a policy --spread then takes what the\n"
+		"                              workers hold from their events (Dynamo's KV routing)\n"
+		"                              instead of its own routing history (approximate mode)\n"
 		"  --reset                     POST /reset_prefix_cache to the metrics URLs (or the\n"
 		"                              --url list) before each run\n"
 		"  --no-warmup                 skip the warm-up requests\n"
@@ -815,14 +825,21 @@ static void usage(FILE *f)
 		"                              reported in model time (1)\n"
 		"  --label NAME                name shown in progress lines and the JSON\n"
 		"  --json                      JSON on stdout instead of the table\n"
-		"  --quiet                     no progress on stderr\n");
+		"  --quiet                     no progress on stderr\n"
+		"  --route-stats               with a policy --spread: the router's decision counters\n"
+		"                              (kvsplice_route_* of /metrics) on stderr after each run\n"
+		"  --route-log FILE            with a policy --spread: the router's last decisions\n"
+		"                              (/debug/route JSON) written to FILE after each run\n"
+		"  --kv-spill-factor X, --kv-spill-slack N, --kv-key-slack N,\n"
+		"  --kv-balance-slack N, --kv-replica-gap N\n"
+		"                              the kv policy's tunables (kvsplice --help)\n");
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_URL = 256, O_SPREAD, O_P, O_POP, O_C, O_N, O_R, O_SEED, O_TOK, O_PT, O_ST, O_OT,
 	       O_MIX, O_MODEL, O_API, O_KA, O_MURL, O_RESET, O_NOWARM, O_TO, O_LABEL, O_JSON, O_TS, O_EVENTS,
-	       O_QUIET, O_HELP };
+	       O_QUIET, O_ROUTE_STATS, O_ROUTE_LOG, O_KV_SF, O_KV_SS, O_KV_KS, O_KV_BS, O_KV_RG, O_HELP };
 	static const struct option lo[] = {
 		{"url", 1, 0, O_URL},
 		{"spread", 1, 0, O_SPREAD},
@@ -849,6 +866,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"events", 1, 0, O_EVENTS},
 		{"json", 0, 0, O_JSON},
 		{"quiet", 0, 0, O_QUIET},
+		{"route-stats", 0, 0, O_ROUTE_STATS},
+		{"route-log", 1, 0, O_ROUTE_LOG},
+		{"kv-spill-factor", 1, 0, O_KV_SF},
+		{"kv-spill-slack", 1, 0, O_KV_SS},
+		{"kv-key-slack", 1, 0, O_KV_KS},
+		{"kv-balance-slack", 1, 0, O_KV_BS},
+		{"kv-replica-gap", 1, 0, O_KV_RG},
 		{"help", 0, 0, O_HELP},
 		{0, 0, 0, 0},
 	};
@@ -876,9 +900,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				o->spread = SPREAD_RANDOM;
 			else if (!strcmp(optarg, "round-robin"))
 				o->spread = SPREAD_RR;
-			else if (!strcmp(optarg, "dynamo"))
-				o->spread = SPREAD_DYNAMO;
-			else
+			else if (policy_find(optarg)) {
+				o->spread = SPREAD_ROUTER;
+				o->policy = optarg;
+			} else
 				return -1;
 			break;
 		case O_P: o->wl.prefix_types = (uint32_t)strtoul(optarg, &end, 10); break;
@@ -926,6 +951,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		}
 		case O_JSON: o->json = true; break;
 		case O_QUIET: o->quiet = true; break;
+		case O_ROUTE_STATS: o->route_stats = true; break;
+		case O_ROUTE_LOG: o->route_log = optarg; break;
+		case O_KV_SF: o->kv.spill_factor = strtod(optarg, &end); break;
+		case O_KV_SS: o->kv.spill_slack = strtod(optarg, &end); break;
+		case O_KV_KS: o->kv.key_slack = strtod(optarg, &end); break;
+		case O_KV_BS: o->kv.balance_slack = strtod(optarg, &end); break;
+		case O_KV_RG: o->kv.replica_gap = strtod(optarg, &end); break;
 		case O_HELP: usage(stdout); exit(0);
 		default: return -1;
 		}
@@ -936,10 +968,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (optind != argc || !o->nt || o->time_scale <= 0 || !o->wl.prefix_types || !o->concurrency || !o->runs ||
 	    o->runs > 64 || !o->output_tokens || o->wl.mixed_pct > 90 ||
-	    (o->spread == SPREAD_DYNAMO && o->nt > MAX_TARGETS))
+	    (o->spread == SPREAD_ROUTER && o->nt > MAX_TARGETS))
 		return -1;
-	if (o->nev && (o->nev != o->nt || o->spread != SPREAD_DYNAMO)) {
-		fprintf(stderr, "kvbench: --events needs --spread dynamo and one endpoint per --url\n");
+	if (o->nev && (o->nev != o->nt || o->spread != SPREAD_ROUTER)) {
+		fprintf(stderr, "kvbench: --events needs a policy --spread (dynamo, kv, approx) and "
+				"one endpoint per --url\n");
 		return -1;
 	}
 	if (!o->requests_set)
@@ -989,6 +1022,7 @@ int main(int argc, char **argv)
 	cJSON *root = NULL, *runs = NULL;
 
 	o->spread = SPREAD_RANDOM;
+	policy_kv_defaults(&o->kv);
 	o->concurrency = 8;
 	o->runs = 1;
 	o->output_tokens = 64;
@@ -1028,6 +1062,22 @@ int main(int argc, char **argv)
 		if (!(b.wbodies[i] = make_body(o, &b.wl.warm[i])))
 			goto cleanup;
 	b.ep = epoll_create1(EPOLL_CLOEXEC);
+	if (o->spread == SPREAD_ROUTER) {
+		snprintf(b.svc.name, sizeof(b.svc.name), "bench");
+		for (int i = 0; i < o->nt; i++) {
+			snprintf(b.eps[i].name, sizeof(b.eps[i].name), "w%d", i);
+			b.eps[i].addr = o->t[i].addr;
+		}
+		b.svc.endpoints = b.eps;
+		b.svc.nendpoints = (size_t)o->nt;
+		b.svc.id = 1;
+		b.svcs = (struct services){.refs = 1, .n = 1, .v = &b.svc};
+		if (models_new(&b.models) < 0 ||
+		    models_add(b.models, NULL, o->tokenizer, err, sizeof(err)) < 0) {
+			fprintf(stderr, "kvbench: router tokenizer: %s\n", err);
+			goto cleanup;
+		}
+	}
 	if (o->nev) {
 		struct index_cfg icfg = {.max_workers = (uint32_t)o->nt, .block_size = 16};
 		struct epoll_event e = {.events = EPOLLIN, .data.ptr = &g_events_tag};
@@ -1035,14 +1085,12 @@ int main(int argc, char **argv)
 		b.idx = index_create(&icfg);
 		struct events_cfg ecfg = {.index = b.idx};
 		b.ev = b.idx ? events_create(&ecfg) : NULL;
-		b.chain = calloc(4096, sizeof(uint64_t));
-		b.depth = calloc((size_t)o->nt, sizeof(uint32_t));
-		if (!b.ev || !b.chain || !b.depth)
+		if (!b.ev)
 			goto cleanup;
 		for (int i = 0; i < o->nev; i++) {
-			char name[16];
+			char name[32];
 
-			snprintf(name, sizeof(name), "w%d", i);
+			snprintf(name, sizeof(name), "bench/w%d", i); /* the router's worker name */
 			if (events_worker_add(b.ev, (uint32_t)i, name, o->events[i], NULL, NULL)) {
 				fprintf(stderr, "kvbench: bad events endpoint %s\n", o->events[i]);
 				goto cleanup;
@@ -1055,7 +1103,7 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"kvbench: %d URL(s), spread %s, P=%u, C=%u, %zu requests (+%u warm-up), "
 			"%u+%u tokens in, %u out, seed %" PRIu64 ", %u run(s)\n",
-			o->nt, (o->nt > 1 ? spread_name(o->spread) : "none"), o->wl.prefix_types, o->concurrency,
+			o->nt, (o->nt > 1 ? spread_name(o) : "none"), o->wl.prefix_types, o->concurrency,
 			o->wl.requests, o->warmup ? o->wl.prefix_types : 0, o->wl.prefix_tokens,
 			o->wl.suffix_tokens, o->output_tokens, o->wl.seed, o->runs);
 	for (uint32_t run = 0; run < o->runs && !g_stop; run++) {
@@ -1064,18 +1112,22 @@ int main(int argc, char **argv)
 
 		b.rng = o->wl.seed * 31 + run + 1;
 		b.rr = 0;
-		dynamo_free(b.dyn);
-		b.dyn = NULL;
-		if (o->spread == SPREAD_DYNAMO) {
-			struct dynamo_opts dopt = {.workers = (uint32_t)o->nt,
-						   .block_size = 16,
-						   .prefill_load_scale = 1.0,
-						   .overlap_credit = 1.0,
-						   .ttl_s = 120,
-						   .seed = o->wl.seed + run};
-			b.dyn = dynamo_new(&dopt);
-			if (!b.dyn)
+		router_free(b.router);
+		b.router = NULL;
+		if (o->spread == SPREAD_ROUTER) {
+			/* a fresh router per run: no state carried over, like a restarted daemon */
+			struct router_cfg rc = {.policy = o->policy, .kv = &o->kv, .index = b.idx,
+						.events = b.ev, .models = b.models,
+						.seed = o->wl.seed + run};
+
+			metrics_free(b.metrics);
+			b.metrics = NULL;
+			if (o->route_stats && metrics_new(&b.metrics) < 0)
 				goto cleanup;
+			rc.metrics = b.metrics;
+			if (router_new(&rc, &b.router) < 0)
+				goto cleanup;
+			router_set_services(b.router, &b.svcs);
 		}
 		if (o->reset)
 			reset_caches(&b);
@@ -1086,6 +1138,31 @@ int main(int argc, char **argv)
 		t0 = now_s();
 		drive(&b, false, o->concurrency, &g_stop);
 		compute_stats(&b, &rs[run], now_s() - t0);
+		if (b.metrics) {
+			struct buf mt = {0};
+
+			metrics_render(b.metrics, &mt);
+			for (char *l = mt.data; l && *l;) {
+				char *nl = strchr(l, '\n');
+				size_t ll = nl ? (size_t)(nl - l) : strlen(l);
+
+				if (!strncmp(l, "kvsplice_route_", 15) && !memmem(l, ll, "_bucket", 7))
+					fprintf(stderr, "%.*s\n", (int)ll, l);
+				l = nl ? nl + 1 : NULL;
+			}
+			buf_free(&mt);
+		}
+		if (b.router && o->route_log) {
+			struct buf rl = {0};
+			FILE *f = fopen(o->route_log, "w");
+
+			if (!f || router_debug_json(b.router, &rl) < 0 ||
+			    fwrite(rl.data, 1, rl.len, f) != rl.len)
+				fprintf(stderr, "kvbench: --route-log %s: cannot write\n", o->route_log);
+			if (f)
+				fclose(f);
+			buf_free(&rl);
+		}
 		if (mok && metrics_snapshot(&b, &q1, &h1) == 0 && q1 > q0) {
 			rs[run].has_metrics = true;
 			rs[run].metrics_ratio = (h1 - h0) / (q1 - q0);
@@ -1124,7 +1201,7 @@ int main(int argc, char **argv)
 	if (o->json) {
 		root = cJSON_CreateObject();
 		cJSON_AddStringToObject(root, "label", o->label ? o->label : "");
-		cJSON_AddStringToObject(root, "spread", (o->nt > 1 ? spread_name(o->spread) : "none"));
+		cJSON_AddStringToObject(root, "spread", (o->nt > 1 ? spread_name(o) : "none"));
 		cJSON_AddBoolToObject(root, "kv_events", o->nev > 0);
 		cJSON_AddNumberToObject(root, "urls", o->nt);
 		cJSON_AddNumberToObject(root, "prefix_types", o->wl.prefix_types);
@@ -1148,7 +1225,7 @@ int main(int argc, char **argv)
 		free(s);
 	} else {
 		printf("kvbench: %d URL(s) spread %s, P=%u, C=%u, seed %" PRIu64 "%s%s\n", o->nt,
-		       (o->nt > 1 ? spread_name(o->spread) : "none"), o->wl.prefix_types, o->concurrency, o->wl.seed,
+		       (o->nt > 1 ? spread_name(o) : "none"), o->wl.prefix_types, o->concurrency, o->wl.seed,
 		       o->label ? ", " : "", o->label ? o->label : "");
 		printf("%-7s %5s %4s %6s %7s %7s %8s %8s %7s %7s %6s %6s\n", "run", "reqs", "err",
 		       "hit%", "cached", "metrics", "ttft_p50", "ttft_p99", "hit_p50", "miss_p50",
@@ -1167,11 +1244,11 @@ int main(int argc, char **argv)
 		rc = 130;
 cleanup:
 	cJSON_Delete(root);
-	dynamo_free(b.dyn);
+	router_free(b.router);
+	metrics_free(b.metrics);
+	models_free(b.models);
 	events_free(b.ev);
 	index_free(b.idx);
-	free(b.chain);
-	free(b.depth);
 	for (int i = 0; i < o->nev; i++)
 		free(o->events[i]);
 	for (size_t k = 0; b.bodies && k < o->wl.requests; k++)

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* workers: the router's table of worker endpoints and what it knows of each one's load.
+ *
+ * Identity. A worker is an endpoint of a Service, named "service/endpoint" (the name the events
+ * module subscribes it under). Its slot in the table is stable while it stays in the Services
+ * (slots are reused after removal), and its id — a hash of "ip:port" — is what every kvsplice
+ * instance computes alike, so rendezvous placement agrees across nodes.
+ *
+ * Load has three sources:
+ *   - local: the requests this router has in flight there and the distinct blocks of their chains
+ *     (a multiset of block hashes per worker: shared prefix blocks counted once, as the engine
+ *     allocates them once);
+ *   - metrics: the worker's own running/waiting gauges, KV usage and capacity, scraped (scrape.h),
+ *     which include other clients' and other nodes' requests;
+ *   - the difference: requests and blocks others hold there = metrics at scrape time minus what
+ *     this router had there at that moment; trusted for WORKERS_METRICS_FRESH_MS.
+ *
+ * Not thread-safe: the loop thread owns it. */
+#ifndef KVS_WORKERS_H
+#define KVS_WORKERS_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "discovery.h"
+#include "scrape.h"
+
+/* Workers a table holds at most. */
+#ifndef WORKERS_MAX
+#define WORKERS_MAX 1024
+#endif
+/* Metrics older than this are not used for load, ms. */
+#ifndef WORKERS_METRICS_FRESH_MS
+#define WORKERS_METRICS_FRESH_MS 3000
+#endif
+/* Consecutive failed scrapes after which a worker counts as down (avoided while others are up). */
+#ifndef WORKERS_DOWN_AFTER
+#define WORKERS_DOWN_AFTER 3
+#endif
+
+struct worker {
+	char name[2 * DISCOVERY_NAME_MAX + 2]; /* "service/endpoint" */
+	struct sockaddr_in addr;
+	uint64_t id;   /* hash of "ip:port": the same on every node */
+	uint32_t slot; /* its index in the table */
+	bool live;     /* in the current Services snapshot */
+	int events_id; /* its id in the events module and the index, -1: none */
+	/* local load */
+	uint32_t inflight; /* requests this router has in flight there */
+	/* metrics */
+	bool have_metrics;
+	struct scrape_metrics m;
+	uint64_t metrics_ms;	      /* when they arrived (monotonic ms) */
+	uint32_t inflight_at_metrics; /* local in-flight requests then */
+	uint32_t active_at_metrics;   /* local distinct in-flight blocks then */
+	uint32_t scrape_fails;	      /* consecutive scrapes that could not reach it */
+	int scrape_err;		      /* last error (0: the last scrape worked) */
+	uint64_t scrapes, restarts;
+	uint64_t
+	    max_blocks_seen; /* most blocks its events ever showed it holding (capacity, learned) */
+	/* counters */
+	uint64_t routed;
+};
+
+struct workers;
+
+int workers_new(struct workers **out);
+void workers_free(struct workers *ws);
+
+/* Marks every worker not live, then makes the endpoints of s live (adding new ones); workers of
+ * endpoints that left are dropped (their in-flight accounting stays until router_done releases
+ * it, then the slot is reused). Returns 0 or -ENOMEM / -ENOSPC. */
+int workers_sync(struct workers *ws, const struct services *s);
+
+/* The worker for endpoint e of Service svc_name, or NULL. */
+struct worker *workers_find(struct workers *ws, const char *svc_name, const struct endpoint *e);
+/* Worker by slot, or NULL when the slot is unused. */
+struct worker *workers_at(struct workers *ws, uint32_t slot);
+/* One past the highest slot in use. */
+uint32_t workers_count(const struct workers *ws);
+
+/* A request with chain[0..n) goes in flight on the worker in slot (+1 request, its blocks into the
+ * active set) or leaves it. A slot whose worker left the Services is reused only once its last
+ * request left. flight_add returns 0 or -ENOMEM (then nothing changed). */
+int workers_flight_add(struct workers *ws, uint32_t slot, const uint64_t *chain, size_t n);
+void workers_flight_del(struct workers *ws, uint32_t slot, const uint64_t *chain, size_t n);
+
+/* Distinct blocks of w's in-flight requests. */
+uint32_t workers_active(const struct workers *ws, const struct worker *w);
+/* Leading blocks of chain[0..n) in w's active set (blocks in flight share whole prefixes, so the
+ * request's blocks not in the set are n minus this). */
+uint32_t workers_active_depth(const struct workers *ws, const struct worker *w,
+			      const uint64_t *chain, size_t n);
+
+/* Records a scrape result for w (m NULL: failed with err). Returns 1 when it shows a new worker
+ * process (start time changed, or counters went back): the caller resyncs its events; else 0. */
+int workers_metrics(struct workers *ws, struct worker *w, const struct scrape_metrics *m, int err,
+		    uint64_t now_ms);
+
+/* Records that w's events show it holding blocks GPU blocks now (the capacity is learned from
+ * the most ever seen when its metrics do not give num_gpu_blocks). */
+void workers_blocks_seen(struct worker *w, uint64_t blocks);
+
+/* Load estimates for w at now_ms (from local counts and fresh metrics; see the top comment):
+ * requests others have there, its queue (-1 unknown), its free KV blocks (-1 unknown), its
+ * capacity in blocks (0 unknown). Capacity: num_gpu_blocks from its metrics, else the most
+ * blocks its events showed it holding, at least cap_floor (the caller's prior: the most any
+ * worker of the Service was seen holding, since a worker that never filled up shows less than
+ * it has); free blocks: capacity minus the blocks in use, from its
+ * kv usage when fresh metrics give it (others' requests included), else from this router's own
+ * requests alone. */
+void workers_load(const struct workers *ws, const struct worker *w, uint64_t now_ms,
+		  double cap_floor, double *remote, double *waiting, double *free_blocks,
+		  double *capacity);
+
+/* True when w could not be reached by its last WORKERS_DOWN_AFTER scrapes (refused, timed out,
+ * reset, unreachable); a worker that answers without vLLM metrics is not down. */
+bool workers_down(const struct worker *w);
+
+#endif
