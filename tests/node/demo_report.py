@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The report of `make demo` (tests/node/demo.sh): seed-style markdown tables of every variant on
+the same requests, the seeds' published numbers beside ours, and one line saying what the run
+showed. Usage: demo_report.py OUT_DIR WORKERS TIME_SCALE VARIANT... (reads OUT_DIR/VARIANT.jsonl,
+one kvbench --json line per point)."""
+import json
+import os
+import sys
+
+# The seeds' published numbers, 6 workers (002_a7ece122ee7be345.txt: the Service;
+# 000_e1d619d3006ec42e.txt: round-robin and Dynamo). Hit rate at C=8 (and the C=16 points they
+# give), cached-token ratio at C=8, TTFT p50/p99 and req/s where published.
+SEEDS_HIT = {
+    "service": {(2, 8): 95.0, (7, 8): 55.5, (12, 8): 32.1, (24, 8): 17.5, (24, 16): 16.7},
+    "round-robin": {(2, 8): 95.0, (7, 8): 53.5, (12, 8): 29.2, (24, 8): 17.5},
+    "dynamo": {(2, 8): 97.5, (7, 8): 83.0, (12, 8): 67.9, (24, 8): 43.3, (7, 16): 91.0,
+               (12, 16): 82.0, (24, 16): 52.0},
+}
+SEEDS_RATIO = {
+    "round-robin": {(2, 8): 0.814, (7, 8): 0.439, (12, 8): 0.247, (24, 8): 0.149, (24, 16): 0.148},
+    "dynamo": {(2, 8): 0.835, (7, 8): 0.702, (12, 8): 0.573, (24, 8): 0.361, (24, 16): 0.431},
+}
+SEEDS_TTFT = {
+    (2, 8): "Service 47/190", (7, 8): "Service 93/526", (12, 8): "Service 126/493",
+    (24, 8): "Service 136/635",
+    (24, 16): "Service 205/1508, 13.3 req/s; RR 199/774, 14.3; Dynamo 109/242, 17.6",
+}
+
+
+def seed_key(variant):
+    """Which seed column a variant is compared with."""
+    if variant == "service":
+        return "service"
+    if variant.endswith("round-robin"):
+        return "round-robin"
+    if variant.endswith("dynamo"):
+        return "dynamo"
+    return None
+
+
+def load(out, variants):
+    res = {}
+    for v in variants:
+        res[v] = {}
+        path = os.path.join(out, v + ".jsonl")
+        if not os.path.exists(path):
+            continue
+        for line in open(path):
+            line = line.strip()
+            if line:
+                d = json.loads(line)
+                res[v][(d["prefix_types"], d["concurrency"])] = d
+    return res
+
+
+def main():
+    out, workers, ts, variants = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+    res = load(out, variants)
+    points = sorted({p for v in variants for p in res[v]}, key=lambda k: (k[1], k[0]))
+    fmt = lambda v, f: f % v if v is not None else "-"
+    print("kvsplice demo: %d kvsim workers, time scale %s (TTFT and req/s in model time); "
+          "every variant ran the same seeded requests\n" % (workers, ts))
+    print("Request-level hit rate (cached_tokens > 0); seeds' numbers in brackets\n")
+    print("| P, C | " + " | ".join(variants) + " |")
+    print("|" + "---|" * (1 + len(variants)))
+    for p in points:
+        row = ["%d, %d" % p]
+        for v in variants:
+            d = res[v].get(p)
+            s = SEEDS_HIT.get(seed_key(v) or "", {}).get(p)
+            cell = "%.1f%%" % (100 * d["hit_rate"]) if d else "-"
+            row.append(cell + (" (%.1f%%)" % s if s is not None else ""))
+        print("| " + " | ".join(row) + " |")
+    print("\nCached-token ratio (max 0.857); the workers' own metrics (hits/queries deltas) after it\n")
+    print("| P, C | " + " | ".join(variants) + " |")
+    print("|" + "---|" * (1 + len(variants)))
+    for p in points:
+        row = ["%d, %d" % p]
+        for v in variants:
+            d = res[v].get(p)
+            s = SEEDS_RATIO.get(seed_key(v) or "", {}).get(p)
+            if not d:
+                row.append("-")
+                continue
+            m = d.get("metrics_hit_ratio")
+            row.append("%.3f / %s%s" % (d["cached_token_ratio"], fmt(m, "%.3f"),
+                                        " (%.3f)" % s if s is not None else ""))
+        print("| " + " | ".join(row) + " |")
+    print("\nTTFT p50/p99 ms, req/s, distinct workers per prefix, errors\n")
+    print("| P, C | " + " | ".join(variants) + " | seeds |")
+    print("|" + "---|" * (2 + len(variants)))
+    for p in points:
+        row = ["%d, %d" % p]
+        for v in variants:
+            d = res[v].get(p)
+            row.append("%.0f/%.0f, %.1f req/s, %.2f w/pfx, %d err" % (
+                d["ttft_p50_ms"], d["ttft_p99_ms"], d["req_per_s"], d["workers_per_prefix"],
+                d["errors"]) if d else "-")
+        row.append(SEEDS_TTFT.get(p, "-"))
+        print("| " + " | ".join(row) + " |")
+    # one line: kv against the plain Service and Dynamo's cost at the hardest C=8 point
+    hard = max((p for p in points if p[1] == 8), default=None)
+    kv = next((v for v in variants if v.endswith("-kv")), None)
+    dyn = next((v for v in variants if v == "kvsplice-dynamo"), None) or \
+        next((v for v in variants if v.endswith("dynamo")), None)
+    if hard and kv and res[kv].get(hard) and res["service"].get(hard):
+        line = "kv: %.1f%% hits at P=%d (C=%d) vs %.1f%% for the plain Service" % (
+            100 * res[kv][hard]["hit_rate"], hard[0], hard[1],
+            100 * res["service"][hard]["hit_rate"])
+        if dyn and res[dyn].get(hard):
+            line += " and %.1f%% for Dynamo's cost (%s)" % (100 * res[dyn][hard]["hit_rate"], dyn)
+        line += "; cached-token ratio %.3f of 0.857" % res[kv][hard]["cached_token_ratio"]
+        errs = sum(d["errors"] for v in variants for d in res[v].values())
+        line += "; %d errors in all." % errs
+        print("\n" + line)
+    print("\nraw JSON: %s/*.jsonl; kvsplice's /metrics after each policy: %s/*.metrics" % (out, out))
+
+
+if __name__ == "__main__":
+    main()
