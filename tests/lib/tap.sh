@@ -3,14 +3,16 @@
 # Output lines are what tests/run.sh counts.
 TAP_FAILED=0
 
-# ok COND_STATUS "what": prints ok / not ok for an exit status (0 = pass).
+# ok COND_STATUS "what": prints ok / not ok for an exit status (0 = pass), and returns 0 / 1 so
+# that `ok $? "started" || exit 1` stops a script whose later checks need what failed.
 ok() {
 	if [ "$1" -eq 0 ]; then
 		echo "ok - $2"
-	else
-		echo "not ok - $2"
-		TAP_FAILED=$((TAP_FAILED + 1))
+		return 0
 	fi
+	echo "not ok - $2"
+	TAP_FAILED=$((TAP_FAILED + 1))
+	return 1
 }
 
 # check "what" CMD...: runs CMD, passes when it exits 0; its output is kept on failure.
