@@ -6,7 +6,10 @@
 #   (2) the Service 10.96.0.50:8000: intercepted by BPF and served through kvsplice;
 #   (3) the worker pod's IP directly.
 # The worker is build/bench/overhead --serve (a C upstream), so the paths, not the worker, are
-# compared. Prints one table; writes JSON.
+# compared. The cases are overhead.c's, the chat 10 KB ones included (through kvsplice they take
+# the full routing decision); afterwards `overhead --route-check` reads kvsplice's /debug/route and
+# /metrics in the node and fails unless the chat requests were decided on tokens.
+# Prints one table; writes JSON.
 # Usage: bash bench/overhead/netns.sh [N]     (requests per case and path, default 3000)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,3 +28,5 @@ tests/node/client.sh "$bin" --n "$n" --json "$out" \
 	--target "10.96.0.51:$SVC_PORT" --label "DNAT" \
 	--target "$SVC_IP:$SVC_PORT" --label "kvsplice (BPF)" \
 	--target "$(worker_ip 1):$SVC_PORT" --label "pod direct"
+# kvsplice's admin server listens inside the node namespace only
+kvs_in "$NS_NODE" "$bin" --route-check "$ADMIN_ADDR"
