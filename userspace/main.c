@@ -65,49 +65,82 @@ struct daemon {
 
 /* Long options: one table gives getopt its options and error messages their names. */
 enum {
-	O_SERVICES = 256, O_LISTEN, O_ADMIN, O_NO_BPF, O_CGROUP, O_PIN_DIR, O_MARK,
-	O_ROUTER, O_RELAY, O_MAX_HEAD, O_MAX_BODY, O_HEADER_TO, O_IDLE_TO, O_CONNECT_TO,
-	O_DRAIN_TO, O_POOL, O_POOL_TO, O_PORT_FILE, O_LOG,
-	O_EVENTS, O_NO_EVENTS, O_EVENTS_TOPIC, O_BLOCK_SIZE, O_HASH_SEED, O_INDEX_MAX,
-	O_TOKENIZER, O_MODEL_TOKENIZER, O_NO_TOKENIZER, O_SCRAPE, O_APPROX_TTL,
-	O_SPILL_FACTOR, O_SPILL_SLACK, O_KEY_SLACK,
+	O_SERVICES = 256,
+	O_LISTEN,
+	O_ADMIN,
+	O_NO_BPF,
+	O_CGROUP,
+	O_PIN_DIR,
+	O_MARK,
+	O_ROUTER,
+	O_RELAY,
+	O_MAX_HEAD,
+	O_MAX_BODY,
+	O_HEADER_TO,
+	O_IDLE_TO,
+	O_CONNECT_TO,
+	O_DRAIN_TO,
+	O_POOL,
+	O_POOL_TO,
+	O_PORT_FILE,
+	O_LOG,
+	O_EVENTS,
+	O_NO_EVENTS,
+	O_EVENTS_TOPIC,
+	O_BLOCK_SIZE,
+	O_HASH_SEED,
+	O_INDEX_MAX,
+	O_TOKENIZER,
+	O_MODEL_TOKENIZER,
+	O_NO_TOKENIZER,
+	O_SCRAPE,
+	O_APPROX_TTL,
+	O_SPILL_FACTOR,
+	O_SPILL_SLACK,
+	O_KEY_SLACK,
+	O_BALANCE_SLACK,
+	O_REPLICA_GAP,
+	O_TOKCACHE,
 };
 static const struct option longopts[] = {
-	{"services", required_argument, 0, O_SERVICES},
-	{"listen", required_argument, 0, O_LISTEN},
-	{"admin", required_argument, 0, O_ADMIN},
-	{"no-bpf", no_argument, 0, O_NO_BPF},
-	{"cgroup", required_argument, 0, O_CGROUP},
-	{"pin-dir", required_argument, 0, O_PIN_DIR},
-	{"mark", required_argument, 0, O_MARK},
-	{"router", required_argument, 0, O_ROUTER},
-	{"relay", required_argument, 0, O_RELAY},
-	{"max-head", required_argument, 0, O_MAX_HEAD},
-	{"max-body", required_argument, 0, O_MAX_BODY},
-	{"header-timeout", required_argument, 0, O_HEADER_TO},
-	{"idle-timeout", required_argument, 0, O_IDLE_TO},
-	{"connect-timeout", required_argument, 0, O_CONNECT_TO},
-	{"drain-timeout", required_argument, 0, O_DRAIN_TO},
-	{"pool-size", required_argument, 0, O_POOL},
-	{"pool-idle-timeout", required_argument, 0, O_POOL_TO},
-	{"port-file", required_argument, 0, O_PORT_FILE},
-	{"log-level", required_argument, 0, O_LOG},
-	{"events", no_argument, 0, O_EVENTS},
-	{"no-events", no_argument, 0, O_NO_EVENTS},
-	{"events-topic", required_argument, 0, O_EVENTS_TOPIC},
-	{"block-size", required_argument, 0, O_BLOCK_SIZE},
-	{"hash-seed", required_argument, 0, O_HASH_SEED},
-	{"index-max-entries", required_argument, 0, O_INDEX_MAX},
-	{"tokenizer", required_argument, 0, O_TOKENIZER},
-	{"model-tokenizer", required_argument, 0, O_MODEL_TOKENIZER},
-	{"no-tokenizer", no_argument, 0, O_NO_TOKENIZER},
-	{"scrape-interval", required_argument, 0, O_SCRAPE},
-	{"approx-ttl", required_argument, 0, O_APPROX_TTL},
-	{"kv-spill-factor", required_argument, 0, O_SPILL_FACTOR},
-	{"kv-spill-slack", required_argument, 0, O_SPILL_SLACK},
-	{"kv-key-slack", required_argument, 0, O_KEY_SLACK},
-	{"help", no_argument, 0, 'h'},
-	{0, 0, 0, 0},
+    {"services", required_argument, 0, O_SERVICES},
+    {"listen", required_argument, 0, O_LISTEN},
+    {"admin", required_argument, 0, O_ADMIN},
+    {"no-bpf", no_argument, 0, O_NO_BPF},
+    {"cgroup", required_argument, 0, O_CGROUP},
+    {"pin-dir", required_argument, 0, O_PIN_DIR},
+    {"mark", required_argument, 0, O_MARK},
+    {"router", required_argument, 0, O_ROUTER},
+    {"relay", required_argument, 0, O_RELAY},
+    {"max-head", required_argument, 0, O_MAX_HEAD},
+    {"max-body", required_argument, 0, O_MAX_BODY},
+    {"header-timeout", required_argument, 0, O_HEADER_TO},
+    {"idle-timeout", required_argument, 0, O_IDLE_TO},
+    {"connect-timeout", required_argument, 0, O_CONNECT_TO},
+    {"drain-timeout", required_argument, 0, O_DRAIN_TO},
+    {"pool-size", required_argument, 0, O_POOL},
+    {"pool-idle-timeout", required_argument, 0, O_POOL_TO},
+    {"port-file", required_argument, 0, O_PORT_FILE},
+    {"log-level", required_argument, 0, O_LOG},
+    {"events", no_argument, 0, O_EVENTS},
+    {"no-events", no_argument, 0, O_NO_EVENTS},
+    {"events-topic", required_argument, 0, O_EVENTS_TOPIC},
+    {"block-size", required_argument, 0, O_BLOCK_SIZE},
+    {"hash-seed", required_argument, 0, O_HASH_SEED},
+    {"index-max-entries", required_argument, 0, O_INDEX_MAX},
+    {"tokenizer", required_argument, 0, O_TOKENIZER},
+    {"model-tokenizer", required_argument, 0, O_MODEL_TOKENIZER},
+    {"no-tokenizer", no_argument, 0, O_NO_TOKENIZER},
+    {"scrape-interval", required_argument, 0, O_SCRAPE},
+    {"approx-ttl", required_argument, 0, O_APPROX_TTL},
+    {"kv-spill-factor", required_argument, 0, O_SPILL_FACTOR},
+    {"kv-spill-slack", required_argument, 0, O_SPILL_SLACK},
+    {"kv-key-slack", required_argument, 0, O_KEY_SLACK},
+    {"kv-balance-slack", required_argument, 0, O_BALANCE_SLACK},
+    {"kv-replica-gap", required_argument, 0, O_REPLICA_GAP},
+    {"tokenizer-cache", required_argument, 0, O_TOKCACHE},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
 };
 
 /* The long name of option value opt, for messages. */
@@ -121,73 +154,85 @@ static const char *opt_name(int opt)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: kvsplice [OPTIONS]\n"
-		"       kvsplice detach [--pin-dir DIR]\n"
-		"\n"
-		"Transparent, KV-cache-aware router for vLLM workers behind a Kubernetes Service.\n"
-		"\n"
-		"Options:\n"
-		"  --services FILE          Services and endpoints (JSON; reloaded on SIGHUP and on\n"
-		"                           change) [required]\n"
-		"  --listen ADDR:PORT       proxy address connects are handed to; repeatable\n"
-		"                           (default " DEFAULT_LISTEN ")\n"
-		"  --admin ADDR:PORT        admin HTTP: /healthz /readyz /metrics /debug/route\n"
-		"                           /debug/workers /debug/index\n"
-		"                           (default " DEFAULT_ADMIN ")\n"
-		"  --no-bpf                 no interception: serve connections made to --listen\n"
-		"                           directly (Service = the one whose port is the listener's\n"
-		"                           port, else the only Service)\n"
-		"  --cgroup DIR             cgroup v2 directory the BPF programs attach to\n"
-		"                           (default: the cgroup2 mount root)\n"
-		"  --pin-dir DIR            bpffs directory of the pinned state (default " DEFAULT_PIN_DIR
-		")\n"
-		"  --mark N                 SO_MARK of upstream sockets, never intercepted (default "
-		"0x%x)\n"
-		"  --router POLICY          endpoint choice per request: kv (default; capacity-aware\n"
-		"                           prefix placement), dynamo (Dynamo's cost), round-robin,\n"
-		"                           random, approx (kv without events: routed blocks assumed\n"
-		"                           cached for --approx-ttl)\n"
-		"  --tokenizer PATH         tokenizer.json for every model without its own (default:\n"
-		"                           BINARY_DIR" TOKENIZER_REL ", else\n"
-		"                           " TOKENIZER_SYS ")\n"
-		"  --model-tokenizer NAME=PATH  tokenizer.json of served model NAME; repeatable\n"
-		"  --no-tokenizer           no default tokenizer (text prompts route approximately)\n"
-		"  --scrape-interval SECS   how often each worker's /metrics is read for load;\n"
-		"                           0 turns it off (default 0.25)\n"
-		"  --approx-ttl SECS        approximate view: how long routed blocks count as cached\n"
-		"                           (default 120)\n"
-		"  --kv-spill-factor X      kv: a worker is under pressure past X times the average\n"
-		"                           load (default 2) ...\n"
-		"  --kv-spill-slack N       ... and N requests above it (default 2)\n"
-		"  --kv-key-slack N         kv: prefixes a worker may hold above its share when a new\n"
-		"                           one is placed (default 0)\n"
-		"  --relay copy|splice      how response bodies are moved (default splice)\n"
-		"  --max-head SIZE          request head limit, larger: 431 (default 64K)\n"
-		"  --max-body SIZE          request body limit, larger: 413 (default 32M)\n"
-		"  --header-timeout SECS    to read a whole request once it started (default 30)\n"
-		"  --idle-timeout SECS      keep-alive wait; silence of a relay; an endpoint silent\n"
-		"                           this long after a request gets 504 (default 300)\n"
-		"  --connect-timeout SECS   per upstream connect attempt (default 3)\n"
-		"  --drain-timeout SECS     after SIGTERM, then close everything (default 30)\n"
-		"  --pool-size N            idle upstream connections kept per endpoint (default 64)\n"
-		"  --pool-idle-timeout SECS idle upstream connections closed after (default 4)\n"
-		"  --port-file FILE         write \"LISTEN_PORT ADMIN_PORT\" there once ready\n"
-		"  --no-events              do not follow the workers' vLLM KV events (by default every\n"
-		"                           endpoint with an events_port in --services is followed\n"
-		"                           into the block index, synced from its replay_port at\n"
-		"                           once; /debug/index shows it)\n"
-		"  --events-topic T         ZMQ topic of the KV events (default \"\": all)\n"
-		"  --block-size N           KV block size in tokens (default 16)\n"
-		"  --hash-seed N            seed of kvsplice's own block hash (default 1337)\n"
-		"  --index-max-entries N    bound on (worker, block) pairs indexed (default 4M,\n"
-		"                           about 50-80 bytes each)\n"
-		"  --log-level LEVEL        error|warn|info|debug (default info)\n"
-		"  -h, --help               this text\n"
-		"\n"
-		"Signals: SIGTERM/SIGINT stop accepting (interception falls open at once), drain,\n"
-		"exit; SIGHUP reloads --services.\n",
-		DEFAULT_MARK);
+	fprintf(
+	    f,
+	    "Usage: kvsplice [OPTIONS]\n"
+	    "       kvsplice detach [--pin-dir DIR]\n"
+	    "\n"
+	    "Transparent, KV-cache-aware router for vLLM workers behind a Kubernetes Service.\n"
+	    "\n"
+	    "Options:\n"
+	    "  --services FILE          Services and endpoints (JSON; reloaded on SIGHUP and on\n"
+	    "                           change) [required]\n"
+	    "  --listen ADDR:PORT       proxy address connects are handed to; repeatable\n"
+	    "                           (default " DEFAULT_LISTEN ")\n"
+	    "  --admin ADDR:PORT        admin HTTP: /healthz /readyz /metrics /debug/route\n"
+	    "                           /debug/workers /debug/index\n"
+	    "                           (default " DEFAULT_ADMIN ")\n"
+	    "  --no-bpf                 no interception: serve connections made to --listen\n"
+	    "                           directly (Service = the one whose port is the listener's\n"
+	    "                           port, else the only Service)\n"
+	    "  --cgroup DIR             cgroup v2 directory the BPF programs attach to\n"
+	    "                           (default: the cgroup2 mount root)\n"
+	    "  --pin-dir DIR            bpffs directory of the pinned state "
+	    "(default " DEFAULT_PIN_DIR ")\n"
+	    "  --mark N                 SO_MARK of upstream sockets, never intercepted (default "
+	    "0x%x)\n"
+	    "  --router POLICY          endpoint choice per request: kv (default; capacity-aware\n"
+	    "                           prefix placement), dynamo (Dynamo's cost), round-robin,\n"
+	    "                           random, approx (kv without events: routed blocks assumed\n"
+	    "                           cached for --approx-ttl)\n"
+	    "  --tokenizer PATH         tokenizer.json for every model without its own (default:\n"
+	    "                           BINARY_DIR" TOKENIZER_REL ", else\n"
+	    "                           " TOKENIZER_SYS ")\n"
+	    "  --model-tokenizer NAME=PATH  tokenizer.json of served model NAME; repeatable\n"
+	    "  --no-tokenizer           no default tokenizer (text prompts route approximately)\n"
+	    "  --scrape-interval SECS   how often each worker's /metrics is read for load;\n"
+	    "                           0 turns it off (default 0.25)\n"
+	    "  --approx-ttl SECS        approximate view: how long routed blocks count as cached\n"
+	    "                           (default 120)\n"
+	    "  --kv-spill-factor X      kv: a worker is under pressure past X times the average\n"
+	    "                           load (default 2) ...\n"
+	    "  --kv-spill-slack N       ... and N requests above it (default 4)\n"
+	    "  --kv-key-slack N         kv: prefixes a worker may hold above its share when a new\n"
+	    "                           one is placed (default 0)\n"
+	    "  --kv-balance-slack N     kv: requests above the average a worker may have and "
+	    "still\n"
+	    "                           take a prefix it holds before a replica is used (default "
+	    "0)\n"
+	    "  --kv-replica-gap N       kv: a worker with room gets a new replica of a busy "
+	    "prefix\n"
+	    "                           when N requests below its holders (default 4)\n"
+	    "  --tokenizer-cache SIZE   encoding cache per tokenizer (repeated messages and "
+	    "pieces\n"
+	    "                           read once; 0: off; default 64M)\n"
+	    "  --relay copy|splice      how response bodies are moved (default splice)\n"
+	    "  --max-head SIZE          request head limit, larger: 431 (default 64K)\n"
+	    "  --max-body SIZE          request body limit, larger: 413 (default 32M)\n"
+	    "  --header-timeout SECS    to read a whole request once it started (default 30)\n"
+	    "  --idle-timeout SECS      keep-alive wait; silence of a relay; an endpoint silent\n"
+	    "                           this long after a request gets 504 (default 300)\n"
+	    "  --connect-timeout SECS   per upstream connect attempt (default 3)\n"
+	    "  --drain-timeout SECS     after SIGTERM, then close everything (default 30)\n"
+	    "  --pool-size N            idle upstream connections kept per endpoint (default 64)\n"
+	    "  --pool-idle-timeout SECS idle upstream connections closed after (default 4)\n"
+	    "  --port-file FILE         write \"LISTEN_PORT ADMIN_PORT\" there once ready\n"
+	    "  --no-events              do not follow the workers' vLLM KV events (by default "
+	    "every\n"
+	    "                           endpoint with an events_port in --services is followed\n"
+	    "                           into the block index, synced from its replay_port at\n"
+	    "                           once; /debug/index shows it)\n"
+	    "  --events-topic T         ZMQ topic of the KV events (default \"\": all)\n"
+	    "  --block-size N           KV block size in tokens (default 16)\n"
+	    "  --hash-seed N            seed of kvsplice's own block hash (default 1337)\n"
+	    "  --index-max-entries N    bound on (worker, block) pairs indexed (default 4M,\n"
+	    "                           about 50-80 bytes each)\n"
+	    "  --log-level LEVEL        error|warn|info|debug (default info)\n"
+	    "  -h, --help               this text\n"
+	    "\n"
+	    "Signals: SIGTERM/SIGINT stop accepting (interception falls open at once), drain,\n"
+	    "exit; SIGHUP reloads --services.\n",
+	    DEFAULT_MARK);
 }
 
 static int parse_addr(const char *s, struct sockaddr_in *out)
@@ -235,9 +280,21 @@ static size_t parse_size(const char *s)
 	if (end == s || v <= 0)
 		return 0;
 	switch (*end) {
-	case 'k': case 'K': mul = 1024; end++; break;
-	case 'm': case 'M': mul = 1024 * 1024; end++; break;
-	case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+	case 'k':
+	case 'K':
+		mul = 1024;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		mul = 1024 * 1024;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		mul = 1024.0 * 1024 * 1024;
+		end++;
+		break;
 	}
 	if (*end == 'i' || *end == 'B')
 		end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
@@ -437,7 +494,7 @@ int main(int argc, char **argv)
 	size_t nmodel_tok = 0;
 	bool no_tokenizer = false;
 	struct policy_kv_opts kvo;
-	struct router_cfg rcfg = {0};
+	struct router_cfg rcfg = {.tokcache_bytes = -1};
 	char cgroup[4096] = "";
 	bool no_bpf = false;
 	uint32_t mark = DEFAULT_MARK;
@@ -454,9 +511,12 @@ int main(int argc, char **argv)
 	parse_addr(DEFAULT_ADMIN, &admin_sa);
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
-		case O_SERVICES: services = optarg; break;
+		case O_SERVICES:
+			services = optarg;
+			break;
 		case O_LISTEN:
-			if (po.nlisten == PROXY_MAX_LISTEN || parse_addr(optarg, &po.listen[po.nlisten]))
+			if (po.nlisten == PROXY_MAX_LISTEN ||
+			    parse_addr(optarg, &po.listen[po.nlisten]))
 				goto bad_arg;
 			po.nlisten++;
 			break;
@@ -464,9 +524,15 @@ int main(int argc, char **argv)
 			if (parse_addr(optarg, &admin_sa))
 				goto bad_arg;
 			break;
-		case O_NO_BPF: no_bpf = true; break;
-		case O_CGROUP: snprintf(cgroup, sizeof(cgroup), "%s", optarg); break;
-		case O_PIN_DIR: pin_dir = optarg; break;
+		case O_NO_BPF:
+			no_bpf = true;
+			break;
+		case O_CGROUP:
+			snprintf(cgroup, sizeof(cgroup), "%s", optarg);
+			break;
+		case O_PIN_DIR:
+			pin_dir = optarg;
+			break;
 		case O_MARK: {
 			char *end;
 			unsigned long m = strtoul(optarg, &end, 0);
@@ -476,7 +542,9 @@ int main(int argc, char **argv)
 			mark = (uint32_t)m;
 			break;
 		}
-		case O_ROUTER: router = optarg; break;
+		case O_ROUTER:
+			router = optarg;
+			break;
 		case O_RELAY:
 			if ((v = proxy_relay_parse(optarg)) < 0)
 				goto bad_arg;
@@ -515,16 +583,26 @@ int main(int argc, char **argv)
 			if ((po.pool_idle_timeout_ms = parse_ms(optarg)) < 0)
 				goto bad_arg;
 			break;
-		case O_PORT_FILE: port_file = optarg; break;
+		case O_PORT_FILE:
+			port_file = optarg;
+			break;
 		case O_LOG:
 			if ((v = log_parse_level(optarg)) < 0)
 				goto bad_arg;
 			log_set_level((enum log_level)v);
 			break;
-		case O_EVENTS: with_events = true; break;
-		case O_NO_EVENTS: with_events = false; break;
-		case O_TOKENIZER: tokenizer = optarg; break;
-		case O_NO_TOKENIZER: no_tokenizer = true; break;
+		case O_EVENTS:
+			with_events = true;
+			break;
+		case O_NO_EVENTS:
+			with_events = false;
+			break;
+		case O_TOKENIZER:
+			tokenizer = optarg;
+			break;
+		case O_NO_TOKENIZER:
+			no_tokenizer = true;
+			break;
 		case O_MODEL_TOKENIZER:
 			if (!strchr(optarg, '=') || strchr(optarg, '=') == optarg ||
 			    nmodel_tok == sizeof(model_tok) / sizeof(model_tok[0]))
@@ -543,19 +621,31 @@ int main(int argc, char **argv)
 			break;
 		case O_SPILL_FACTOR:
 		case O_SPILL_SLACK:
-		case O_KEY_SLACK: {
+		case O_KEY_SLACK:
+		case O_BALANCE_SLACK:
+		case O_REPLICA_GAP: {
 			char *end;
 			double x = strtod(optarg, &end);
 
 			if (*end || end == optarg || !(x >= 0) || x > 1e6 ||
 			    (opt == O_SPILL_FACTOR && x < 1))
 				goto bad_arg;
-			*(opt == O_SPILL_FACTOR  ? &kvo.spill_factor
-			  : opt == O_SPILL_SLACK ? &kvo.spill_slack
-						 : &kvo.key_slack) = x;
+			*(opt == O_SPILL_FACTOR	   ? &kvo.spill_factor
+			  : opt == O_SPILL_SLACK   ? &kvo.spill_slack
+			  : opt == O_KEY_SLACK	   ? &kvo.key_slack
+			  : opt == O_BALANCE_SLACK ? &kvo.balance_slack
+						   : &kvo.replica_gap) = x;
 			break;
 		}
-		case O_EVENTS_TOPIC: d.events_topic = optarg; break;
+		case O_TOKCACHE:
+			if (strcmp(optarg, "0") == 0)
+				rcfg.tokcache_bytes = 0;
+			else if (!(rcfg.tokcache_bytes = (long)parse_size(optarg)))
+				goto bad_arg;
+			break;
+		case O_EVENTS_TOPIC:
+			d.events_topic = optarg;
+			break;
 		case O_BLOCK_SIZE: {
 			char *end;
 			unsigned long b = strtoul(optarg, &end, 10);
@@ -582,11 +672,15 @@ int main(int argc, char **argv)
 				goto bad_arg;
 			break;
 		}
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
 		}
 		continue;
-bad_arg:
+	bad_arg:
 		fprintf(stderr, "kvsplice: bad value for --%s: %s\n", opt_name(opt), optarg);
 		return 2;
 	}
@@ -646,8 +740,8 @@ bad_arg:
 	d.reload_errors = metrics_counter(d.metrics, "kvsplice_services_reload_errors_total", NULL,
 					  "Services reloads refused (the previous one is kept).");
 	d.nservices = metrics_gauge(d.metrics, "kvsplice_services", NULL, "Services served.");
-	d.nendpoints = metrics_gauge(d.metrics, "kvsplice_endpoints", NULL,
-				     "Endpoints over all Services.");
+	d.nendpoints =
+	    metrics_gauge(d.metrics, "kvsplice_endpoints", NULL, "Endpoints over all Services.");
 
 	if (with_events) {
 		struct events_cfg ecfg = {0};
@@ -656,7 +750,8 @@ bad_arg:
 		ecfg.index = d.index;
 		d.events = d.index ? events_create(&ecfg) : NULL;
 		if (!d.events) {
-			log_error("main", "events: cannot start (%s)", strerror(errno ? errno : ENOMEM));
+			log_error("main", "events: cannot start (%s)",
+				  strerror(errno ? errno : ENOMEM));
 			rc = -ENOMEM;
 			goto cleanup;
 		}
@@ -693,20 +788,22 @@ bad_arg:
 		}
 		if (!no_bpf) {
 			struct bpfctl_opts bo = {
-				.cgroup_path = cgroup,
-				.pin_dir = pin_dir,
-				.proxy = po.listen[0],
-				.own_mark = mark,
+			    .cgroup_path = cgroup,
+			    .pin_dir = pin_dir,
+			    .proxy = po.listen[0],
+			    .own_mark = mark,
 			};
 
 			if (!cgroup[0] && find_cgroup2(cgroup, sizeof(cgroup)) < 0) {
-				log_error("main", "no cgroup2 mount found: give --cgroup or --no-bpf");
+				log_error("main",
+					  "no cgroup2 mount found: give --cgroup or --no-bpf");
 				services_put(s);
 				goto cleanup;
 			}
 			rc = bpfctl_open(&bo, &d.bpf);
 			if (rc < 0) {
-				log_error("main", "BPF: %s (use --no-bpf to run without interception)",
+				log_error("main",
+					  "BPF: %s (use --no-bpf to run without interception)",
 					  strerror(-rc));
 				services_put(s);
 				goto cleanup;
@@ -742,7 +839,8 @@ bad_arg:
 		admin_addr(d.admin, &aa);
 		inet_ntop(AF_INET, &la.sin_addr, ls, sizeof(ls));
 		inet_ntop(AF_INET, &aa.sin_addr, as, sizeof(as));
-		log_info("main", "kvsplice ready: proxy %s:%u, admin %s:%u, bpf %s, router %s, relay %s",
+		log_info("main",
+			 "kvsplice ready: proxy %s:%u, admin %s:%u, bpf %s, router %s, relay %s",
 			 ls, ntohs(la.sin_port), as, ntohs(aa.sin_port), d.bpf ? "on" : "off",
 			 router_policy(d.router), proxy_relay_name(po.relay));
 		if (port_file) {
@@ -751,7 +849,8 @@ bad_arg:
 
 			snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
 			f = fopen(tmp, "w");
-			if (!f || fprintf(f, "%u %u\n", ntohs(la.sin_port), ntohs(aa.sin_port)) < 0 ||
+			if (!f ||
+			    fprintf(f, "%u %u\n", ntohs(la.sin_port), ntohs(aa.sin_port)) < 0 ||
 			    fclose(f) != 0 || rename(tmp, port_file) < 0) {
 				log_error("main", "--port-file %s: %s", port_file, strerror(errno));
 				goto cleanup;

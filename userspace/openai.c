@@ -95,14 +95,14 @@ static int take_ids(const struct tokenizer *t, const cJSON *arr, struct openai_r
 	return OPENAI_OK;
 }
 
-static int take_text(const struct tokenizer *t, const char *s, size_t n, struct openai_req *r,
-		     const char **why)
+static int take_text(const struct tokenizer *t, struct tok_cache *tc, const char *s, size_t n,
+		     struct openai_req *r, const char **why)
 {
 	if (!t) {
 		*why = "no tokenizer loaded";
 		return OPENAI_UNSUPPORTED;
 	}
-	if (tokenizer_encode(t, s, n, &r->prompt))
+	if (tokenizer_encode_cached(t, tc, s, n, &r->prompt))
 		return -ENOMEM;
 	return OPENAI_OK;
 }
@@ -114,7 +114,8 @@ static int take_text(const struct tokenizer *t, const char *s, size_t n, struct 
  * an id that is not a non-negative integer or lies outside the vocabulary): routing such a request
  * as if it were fine would count a prefix the engine never sees. Only the first is tokenized: the
  * others cost a walk over the tree, not an encode. Returns an openai_status or -ENOMEM. */
-static int parse_prompt(const struct tokenizer *t, const cJSON *p, struct openai_req *r,
+static int parse_prompt(const struct tokenizer *t, struct tok_cache *tc, const cJSON *p,
+			struct openai_req *r,
 			const char **why)
 {
 	const cJSON *first, *e;
@@ -127,7 +128,7 @@ static int parse_prompt(const struct tokenizer *t, const cJSON *p, struct openai
 			*why = "The prompt cannot be empty";
 			return OPENAI_INVALID;
 		}
-		return take_text(t, p->valuestring, strlen(p->valuestring), r, why);
+		return take_text(t, tc, p->valuestring, strlen(p->valuestring), r, why);
 	}
 	if (!cJSON_IsArray(p)) {
 		*why = PROMPT_SHAPE;
@@ -170,7 +171,7 @@ static int parse_prompt(const struct tokenizer *t, const cJSON *p, struct openai
 	}
 	r->nprompts = n;
 	if (cJSON_IsString(first))
-		return take_text(t, first->valuestring, strlen(first->valuestring), r, why);
+		return take_text(t, tc, first->valuestring, strlen(first->valuestring), r, why);
 	return take_ids(t, first, r, why);
 }
 
@@ -260,6 +261,12 @@ static int parse_common(const cJSON *root, struct openai_req *r, const char **wh
 int openai_parse(const struct tokenizer *t, enum openai_endpoint ep, const char *body, size_t len,
 		 struct openai_req *r, const char **why)
 {
+	return openai_parse_cached(t, NULL, ep, body, len, r, why);
+}
+
+int openai_parse_cached(const struct tokenizer *t, struct tok_cache *tc, enum openai_endpoint ep,
+			const char *body, size_t len, struct openai_req *r, const char **why)
+{
 	cJSON *root = NULL;
 	struct buf text = {0};
 	const cJSON *j;
@@ -298,7 +305,7 @@ int openai_parse(const struct tokenizer *t, enum openai_endpoint ep, const char 
 			rc = OPENAI_INVALID;
 			goto cleanup;
 		}
-		rc = parse_prompt(t, j, r, why);
+		rc = parse_prompt(t, tc, j, r, why);
 		goto cleanup;
 	}
 	j = cJSON_GetObjectItemCaseSensitive(root, "messages");
@@ -313,7 +320,7 @@ int openai_parse(const struct tokenizer *t, enum openai_endpoint ep, const char 
 		rc = rc < 0 ? rc : rc == CHAT_UNSUPPORTED ? OPENAI_UNSUPPORTED : OPENAI_INVALID;
 		goto cleanup;
 	}
-	rc = take_text(t, text.data ? text.data : "", text.len, r, why);
+	rc = take_text(t, tc, text.data ? text.data : "", text.len, r, why);
 cleanup:
 	buf_free(&text);
 	cJSON_Delete(root);

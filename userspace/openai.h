@@ -54,6 +54,10 @@ enum openai_endpoint openai_endpoint_of(const char *method, size_t mlen, const c
 int openai_parse(const struct tokenizer *t, enum openai_endpoint ep, const char *body, size_t len,
 		 struct openai_req *r, const char **why);
 
+/* openai_parse tokenizing through tc (tokenizer_encode_cached; NULL: none). */
+int openai_parse_cached(const struct tokenizer *t, struct tok_cache *tc, enum openai_endpoint ep,
+			const char *body, size_t len, struct openai_req *r, const char **why);
+
 void openai_req_free(struct openai_req *r);
 
 /* Reads "usage" figures from a response body as it streams past, without holding any of it:

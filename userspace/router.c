@@ -108,6 +108,12 @@ struct rstats {
 	struct metrics_hist *decision;
 };
 
+/* The encoding cache of one tokenizer (a tok_cache serves one tokenizer only). */
+struct tcache {
+	const struct tokenizer *tok;
+	struct tok_cache *cache;
+};
+
 struct router {
 	const struct policy_ops *pol;
 	void *pst;
@@ -121,6 +127,8 @@ struct router {
 	uint32_t bs;
 	uint64_t hseed;
 	uint64_t rng;
+	long tokcache_bytes;
+	struct tcache tc[8];
 	/* per-request scratch, reused */
 	struct openai_req oq;
 	struct policy_cand *cand;
@@ -247,7 +255,7 @@ static void put_label(struct buf *out, const char *s)
 static void worker_collector(struct buf *out, void *arg)
 {
 	struct router *r = arg;
-	uint64_t t = now_ms();
+	uint64_t t = now_ms(), tc_bytes = 0;
 	static const char *const names[] = {
 	    "kvsplice_worker_inflight",	       "kvsplice_worker_remote_requests",
 	    "kvsplice_worker_waiting",	       "kvsplice_worker_free_blocks",
@@ -304,6 +312,34 @@ static void worker_collector(struct buf *out, void *arg)
 			buf_printf(out, "\"} %.6g\n", v);
 		}
 	}
+	buf_puts(out,
+		 "# HELP kvsplice_tokenizer_cache_total Encoding cache lookups (whole segments "
+		 "between special tokens, BPE pieces), by result.\n"
+		 "# TYPE kvsplice_tokenizer_cache_total counter\n");
+	for (size_t i = 0; i < sizeof(r->tc) / sizeof(r->tc[0]) && r->tc[i].tok; i++) {
+		struct tok_cache_stats st;
+
+		tok_cache_stats(r->tc[i].cache, &st);
+		buf_printf(out,
+			   "kvsplice_tokenizer_cache_total{tokenizer=\"%zu\",kind=\"segment\","
+			   "result=\"hit\"} %llu\n"
+			   "kvsplice_tokenizer_cache_total{tokenizer=\"%zu\",kind=\"segment\","
+			   "result=\"miss\"} %llu\n"
+			   "kvsplice_tokenizer_cache_total{tokenizer=\"%zu\",kind=\"piece\","
+			   "result=\"hit\"} %llu\n"
+			   "kvsplice_tokenizer_cache_total{tokenizer=\"%zu\",kind=\"piece\","
+			   "result=\"miss\"} %llu\n",
+			   i, (unsigned long long)st.segment_hits, i,
+			   (unsigned long long)st.segment_misses, i,
+			   (unsigned long long)st.piece_hits, i,
+			   (unsigned long long)st.piece_misses);
+		tc_bytes += st.bytes;
+	}
+	buf_printf(
+	    out,
+	    "# HELP kvsplice_tokenizer_cache_bytes Bytes held by the encoding caches.\n"
+	    "# TYPE kvsplice_tokenizer_cache_bytes gauge\nkvsplice_tokenizer_cache_bytes %llu\n",
+	    (unsigned long long)tc_bytes);
 }
 
 /* --- life cycle --------------------------------------------------------------------------------
@@ -331,6 +367,7 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 	r->bs = r->idx ? index_block_size(r->idx) : BLOCKHASH_DEFAULT_BLOCK_SIZE;
 	r->hseed = r->idx ? index_seed(r->idx) : BLOCKHASH_DEFAULT_SEED;
 	r->rng = cfg->seed ^ 0x6b7673706c696365ULL;
+	r->tokcache_bytes = cfg->tokcache_bytes < 0 ? ROUTER_TOKCACHE_BYTES : cfg->tokcache_bytes;
 	r->free_fl = 0;
 	if (pol->create && (rc = pol->create(cfg->kv, &r->pst)) < 0)
 		goto fail;
@@ -358,6 +395,8 @@ void router_free(struct router *r)
 	if (!r)
 		return;
 	scraper_free(r->scr);
+	for (size_t i = 0; i < sizeof(r->tc) / sizeof(r->tc[0]); i++)
+		tok_cache_free(r->tc[i].cache);
 	if (r->pol->destroy)
 		r->pol->destroy(r->pst);
 	for (uint32_t i = 0; i < r->nfl; i++)
@@ -497,6 +536,24 @@ static int chain_reserve(struct flight *f, size_t n)
 	return 0;
 }
 
+/* The encoding cache of tokenizer t (created on first use), or NULL (off, or out of slots). */
+static struct tok_cache *tcache_of(struct router *r, const struct tokenizer *t)
+{
+	if (!t || r->tokcache_bytes <= 0)
+		return NULL;
+	for (size_t i = 0; i < sizeof(r->tc) / sizeof(r->tc[0]); i++) {
+		if (r->tc[i].tok == t)
+			return r->tc[i].cache;
+		if (!r->tc[i].tok) {
+			r->tc[i].cache = tok_cache_new((size_t)r->tokcache_bytes);
+			if (r->tc[i].cache)
+				r->tc[i].tok = t;
+			return r->tc[i].cache;
+		}
+	}
+	return NULL;
+}
+
 /* The fallback view: the raw body bytes in ROUTER_TEXT_CHUNK-byte blocks. */
 static int read_text(struct router *r, const struct router_request *req, struct flight *f)
 {
@@ -556,7 +613,8 @@ static void read_request(struct router *r, const struct router_request *req, str
 						  : VIEW_NONE;
 	mt = models_find(r->models, NULL);
 	openai_req_free(&r->oq);
-	rc = openai_parse(mt ? mt->tok : NULL, ep, req->body, req->body_len, &r->oq, &why);
+	rc = openai_parse_cached(mt ? mt->tok : NULL, tcache_of(r, mt ? mt->tok : NULL), ep,
+				 req->body, req->body_len, &r->oq, &why);
 	if (rc == OPENAI_OK && r->oq.model) {
 		/* several models configured: read again with the model's own tokenizer */
 		const struct model_tok *m2 = models_find(r->models, r->oq.model);
@@ -564,7 +622,8 @@ static void read_request(struct router *r, const struct router_request *req, str
 		if (m2 != mt && m2) {
 			mt = m2;
 			openai_req_free(&r->oq);
-			rc = openai_parse(mt->tok, ep, req->body, req->body_len, &r->oq, &why);
+			rc = openai_parse_cached(mt->tok, tcache_of(r, mt->tok), ep, req->body,
+						 req->body_len, &r->oq, &why);
 		}
 	}
 	if (r->oq.model)

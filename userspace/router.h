@@ -51,6 +51,10 @@
 #ifndef ROUTER_TEXT_CHUNK
 #define ROUTER_TEXT_CHUNK 64
 #endif
+/* Default bound of the encoding cache of each tokenizer, bytes. */
+#ifndef ROUTER_TOKCACHE_BYTES
+#define ROUTER_TOKCACHE_BYTES (64L << 20)
+#endif
 /* Longest chain considered, blocks (1 M tokens at 16 per block). */
 #ifndef ROUTER_MAX_BLOCKS
 #define ROUTER_MAX_BLOCKS 65536
@@ -74,7 +78,8 @@ struct router_cfg {
 	uint32_t mark;			 /* SO_MARK of scrape connections */
 	int scrape_interval_ms;		 /* 0: SCRAPE_DEFAULT_INTERVAL_MS; < 0: no scraping */
 	double approx_ttl_s;		 /* 0: APPROX_DEFAULT_TTL_S */
-	uint64_t seed;			 /* tie-breaking draws */
+	long tokcache_bytes; /* encoding cache per tokenizer (tok_cache): 0 off, < 0 default */
+	uint64_t seed;	     /* tie-breaking draws */
 };
 
 /* What the proxy knows about the request when it must choose. Pointers are valid for the call. */

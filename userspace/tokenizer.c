@@ -83,6 +83,7 @@ struct tokenizer {
 
 /* Scratch for one encode call: grows, reused by every piece of the call. */
 struct work {
+	struct tok_cache *cache; /* BPE pieces looked up there first (NULL: none) */
 	uint8_t *norm; /* normalized segment (UTF-8) */
 	size_t norm_cap;
 	uint32_t *cps; /* code points during NFC */
@@ -104,6 +105,26 @@ int tok_ids_push(struct tok_ids *ids, uint32_t id)
 		ids->cap = cap;
 	}
 	ids->v[ids->n++] = id;
+	return 0;
+}
+
+/* Appends ids[0..n). 0 or -ENOMEM. */
+static int tok_ids_append(struct tok_ids *out, const uint32_t *ids, size_t n)
+{
+	if (out->n + n > out->cap) {
+		size_t cap = out->cap ? out->cap : 64;
+		uint32_t *v;
+
+		while (cap < out->n + n)
+			cap *= 2;
+		v = realloc(out->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		out->v = v;
+		out->cap = cap;
+	}
+	memcpy(out->v + out->n, ids, n * sizeof(*ids));
+	out->n += n;
 	return 0;
 }
 
@@ -360,6 +381,174 @@ static int32_t bpe_merge(const struct tokenizer *t, const uint8_t *s, size_t n, 
 	return 0;
 }
 
+/* --- encoding cache (tok_cache) ------------------------------------------------------------- */
+
+/* Segments shorter than this are encoded, not looked up (bytes). */
+#ifndef TOK_CACHE_MIN_SEGMENT
+#define TOK_CACHE_MIN_SEGMENT 32
+#endif
+/* BPE pieces longer than this are not cached (bytes). */
+#ifndef TOK_CACHE_MAX_PIECE
+#define TOK_CACHE_MAX_PIECE 128
+#endif
+
+enum { TC_SEGMENT = 0, TC_PIECE = 1 };
+
+/* One cached encoding: key bytes then ids, in one allocation. */
+struct tc_entry {
+	uint64_t h; /* 0: empty slot */
+	uint32_t klen, nids;
+	uint8_t kind;
+	void *mem; /* klen key bytes, then nids ids (aligned) */
+};
+
+struct tc_gen {
+	struct tc_entry *e;
+	size_t cap, n, bytes;
+};
+
+struct tok_cache {
+	struct tc_gen g[2]; /* g[0] the newer generation */
+	size_t max_bytes;
+	struct tok_cache_stats st;
+};
+
+static inline uint32_t *tc_ids(const struct tc_entry *e)
+{
+	return (uint32_t *)((uint8_t *)e->mem + ((e->klen + 3u) & ~3u));
+}
+
+static void tc_gen_free(struct tc_gen *g)
+{
+	for (size_t i = 0; i < g->cap; i++)
+		free(g->e[i].mem);
+	free(g->e);
+	memset(g, 0, sizeof(*g));
+}
+
+struct tok_cache *tok_cache_new(size_t max_bytes)
+{
+	struct tok_cache *c = calloc(1, sizeof(*c));
+
+	if (c)
+		c->max_bytes = max_bytes;
+	return c;
+}
+
+void tok_cache_free(struct tok_cache *c)
+{
+	if (!c)
+		return;
+	tc_gen_free(&c->g[0]);
+	tc_gen_free(&c->g[1]);
+	free(c);
+}
+
+void tok_cache_stats(const struct tok_cache *c, struct tok_cache_stats *st)
+{
+	*st = c->st;
+	st->bytes = c->g[0].bytes + c->g[1].bytes;
+	st->entries = c->g[0].n + c->g[1].n;
+}
+
+static inline uint64_t tc_hash(int kind, const uint8_t *s, size_t n)
+{
+	uint64_t h = XXH3_64bits_withSeed(s, n, (uint64_t)kind + 1);
+
+	return h ? h : 1;
+}
+
+/* The entry for (kind, s[0..n)) in g, or NULL. */
+static const struct tc_entry *tc_find(const struct tc_gen *g, uint64_t h, int kind,
+				      const uint8_t *s, size_t n)
+{
+	if (!g->cap)
+		return NULL;
+	for (size_t i = h & (g->cap - 1);; i = (i + 1) & (g->cap - 1)) {
+		const struct tc_entry *e = &g->e[i];
+
+		if (!e->h)
+			return NULL;
+		if (e->h == h && e->kind == kind && e->klen == n && memcmp(e->mem, s, n) == 0)
+			return e;
+	}
+}
+
+/* Stores ids[0..nids) for (kind, s[0..n)) in the newer generation; when it holds more than half
+ * the bound, the older generation is dropped and the newer becomes the older. Best effort: on
+ * ENOMEM nothing is stored. */
+static void tc_put(struct tok_cache *c, uint64_t h, int kind, const uint8_t *s, size_t n,
+		   const uint32_t *ids, size_t nids)
+{
+	struct tc_gen *g = &c->g[0];
+	size_t koff = (n + 3u) & ~(size_t)3u, cost = koff + nids * 4 + 2 * sizeof(struct tc_entry);
+	struct tc_entry *e;
+	void *mem;
+
+	if (n > UINT32_MAX || nids > UINT32_MAX || cost > c->max_bytes / 4)
+		return;
+	if (g->bytes + cost > c->max_bytes / 2) {
+		tc_gen_free(&c->g[1]);
+		c->g[1] = c->g[0];
+		memset(&c->g[0], 0, sizeof(c->g[0]));
+		c->st.drops++;
+	}
+	if ((g->n + 1) * 2 > g->cap) {
+		struct tc_gen ng = {.cap = g->cap ? g->cap * 2 : 64, .n = g->n, .bytes = g->bytes};
+
+		ng.e = calloc(ng.cap, sizeof(*ng.e));
+		if (!ng.e)
+			return;
+		for (size_t i = 0; i < g->cap; i++) {
+			size_t j;
+
+			if (!g->e[i].h)
+				continue;
+			for (j = g->e[i].h & (ng.cap - 1); ng.e[j].h; j = (j + 1) & (ng.cap - 1))
+				;
+			ng.e[j] = g->e[i];
+		}
+		ng.bytes += (ng.cap - g->cap) * sizeof(struct tc_entry);
+		free(g->e);
+		*g = ng;
+	}
+	mem = malloc(koff + nids * 4 + 1);
+	if (!mem)
+		return;
+	memcpy(mem, s, n);
+	memcpy((uint8_t *)mem + koff, ids, nids * 4);
+	for (size_t i = h & (g->cap - 1);; i = (i + 1) & (g->cap - 1)) {
+		e = &g->e[i];
+		if (!e->h)
+			break;
+	}
+	*e = (struct tc_entry){.h = h, .klen = (uint32_t)n, .nids = (uint32_t)nids, .kind = (uint8_t)kind,
+			       .mem = mem};
+	g->n++;
+	g->bytes += koff + nids * 4;
+}
+
+/* Looks (kind, s[0..n)) up in both generations; a hit in the older one is copied into the newer
+ * (so what is used survives the next drop) and appended to out. Returns 1 on a hit, 0 on a miss,
+ * -ENOMEM. */
+static int tc_get(struct tok_cache *c, uint64_t h, int kind, const uint8_t *s, size_t n,
+		  struct tok_ids *out)
+{
+	const struct tc_entry *e = tc_find(&c->g[0], h, kind, s, n);
+	size_t n0 = out->n;
+
+	if (!e && (e = tc_find(&c->g[1], h, kind, s, n))) {
+		if (tok_ids_append(out, tc_ids(e), e->nids))
+			return -ENOMEM;
+		/* copy from out: tc_put may drop the generation e lives in */
+		tc_put(c, h, kind, s, n, out->v + n0, out->n - n0);
+		return 1;
+	}
+	if (!e)
+		return 0;
+	return tok_ids_append(out, tc_ids(e), e->nids) ? -ENOMEM : 1;
+}
+
 /* Appends the ids of one piece. Returns 0 or -ENOMEM. */
 static int bpe_piece(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
 		     struct work *w)
@@ -371,12 +560,26 @@ static int bpe_piece(const struct tokenizer *t, const uint8_t *s, size_t n, stru
 	uint32_t id;
 	int err;
 
+	size_t n0 = out->n;
+	uint64_t h = 0;
+
 	if (n == 1)
 		return tok_ids_push(out, t->byte_id[s[0]]);
 	if (n <= t->max_tok_len) {
 		id = vocab_find(t, s, n);
 		if (id != NO_ID && t->whole_ok[id])
 			return tok_ids_push(out, id);
+	}
+	if (w->cache && n <= TOK_CACHE_MAX_PIECE) {
+		h = tc_hash(TC_PIECE, s, n);
+		err = tc_get(w->cache, h, TC_PIECE, s, n, out);
+		if (err < 0)
+			return err;
+		if (err) {
+			w->cache->st.piece_hits++;
+			return 0;
+		}
+		w->cache->st.piece_misses++;
 	}
 	if (n > TOK_STACK_PIECE) {
 		if (!grow(&w->bpe, &w->bpe_cap, n * (sizeof(struct sym) + 3 * sizeof(uint64_t))))
@@ -387,6 +590,8 @@ static int bpe_piece(const struct tokenizer *t, const uint8_t *s, size_t n, stru
 	for (int32_t i = bpe_merge(t, s, n, syms, heap); i >= 0; i = syms[i].next)
 		if ((err = tok_ids_push(out, syms[i].id)))
 			return err;
+	if (h)
+		tc_put(w->cache, h, TC_PIECE, s, n, out->v + n0, out->n - n0);
 	return 0;
 }
 
@@ -761,10 +966,42 @@ static int added_find(const struct tokenizer *t, const uint8_t *s, size_t n, siz
 	return -1;
 }
 
+/* A segment through the cache: looked up whole, else encoded (its pieces through the cache)
+ * and stored. */
+static int encode_segment_cached(const struct tokenizer *t, const uint8_t *s, size_t n,
+				 struct tok_ids *out, struct work *w)
+{
+	size_t n0 = out->n;
+	uint64_t h;
+	int rc;
+
+	if (!w->cache || n < TOK_CACHE_MIN_SEGMENT)
+		return encode_segment(t, s, n, out, w);
+	h = tc_hash(TC_SEGMENT, s, n);
+	rc = tc_get(w->cache, h, TC_SEGMENT, s, n, out);
+	if (rc < 0)
+		return rc;
+	if (rc) {
+		w->cache->st.segment_hits++;
+		return 0;
+	}
+	w->cache->st.segment_misses++;
+	if ((rc = encode_segment(t, s, n, out, w)))
+		return rc;
+	tc_put(w->cache, h, TC_SEGMENT, s, n, out->v + n0, out->n - n0);
+	return 0;
+}
+
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, struct tok_ids *out)
 {
+	return tokenizer_encode_cached(t, NULL, text, len, out);
+}
+
+int tokenizer_encode_cached(const struct tokenizer *t, struct tok_cache *c, const char *text,
+			    size_t len, struct tok_ids *out)
+{
 	const uint8_t *s = (const uint8_t *)text;
-	struct work w = {0};
+	struct work w = {.cache = c};
 	size_t pos = 0, at;
 	int k, err = 0;
 
@@ -772,7 +1009,7 @@ int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, st
 		k = t->n_added ? added_find(t, s, len, pos, &at) : -1;
 		if (k < 0)
 			at = len;
-		if (at > pos && (err = encode_segment(t, s + pos, at - pos, out, &w)))
+		if (at > pos && (err = encode_segment_cached(t, s + pos, at - pos, out, &w)))
 			goto cleanup;
 		if (k < 0)
 			break;

@@ -33,6 +33,27 @@ void tokenizer_free(struct tokenizer *t);
  * add_special_tokens=false semantics (for Qwen3 true gives the same ids). Returns 0 or -ENOMEM. */
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, struct tok_ids *out);
 
+/* A cache of encodings for ONE thread (the tokenizer itself stays read-only and shared): whole
+ * segments between added tokens — a chat message is one, and a conversation's earlier turns are
+ * read again with every new turn — and the BPE pieces that are not one vocabulary entry (words of
+ * code, CJK, emoji), keyed by their exact bytes (compared in full on every hit), bounded by
+ * max_bytes (two generations: when the newer one passes half the bound, the older is dropped).
+ * The ids are the same with or without it. NULL on ENOMEM. */
+struct tok_cache;
+struct tok_cache *tok_cache_new(size_t max_bytes);
+void tok_cache_free(struct tok_cache *c);
+
+/* tokenizer_encode through cache c (NULL: none): equal output, repeated text read once. c must
+ * be used with one tokenizer only. Returns 0 or -ENOMEM. */
+int tokenizer_encode_cached(const struct tokenizer *t, struct tok_cache *c, const char *text,
+			    size_t len, struct tok_ids *out);
+
+struct tok_cache_stats {
+	uint64_t segment_hits, segment_misses, piece_hits, piece_misses;
+	uint64_t bytes, entries, drops; /* drops: older generations dropped */
+};
+void tok_cache_stats(const struct tok_cache *c, struct tok_cache_stats *st);
+
 /* Appends the UTF-8 text of ids (byte-level decoded, added tokens as their content) to out.
  * The bytes are appended as the tokens hold them: ids that split a character give its bytes (the
  * concatenation of consecutive decodes is the text; no U+FFFD is substituted).

@@ -23,7 +23,9 @@
  * --serve PORT runs only the upstream, on 0.0.0.0:PORT (the worker pod of netns.sh).
  * --route-check HOST:PORT only checks the chat decisions of the kvsplice whose admin server is
  * there (netns.sh, after a --target run; the /metrics part then covers the whole run).
- * Usage: build/bench/overhead [--n N] [--json FILE] [--kvsplice BIN]
+ * --kvsplice-arg FLAG (repeatable) passes FLAG to kvsplice, e.g. --tokenizer-cache=0 for the
+ * cold-text case (no encoding cache: every message tokenized anew).
+ * Usage: build/bench/overhead [--n N] [--json FILE] [--kvsplice BIN] [--kvsplice-arg FLAG]...
  *                             [--target HOST:PORT --label NAME]... | --serve PORT
  *                             | --route-check HOST:PORT */
 #include <getopt.h>
@@ -257,11 +259,14 @@ int main(int argc, char **argv)
 	bool routed[NCASES] = {0};
 	struct buf req[K_MAX] = {{0}}, rb = {0};
 	size_t num_off = 0;
+	const char *kargs[16] = {0};
+	int nkargs = 0;
 	FILE *f;
 	static const struct option lo[] = {{"n", 1, 0, 'n'},	       {"json", 1, 0, 'j'},
 					   {"kvsplice", 1, 0, 'k'},    {"target", 1, 0, 't'},
 					   {"label", 1, 0, 'l'},       {"serve", 1, 0, 's'},
-					   {"route-check", 1, 0, 'r'}, {0, 0, 0, 0}};
+					   {"route-check", 1, 0, 'r'}, {"kvsplice-arg", 1, 0, 'a'},
+					   {0, 0, 0, 0}};
 
 	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (opt) {
@@ -273,6 +278,11 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			bin = optarg;
+			break;
+		case 'a': /* one more flag for kvsplice, e.g. --tokenizer-cache=0 */
+			if (nkargs == 15)
+				return 2;
+			kargs[nkargs++] = optarg;
 			break;
 		case 't':
 			if (ntargets == MAXP)
@@ -296,8 +306,9 @@ int main(int argc, char **argv)
 		default:
 			fprintf(
 			    stderr,
-			    "usage: %s [--n N] [--json FILE] [--kvsplice BIN] [--target HOST:PORT "
-			    "--label NAME]... | --serve PORT | --route-check HOST:PORT\n",
+			    "usage: %s [--n N] [--json FILE] [--kvsplice BIN] [--kvsplice-arg FLAG]... "
+			    "[--target HOST:PORT --label NAME]... | --serve PORT | --route-check "
+			    "HOST:PORT\n",
 			    argv[0]);
 			return 2;
 		}
@@ -316,7 +327,7 @@ int main(int argc, char **argv)
 	} else {
 		int up = bn_upstream_start();
 
-		if (up < 0 || bn_kvs_start(&kvs, bin, up, NULL)) {
+		if (up < 0 || bn_kvs_start(&kvs, bin, up, kargs)) {
 			fprintf(stderr, "overhead: cannot start the upstream or %s\n", bin);
 			goto cleanup;
 		}

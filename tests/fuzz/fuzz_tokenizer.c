@@ -2,7 +2,9 @@
 /* libFuzzer target for userspace/tokenizer, on the real Qwen3 tokenizer.json (models/qwen3, or
  * $KVS_TOKENIZER). Any bytes are encoded (ill-formed UTF-8 included). Checked, beyond no crash and
  * no sanitizer report: every id is inside the vocabulary; decoding succeeds and gives well-formed
- * UTF-8; for ASCII input (which NFC leaves alone) decoding gives the input back byte for byte. */
+ * UTF-8; for ASCII input (which NFC leaves alone) decoding gives the input back byte for byte;
+ * encoding through a tok_cache (one kept across inputs, small enough that its generations turn
+ * over) gives the same ids, on a miss and on the hit that follows. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include "tokenizer.h"
 
 static struct tokenizer *tok;
+static struct tok_cache *cache;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -21,7 +24,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	tok = tokenizer_load(path ? path : "models/qwen3/tokenizer.json", err, sizeof(err));
-	if (!tok) {
+	cache = tok_cache_new(256 << 10);
+	if (!tok || !cache) {
 		fprintf(stderr, "fuzz_tokenizer: %s\n", err);
 		abort();
 	}
@@ -79,6 +83,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (size == 0 && ids.n != 0)
 		abort();
+	for (int pass = 0; pass < 2; pass++) {
+		struct tok_ids c = {0};
+
+		if (tokenizer_encode_cached(tok, cache, (const char *)data, size, &c) ||
+		    c.n != ids.n || (c.n && memcmp(c.v, ids.v, c.n * sizeof(*c.v))))
+			abort();
+		tok_ids_free(&c);
+	}
 	tok_ids_free(&ids);
 	buf_free(&out);
 	return 0;

@@ -415,6 +415,52 @@ static void test_refusals(void)
 	}
 }
 
+/* The encoding cache gives the ids plain encoding gives, on misses, on hits, across generation
+ * drops; repeated segments and pieces are hits. */
+static void test_cache(void)
+{
+	static const char *const texts[] = {
+		"<|im_start|>system\nYou are a helpful assistant that answers briefly.<|im_end|>\n"
+		"<|im_start|>user\nWhat is the capital of France, and why?<|im_end|>\n"
+		"<|im_start|>assistant\n",
+		"<|im_start|>system\nYou are a helpful assistant that answers briefly.<|im_end|>\n"
+		"<|im_start|>user\nAnd of Germany? 안녕하세요 世界 😀👍🏽 ü ß ſ<|im_end|>\n"
+		"<|im_start|>assistant\n",
+		"def tokenize_everything(self, input_text):\n\treturn [ord(c) for c in input_text]\n",
+		"a", "", "\xff\xfe broken utf-8 \xc3", "e\xcc\x81 NFC e\xcc\x81 again and again",
+	};
+	struct tok_cache *c = tok_cache_new(16 << 10); /* small: generations turn over */
+	struct tok_cache_stats st;
+	int same = 1;
+
+	for (int round = 0; round < 40; round++)
+		for (size_t i = 0; i < 2 * sizeof(texts) / sizeof(texts[0]); i++) {
+			struct tok_ids a = {0}, b = {0};
+			struct buf t = {0};
+
+			/* odd i: the text with the round in front, so its segments are new and only
+			 * its pieces can hit */
+			if (i % 2)
+				buf_printf(&t, "round %d: ", round);
+			buf_puts(&t, texts[i / 2]);
+			tokenizer_encode(qwen, t.data, t.len, &a);
+			tokenizer_encode_cached(qwen, c, t.data, t.len, &b);
+			same &= a.n == b.n && (!a.n || memcmp(a.v, b.v, a.n * 4) == 0);
+			tok_ids_free(&a);
+			tok_ids_free(&b);
+			buf_free(&t);
+		}
+	tok_cache_stats(c, &st);
+	CHECK(same, "tok_cache: the same ids as plain encoding, 40 rounds of 14 texts");
+	CHECK(st.segment_hits > 0 && st.piece_hits > 0,
+	      "tok_cache: repeated segments and pieces are hits (%llu, %llu)",
+	      (unsigned long long)st.segment_hits, (unsigned long long)st.piece_hits);
+	CHECK(st.drops > 0 && st.bytes <= 16 << 10,
+	      "tok_cache: bounded (%llu bytes, %llu generation drops)", (unsigned long long)st.bytes,
+	      (unsigned long long)st.drops);
+	tok_cache_free(c);
+}
+
 int main(void)
 {
 	char err[512];
@@ -423,6 +469,7 @@ int main(void)
 	if (!CHECK(qwen != NULL, "load %s (%s; run make deps)", QWEN3, qwen ? "ok" : err))
 		return tap_done();
 	test_roundtrip();
+	test_cache();
 	test_added_tokens();
 	test_nfc();
 	test_invalid_utf8();
