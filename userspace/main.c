@@ -100,6 +100,7 @@ enum {
 	O_KEY_SLACK,
 	O_BALANCE_SLACK,
 	O_REPLICA_GAP,
+	O_SPILL_GAP,
 	O_TOKCACHE,
 };
 static const struct option longopts[] = {
@@ -138,10 +139,30 @@ static const struct option longopts[] = {
     {"kv-key-slack", required_argument, 0, O_KEY_SLACK},
     {"kv-balance-slack", required_argument, 0, O_BALANCE_SLACK},
     {"kv-replica-gap", required_argument, 0, O_REPLICA_GAP},
+    {"kv-spill-gap", required_argument, 0, O_SPILL_GAP},
     {"tokenizer-cache", required_argument, 0, O_TOKCACHE},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
+
+/* The kv tunable set by option opt. */
+static double *kv_opt(struct policy_kv_opts *k, int opt)
+{
+	switch (opt) {
+	case O_SPILL_FACTOR:
+		return &k->spill_factor;
+	case O_SPILL_SLACK:
+		return &k->spill_slack;
+	case O_KEY_SLACK:
+		return &k->key_slack;
+	case O_BALANCE_SLACK:
+		return &k->balance_slack;
+	case O_REPLICA_GAP:
+		return &k->replica_gap;
+	default:
+		return &k->spill_gap;
+	}
+}
 
 /* The long name of option value opt, for messages. */
 static const char *opt_name(int opt)
@@ -203,6 +224,9 @@ static void usage(FILE *f)
 	    "  --kv-replica-gap N       kv: a worker with room gets a new replica of a busy "
 	    "prefix\n"
 	    "                           when N requests below its holders (default 4)\n"
+	    "  --kv-spill-gap N         kv: a holder short of free KV blocks spills a request "
+	    "only\n"
+	    "                           to a worker N requests less loaded (default 2)\n"
 	    "  --tokenizer-cache SIZE   encoding cache per tokenizer (repeated messages and "
 	    "pieces\n"
 	    "                           read once; 0: off; default 64M)\n"
@@ -623,18 +647,15 @@ int main(int argc, char **argv)
 		case O_SPILL_SLACK:
 		case O_KEY_SLACK:
 		case O_BALANCE_SLACK:
-		case O_REPLICA_GAP: {
+		case O_REPLICA_GAP:
+		case O_SPILL_GAP: {
 			char *end;
 			double x = strtod(optarg, &end);
 
 			if (*end || end == optarg || !(x >= 0) || x > 1e6 ||
 			    (opt == O_SPILL_FACTOR && x < 1))
 				goto bad_arg;
-			*(opt == O_SPILL_FACTOR	   ? &kvo.spill_factor
-			  : opt == O_SPILL_SLACK   ? &kvo.spill_slack
-			  : opt == O_KEY_SLACK	   ? &kvo.key_slack
-			  : opt == O_BALANCE_SLACK ? &kvo.balance_slack
-						   : &kvo.replica_gap) = x;
+			*kv_opt(&kvo, opt) = x;
 			break;
 		}
 		case O_TOKCACHE:

@@ -39,6 +39,7 @@ void policy_kv_defaults(struct policy_kv_opts *o)
 	o->key_slack = 0.0;
 	o->balance_slack = 0.0;
 	o->replica_gap = 4.0;
+	o->spill_gap = 2.0;
 }
 
 /* A strong 64-bit mix (the finaliser of MurmurHash3), so that scores of nearby ids and keys are

@@ -94,6 +94,7 @@ struct policy_kv_opts {
 	double key_slack;     /* a new prefix's home may hold this many more keys than its share */
 	double balance_slack; /* a holder is balanced up to this many requests above the average */
 	double replica_gap;   /* a cheap new replica must be this many requests below the holders */
+	double spill_gap;     /* a holder short of KV blocks spills only to one this much lighter */
 };
 
 struct policy_ops {

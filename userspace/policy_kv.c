@@ -71,16 +71,25 @@ void policy_kv_destroy(void *state)
 	free(state);
 }
 
-/* Is candidate c under pressure, given the average load avg over the candidates? */
-static bool pressured(const struct policy_kv_opts *o, const struct policy_cand *c, double avg)
+/* Is candidate c under hard pressure (a queue, or too many requests), given the average load avg
+ * over the candidates? */
+static bool pressured_hard(const struct policy_kv_opts *o, const struct policy_cand *c, double avg)
 {
 	double limit = fmax(avg * o->spill_factor, avg + o->spill_slack);
 
-	if (c->waiting > 0.5)
-		return true;
-	if (c->free_blocks >= 0 && c->free_blocks < (double)c->fresh)
-		return true;
-	return policy_load(c) + 1 > limit;
+	return c->waiting > 0.5 || policy_load(c) + 1 > limit;
+}
+
+/* Would c queue this request for want of free KV blocks (soft pressure)? */
+static bool pressured_soft(const struct policy_cand *c)
+{
+	return c->free_blocks >= 0 && c->free_blocks < (double)c->fresh;
+}
+
+/* Has c's cache room for one more prefix of this request's size? */
+static bool has_room(const struct policy_view *v, const struct policy_cand *c)
+{
+	return c->capacity > 0 && ((double)c->keys + 1) * v->nblocks <= c->capacity;
 }
 
 /* Index of the least loaded candidate among those with ok[i] (all when ok is NULL); ties by
@@ -117,9 +126,10 @@ static double overload_cost(const struct policy_view *v, const struct policy_can
 struct pick_tmp {
 	uint64_t *hrw;
 	bool *ok;
-	bool *pr;
+	bool *pr;   /* under pressure, hard or soft */
+	bool *hard; /* under hard pressure */
 	uint64_t hrw_s[64];
-	bool ok_s[64], pr_s[64];
+	bool ok_s[64], pr_s[64], hard_s[64];
 };
 
 static int tmp_init(struct pick_tmp *t, size_t n)
@@ -128,12 +138,14 @@ static int tmp_init(struct pick_tmp *t, size_t n)
 		t->hrw = t->hrw_s;
 		t->ok = t->ok_s;
 		t->pr = t->pr_s;
+		t->hard = t->hard_s;
 		return 0;
 	}
 	t->hrw = malloc(n * sizeof(*t->hrw));
 	t->ok = malloc(n * sizeof(*t->ok));
 	t->pr = malloc(n * sizeof(*t->pr));
-	return t->hrw && t->ok && t->pr ? 0 : -ENOMEM;
+	t->hard = malloc(n * sizeof(*t->hard));
+	return t->hrw && t->ok && t->pr && t->hard ? 0 : -ENOMEM;
 }
 
 static void tmp_free(struct pick_tmp *t)
@@ -142,6 +154,7 @@ static void tmp_free(struct pick_tmp *t)
 		free(t->hrw);
 		free(t->ok);
 		free(t->pr);
+		free(t->hard);
 	}
 }
 
@@ -152,7 +165,25 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	uint32_t tol = best_depth / 16 ? best_depth / 16 : 1;
 	long first = -1, pick = -1;
 	double min_hold = -1;
+	bool cheap = false;
 
+	/* A holder short of free blocks would queue the request for a moment, then hit. Sending it
+	 * elsewhere is a miss, and where no cache has room for the prefix it also evicts another
+	 * prefix there: that is worth it only when some worker is clearly less loaded than the
+	 * holder (its queue would be short there); when all are about as busy (a cluster whose
+	 * caches are all full and all working, where every eviction costs a hit), waiting wins. */
+	for (size_t i = 0; i < v->n && !cheap; i++)
+		cheap = v->c[i].depth <= v->key_pos && !t->pr[i] && has_room(v, &v->c[i]);
+	for (size_t i = 0; i < v->n; i++) {
+		bool lighter = false;
+
+		if (v->c[i].depth <= v->key_pos || cheap || t->hard[i])
+			continue;
+		for (size_t k = 0; k < v->n && !lighter; k++)
+			lighter = v->c[k].depth <= v->key_pos && !t->pr[k] &&
+				  policy_load(&v->c[k]) + o->spill_gap <= policy_load(&v->c[i]);
+		t->pr[i] = lighter && t->pr[i];
+	}
 	/* a. the first near holder in rendezvous order that is balanced and not under pressure */
 	for (size_t i = 0; i < v->n; i++) {
 		const struct policy_cand *c = &v->c[i];
@@ -177,8 +208,7 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	for (size_t i = 0; i < v->n; i++) {
 		const struct policy_cand *c = &v->c[i];
 
-		t->ok[i] = c->depth <= v->key_pos && !t->pr[i] && c->capacity > 0 &&
-			   ((double)c->keys + 1) * v->nblocks <= c->capacity &&
+		t->ok[i] = c->depth <= v->key_pos && !t->pr[i] && has_room(v, c) &&
 			   (min_hold < 0 || policy_load(c) + o->replica_gap <= min_hold);
 	}
 	if (min_hold >= 0 && (pick = least_loaded(v, t->ok, t->hrw)) >= 0) {
@@ -255,7 +285,8 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 
 		/* no block: rendezvous on a random value, so equal loads rotate */
 		t.hrw[i] = policy_hrw(v->nblocks ? v->key : v->rnd, c->id);
-		t.pr[i] = pressured(o, c, avg);
+		t.hard[i] = pressured_hard(o, c, avg);
+		t.pr[i] = t.hard[i] || pressured_soft(c);
 		t.ok[i] = !t.pr[i];
 		/* blocks to prefill there; a million more under pressure */
 		c->score = (double)(v->nblocks - (c->depth < v->nblocks ? c->depth : v->nblocks)) +
