@@ -42,21 +42,25 @@ struct kvs_peer_key {
 	__u16 pad; /* must be zero */
 };
 
-/* Why the programs did what they did: one per-CPU counter per path (the stats map's index).
- * Keep bpfctl_stat_name() in step. */
+/* Why the programs did what they did: one per-CPU counter per path (the stats map's index). One
+ * list gives the enum and the names /metrics prints (bpfctl_stat_name), so they cannot drift. */
+#define KVS_STATS(X)                                                                               \
+	X(REWRITTEN, "rewritten")	    /* connect: Service connect handed to the proxy */       \
+	X(NOT_SERVICE, "not_service")	    /* connect: destination is not a selected Service */    \
+	X(PROXY_ABSENT, "proxy_absent")	    /* connect: Service, no proxy listener: left to DNAT */ \
+	X(OWN_CONNECT, "own_connect")	    /* connect: the proxy's own socket (SO_MARK) */          \
+	X(NOT_TCP, "not_tcp")		    /* connect: not a TCP stream socket */                   \
+	X(ORIGDST_FULL, "origdst_full")	    /* connect: cookie map update failed: left to DNAT */   \
+	X(ORIGDST_STORED, "origdst_stored") /* sockops: established, original dst keyed by peer */  \
+	X(ORIGDST_LOST, "origdst_lost")	    /* sockops: established, peer key could not be stored */\
+	X(CLOSED, "closed")		    /* sockops: intercepted connection closed, entries gone */ \
+	X(PEER_RESTORED, "peer_restored")   /* getpeername: ClusterIP shown instead of the proxy */  \
+	X(PEER_UNKNOWN, "peer_unknown")	    /* getpeername: peer is the proxy but no record */       \
+	X(NOT_IPV4, "not_ipv4")		    /* connect6: a real IPv6 destination: untouched */
 enum kvs_stat {
-	KVS_STAT_REWRITTEN = 0,	 /* connect: Service connect handed to the proxy */
-	KVS_STAT_NOT_SERVICE,	 /* connect: destination is not a selected Service */
-	KVS_STAT_PROXY_ABSENT,	 /* connect: Service, but no proxy listener: left to DNAT */
-	KVS_STAT_OWN_CONNECT,	 /* connect: the proxy's own socket (SO_MARK): never rewritten */
-	KVS_STAT_NOT_TCP,	 /* connect: not a TCP stream socket */
-	KVS_STAT_ORIGDST_FULL,	 /* connect: cookie map update failed: left to DNAT */
-	KVS_STAT_ORIGDST_STORED, /* sockops: established, original destination keyed by peer */
-	KVS_STAT_ORIGDST_LOST,	 /* sockops: established, but peer key could not be stored */
-	KVS_STAT_CLOSED,	 /* sockops: intercepted connection closed, its entries removed */
-	KVS_STAT_PEER_RESTORED,	 /* getpeername: ClusterIP shown instead of the proxy */
-	KVS_STAT_PEER_UNKNOWN,	 /* getpeername: peer is the proxy but no record (evicted) */
-	KVS_STAT_NOT_IPV4,	 /* connect6: a real IPv6 destination (not v4-mapped): untouched */
+#define KVS_STAT_ENUM(e, name) KVS_STAT_##e,
+	KVS_STATS(KVS_STAT_ENUM)
+#undef KVS_STAT_ENUM
 	KVS_STAT_MAX
 };
 

@@ -45,17 +45,9 @@ static const char *const link_names[NLINKS] = {KVS_PIN_LINK_CONNECT4, KVS_PIN_LI
 					       KVS_PIN_LINK_GETPEERNAME6};
 
 static const char *const stat_names[KVS_STAT_MAX] = {
-    [KVS_STAT_REWRITTEN] = "rewritten",
-    [KVS_STAT_NOT_SERVICE] = "not_service",
-    [KVS_STAT_PROXY_ABSENT] = "proxy_absent",
-    [KVS_STAT_OWN_CONNECT] = "own_connect",
-    [KVS_STAT_NOT_TCP] = "not_tcp",
-    [KVS_STAT_ORIGDST_FULL] = "origdst_full",
-    [KVS_STAT_ORIGDST_STORED] = "origdst_stored",
-    [KVS_STAT_ORIGDST_LOST] = "origdst_lost",
-    [KVS_STAT_CLOSED] = "closed",
-    [KVS_STAT_PEER_RESTORED] = "peer_restored",
-    [KVS_STAT_PEER_UNKNOWN] = "peer_unknown",
+#define KVS_STAT_NAME(e, name) [KVS_STAT_##e] = name,
+    KVS_STATS(KVS_STAT_NAME)
+#undef KVS_STAT_NAME
 };
 
 /* libbpf's own messages: warnings (verifier logs, pin conflicts) as warnings, chatter as debug. */

@@ -221,6 +221,19 @@ int main(void)
 	CHECK(bpfctl_stat_name(KVS_STAT_REWRITTEN) && !strcmp(bpfctl_stat_name(0), "rewritten") &&
 		  bpfctl_stat_name(KVS_STAT_MAX) == NULL,
 	      "stat names");
+	{
+		/* every counter has a distinct name (/metrics prints them with %s) */
+		int named = 1;
+
+		for (int i = 0; i < KVS_STAT_MAX; i++) {
+			named &= bpfctl_stat_name(i) != NULL && bpfctl_stat_name(i)[0];
+			for (int k = 0; named && k < i; k++)
+				named &= strcmp(bpfctl_stat_name(i), bpfctl_stat_name(k)) != 0;
+		}
+		CHECK(named && !strcmp(bpfctl_stat_name(KVS_STAT_NOT_IPV4), "not_ipv4"),
+		      "every one of the %d counters has its own name (not_ipv4 included)",
+		      KVS_STAT_MAX);
+	}
 
 	/* 1. not a selected Service: untouched */
 	c = svc_connect(SOCK_STREAM, 0);
