@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The main job, quick: `make demo QUICK=1`'s script (tests/node/demo.sh) on its own testbed, then
+# checks on what it measured through the eBPF path, on the same seeded requests for every variant:
+# the plain Service lands where random choice lands, kvsplice's dynamo policy near the client-side
+# Dynamo anchor, kv above both at every point, no errors, the report printed.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib/tap.sh
+[ "$(id -u)" -eq 0 ] || { skip "quick demo" "needs root"; exit 0; }
+tmp=$(mktemp -d /tmp/kvsplice-demo-test.XXXXXX)
+out=$tmp/demo
+trap 'rm -rf "$tmp"' EXIT
+
+QUICK=1 DEMO_OUT="$out" KVS_TESTBED_ID=demotest bash tests/node/demo.sh >"$tmp/stdout" 2>"$tmp/stderr"
+rc=$?
+ok "$rc" "the quick demo ran to the end (exit $rc)" || { tail -n 30 "$tmp/stderr"; exit 1; }
+check "the report has the three tables and the summary line" \
+	grep -q "^kv: .* hits at P=24" "$tmp/stdout"
+check "the report was written to the results directory" test -s "$out/report.md"
+check "progress was shown with the time left" grep -q "about .* s left" "$tmp/stderr"
+
+python3 - "$out" <<'EOF'
+import json, os, sys
+out = sys.argv[1]
+res = {}
+for f in os.listdir(out):
+    if f.endswith(".jsonl"):
+        res[f[:-6]] = {(d["prefix_types"], d["concurrency"]): d
+                       for d in map(json.loads, filter(str.strip, open(os.path.join(out, f))))}
+n = 0
+def ok(cond, what):
+    global n
+    print(("ok - " if cond else "not ok - ") + what)
+    n += not cond
+want = ["service", "kvsplice-round-robin", "kvsplice-dynamo", "kvsplice-kv", "client-dynamo"]
+ok(all(v in res and len(res[v]) == 2 for v in want), "every variant measured at both points: %s"
+   % sorted(res))
+for p in [(7, 8), (24, 8)]:
+    h = {v: 100 * res[v][p]["hit_rate"] for v in want if p in res.get(v, {})}
+    ok(len(h) == 5 and all(res[v][p]["errors"] == 0 for v in want), "P=%d: no errors" % p[0])
+    if len(h) < 5:
+        continue
+    # the Service: kube-proxy's random choice, about 3.95 / P of requests hit at 6 workers
+    ok(abs(h["service"] - 100 * min(1.0, 0.95 if p[0] == 2 else 3.95 / p[0])) < 12,
+       "P=%d: the plain Service near random choice (%.1f%%)" % (p[0], h["service"]))
+    ok(abs(h["kvsplice-dynamo"] - h["client-dynamo"]) <= 8,
+       "P=%d: kvsplice's dynamo policy near the client-side anchor (%.1f vs %.1f)"
+       % (p[0], h["kvsplice-dynamo"], h["client-dynamo"]))
+    ok(h["kvsplice-kv"] > max(h["kvsplice-dynamo"], h["service"], h["kvsplice-round-robin"]),
+       "P=%d: kv above every other routing (%.1f%% vs dynamo %.1f%%, Service %.1f%%)"
+       % (p[0], h["kvsplice-kv"], h["kvsplice-dynamo"], h["service"]))
+ok(100 * res["kvsplice-kv"][(24, 8)]["hit_rate"] >= 80,
+   "P=24, C=8: kv keeps at least 80%% of requests hitting (%.1f%%)"
+   % (100 * res["kvsplice-kv"][(24, 8)]["hit_rate"]))
+sys.exit(1 if n else 0)
+EOF
