@@ -64,8 +64,8 @@ struct flight {
 	enum view view;
 	bool wants_usage;
 	uint32_t prompt_tokens;
-	int64_t predicted;
-	uint64_t rec_seq; /* its record in the log (if still there) */
+	int64_t predicted, best; /* cached tokens on the chosen worker, and the best any held */
+	uint64_t rec_seq;	 /* its record in the log (if still there) */
 };
 
 struct rec_cand {
@@ -854,7 +854,7 @@ static struct flight *flight_new(struct router *r, uint32_t *id)
 	f->used = true;
 	f->slot = UINT32_MAX;
 	f->n = 0;
-	f->predicted = -1;
+	f->predicted = f->best = -1;
 	f->rec_seq = 0;
 	return f;
 }
@@ -947,7 +947,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 		rec->blocks = (uint32_t)f->n;
 		rec->key_pos = v.nblocks ? v.key_pos : 0;
 		rec->predicted = f->predicted;
-		rec->best = best;
+		rec->best = f->best = best;
 		rec->ncand = 0;
 		for (size_t i = 0; i < v.n; i++) {
 			/* the choice always, the others while there is room */
@@ -985,28 +985,37 @@ void router_done(struct router *r, struct router_ticket *t, const struct router_
 {
 	struct flight *f;
 	struct route_rec *rec;
+	struct worker *w;
+	int64_t cached = o->cached_tokens;
 
 	if (!t->flight)
 		return;
 	f = &r->fl[t->flight - 1];
+	w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
+	/* vLLM leaves prompt_tokens_details out of the usage when nothing was cached: from a worker
+	 * known to report them, a usage without them is 0 cached tokens, not "unknown" */
+	if (w && cached >= 0)
+		w->reports_cached = true;
+	else if (w && w->reports_cached && o->prompt_tokens >= 0)
+		cached = 0;
 	rec = rec_find(r, f->rec_seq);
 	if (rec) {
 		rec->status = o->status;
 		rec->ms = o->ms;
-		rec->reported = o->cached_tokens;
+		rec->reported = cached;
 	}
 	if (f->wants_usage && f->prompt_tokens && r->metrics && o->status >= 200 &&
 	    o->status < 300) {
 		int p = f->predicted > 0 ? 0 : 1;
-		int q = o->cached_tokens < 0 ? 2 : o->cached_tokens > 0 ? 0 : 1;
+		int q = cached < 0 ? 2 : cached > 0 ? 0 : 1;
 
 		metrics_add(r->st.tok_prompt, f->prompt_tokens);
 		if (f->predicted > 0)
 			metrics_add(r->st.tok_predicted, (uint64_t)f->predicted);
-		if (rec && rec->best > 0)
-			metrics_add(r->st.tok_best, (uint64_t)rec->best);
-		if (o->cached_tokens > 0)
-			metrics_add(r->st.tok_reported, (uint64_t)o->cached_tokens);
+		if (f->best > 0)
+			metrics_add(r->st.tok_best, (uint64_t)f->best);
+		if (cached > 0)
+			metrics_add(r->st.tok_reported, (uint64_t)cached);
 		if (o->prompt_tokens > 0)
 			metrics_add(r->st.tok_reported_prompt, (uint64_t)o->prompt_tokens);
 		metrics_inc(r->st.outcome[p][q]);
@@ -1015,8 +1024,7 @@ void router_done(struct router *r, struct router_ticket *t, const struct router_
 	t->flight = 0;
 }
 
-/* --- /debug ------------------------------------------------------------------------------------
- */
+/* --- /debug --------------------------------------------------------------------------------- */
 
 static int json_num(struct buf *out, const char *key, double v)
 {

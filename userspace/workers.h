@@ -58,8 +58,10 @@ struct worker {
 	uint32_t scrape_fails;	      /* consecutive scrapes that could not reach it */
 	int scrape_err;		      /* last error (0: the last scrape worked) */
 	uint64_t scrapes, restarts;
-	uint64_t
-	    max_blocks_seen; /* most blocks its events ever showed it holding (capacity, learned) */
+	/* most blocks its events ever showed it holding (its capacity, learned) */
+	uint64_t max_blocks_seen;
+	/* its responses have carried usage.prompt_tokens_details.cached_tokens */
+	bool reports_cached;
 	/* counters */
 	uint64_t routed;
 };

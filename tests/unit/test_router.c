@@ -369,6 +369,8 @@ int main(void)
 		/* the outcome reaches the record */
 		{
 			char *b1 = ids_body(ids.v, ids.n);
+			struct router_outcome o = {.status = 200, .cached_tokens = -1,
+						   .prompt_tokens = 300, .attempts = 1};
 
 			pick(&g, "/v1/completions", b1, 0, &t);
 			done(&g, &t, 288);
@@ -376,6 +378,37 @@ int main(void)
 			CHECK(num(x, "reported_cached_tokens") == 288 && num(x, "status") == 200,
 			      "router_done: the reported cached tokens and status in the record");
 			cJSON_Delete(root);
+			/* vLLM leaves prompt_tokens_details out when nothing was cached: from a worker
+			 * that has reported them, a usage without them means 0 */
+			pick(&g, "/v1/completions", b1, 0, &t);
+			router_done(g.r, &t, &o);
+			x = last_route(&g, &root);
+			CHECK(num(x, "reported_cached_tokens") == 0,
+			      "usage without cached_tokens from a worker that reports them: 0");
+			cJSON_Delete(root);
+			free(b1);
+		}
+		/* a hot prefix gets replicas, and loses them when it cools */
+		{
+			char *b1 = ids_body(ids.v, ids.n);
+			struct router_ticket hot[12] = {{0}};
+			int seen[NW] = {0}, nseen = 0, home_after = 0;
+
+			for (int i = 0; i < 12; i++) {
+				w = pick(&g, "/v1/completions", b1, 0, &hot[i]);
+				if (w >= 0 && !seen[w]++)
+					nseen++;
+			}
+			CHECK(seen[3] >= 4 && nseen >= 2,
+			      "hot: 12 requests in flight at once: the holder takes %d, %d workers in all",
+			      seen[3], nseen);
+			for (int i = 0; i < 12; i++)
+				done(&g, &hot[i], 0);
+			for (int i = 0; i < 10; i++) {
+				home_after += pick(&g, "/v1/completions", b1, 0, &t) == 3;
+				done(&g, &t, 0);
+			}
+			CHECK_EQ(home_after, 10, "cooled: one request at a time goes home again");
 			free(b1);
 		}
 		rig_free(&g);
