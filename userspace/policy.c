@@ -40,6 +40,7 @@ void policy_kv_defaults(struct policy_kv_opts *o)
 	o->balance_slack = 0.0;
 	o->replica_gap = 4.0;
 	o->spill_gap = 2.0;
+	o->replica_share = 1.25;
 }
 
 /* A strong 64-bit mix (the finaliser of MurmurHash3), so that scores of nearby ids and keys are

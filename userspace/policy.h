@@ -57,13 +57,14 @@ struct policy_cand {
 	uint32_t keys;	 /* blocks it holds at chain position key_pos (view) */
 	double capacity; /* its KV cache, blocks (0: unknown) */
 	/* load */
-	uint32_t local;	    /* requests this router has in flight on it */
-	double remote;	    /* requests others have on it, estimated from its metrics */
-	double waiting;	    /* its queue from its metrics (-1: unknown) */
-	double free_blocks; /* free KV blocks, estimated (-1: unknown) */
-	uint32_t active;    /* distinct blocks of this router's in-flight requests on it */
-	uint32_t fresh;	    /* blocks of this request not among them (filled when
-			       POLICY_NEEDS_ACTIVE) */
+	uint32_t local;	       /* requests this router has in flight on it */
+	double remote;	       /* requests others have on it, estimated from its metrics */
+	double waiting;	       /* its queue from its metrics (-1: unknown) */
+	double free_blocks;    /* free KV blocks, estimated (-1: unknown) */
+	uint32_t active;       /* distinct blocks of this router's in-flight requests on it */
+	uint32_t fresh;	       /* blocks of this request not among them (filled when
+				  POLICY_NEEDS_ACTIVE) */
+	uint32_t key_inflight; /* its in-flight requests (this router's) holding the key block */
 	/* out */
 	double score; /* the policy's score, lower is better (for /debug/route) */
 };
@@ -95,6 +96,7 @@ struct policy_kv_opts {
 	double balance_slack; /* a holder is balanced up to this many requests above the average */
 	double replica_gap;   /* a cheap new replica must be this many requests below the holders */
 	double spill_gap;     /* a holder short of KV blocks spills only to one this much lighter */
+	double replica_share; /* a prefix gets one more worker past this times its holders' share */
 };
 
 struct policy_ops {

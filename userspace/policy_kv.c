@@ -40,7 +40,9 @@
  * average, which is what keeps one-off requests after a prefix every worker holds evenly spread.
  *  3. Everything under pressure: Dynamo's cost (prefill blocks + active + new blocks), so that an
  *     overloaded cluster still gains from hits -> SPILL.
- *  4. A request with no full block has nothing to place -> BALANCE: the least loaded.
+ *  4. A request with no full block has nothing to place, and one whose first blocks every
+ *     candidate holds, with a new tail under a quarter of it, changes little for the caches
+ *     wherever it goes -> BALANCE: the least loaded not under pressure.
  * Ties in load are broken by the key's rendezvous order, so concurrent deciders spread. */
 #include <errno.h>
 #include <math.h>
@@ -268,7 +270,7 @@ static long pick_new(const struct policy_kv_opts *o, const struct policy_view *v
 int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out)
 {
 	const struct policy_kv_opts *o = &((struct kv *)state)->o;
-	struct pick_tmp t;
+	struct pick_tmp t = {0};
 	double sum = 0, avg;
 	uint32_t best_depth = 0;
 	long pick = -1;
@@ -299,7 +301,14 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 		out->reason = POLICY_BALANCE;
 		goto done;
 	}
-	if (best_depth) {
+	if (v->key_pos && (v->nblocks - v->key_pos) * 4 < v->nblocks) {
+		/* every candidate holds most of it (a prefix every worker caches, a short new
+		 * tail): where it goes changes little for the caches, so load alone decides */
+		for (size_t i = 0; i < v->n; i++)
+			t.ok[i] = !t.pr[i];
+		pick = least_loaded(v, t.ok, t.hrw);
+		out->reason = POLICY_BALANCE;
+	} else if (best_depth) {
 		pick = pick_held(o, v, &t, avg, best_depth, &out->reason);
 	} else {
 		pick = pick_new(o, v, &t, avg);

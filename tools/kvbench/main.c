@@ -831,7 +831,8 @@ static void usage(FILE *f)
 		"  --route-log FILE            with a policy --spread: the router's last decisions\n"
 		"                              (/debug/route JSON) written to FILE after each run\n"
 		"  --kv-spill-factor X, --kv-spill-slack N, --kv-key-slack N,\n"
-		"  --kv-balance-slack N, --kv-replica-gap N, --kv-spill-gap N\n"
+		"  --kv-balance-slack N, --kv-replica-gap N, --kv-spill-gap N,\n"
+		"  --kv-replica-share X\n"
 		"                              the kv policy's tunables (kvsplice --help)\n");
 }
 
@@ -839,7 +840,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	enum { O_URL = 256, O_SPREAD, O_P, O_POP, O_C, O_N, O_R, O_SEED, O_TOK, O_PT, O_ST, O_OT,
 	       O_MIX, O_MODEL, O_API, O_KA, O_MURL, O_RESET, O_NOWARM, O_TO, O_LABEL, O_JSON, O_TS, O_EVENTS,
-	       O_QUIET, O_ROUTE_STATS, O_ROUTE_LOG, O_KV_SF, O_KV_SS, O_KV_KS, O_KV_BS, O_KV_RG, O_KV_SG, O_HELP };
+	       O_QUIET, O_ROUTE_STATS, O_ROUTE_LOG, O_KV_SF, O_KV_SS, O_KV_KS, O_KV_BS, O_KV_RG, O_KV_SG, O_KV_RS, O_HELP };
 	static const struct option lo[] = {
 		{"url", 1, 0, O_URL},
 		{"spread", 1, 0, O_SPREAD},
@@ -874,6 +875,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"kv-balance-slack", 1, 0, O_KV_BS},
 		{"kv-replica-gap", 1, 0, O_KV_RG},
 		{"kv-spill-gap", 1, 0, O_KV_SG},
+		{"kv-replica-share", 1, 0, O_KV_RS},
 		{"help", 0, 0, O_HELP},
 		{0, 0, 0, 0},
 	};
@@ -960,6 +962,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_KV_BS: o->kv.balance_slack = strtod(optarg, &end); break;
 		case O_KV_RG: o->kv.replica_gap = strtod(optarg, &end); break;
 		case O_KV_SG: o->kv.spill_gap = strtod(optarg, &end); break;
+		case O_KV_RS: o->kv.replica_share = strtod(optarg, &end); break;
 		case O_HELP: usage(stdout); exit(0);
 		default: return -1;
 		}
