@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "admin.h"
 #include "http.h"
 #include "log.h"
@@ -41,14 +42,6 @@ struct admin {
 	} h[ADMIN_MAX_PATHS];
 	int nh;
 };
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void ac_close(struct admin_conn *c)
 {
@@ -193,7 +186,7 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 		c->a = a;
 		c->ev.fd = fd;
 		c->ev.cb = ac_cb;
-		c->deadline = mono_ms() + ADMIN_TIMEOUT_MS;
+		c->deadline = clock_ms() + ADMIN_TIMEOUT_MS;
 		c->next = a->conns;
 		a->conns = c;
 		if (loop_set(a->loop, &c->ev, EPOLLIN) < 0)
@@ -239,7 +232,7 @@ fail:
 
 void admin_tick(struct admin *a)
 {
-	uint64_t now = mono_ms();
+	uint64_t now = clock_ms();
 	struct admin_conn *c, *next;
 
 	for (c = a->conns; c; c = next) {

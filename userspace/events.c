@@ -16,6 +16,7 @@
 #include <xxhash.h>
 #include <zmq.h>
 
+#include "clock.h"
 #include "blockhash.h"
 #include "discovery.h"
 #include "events.h"
@@ -1372,10 +1373,7 @@ struct events {
 
 static int64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)clock_ms();
 }
 
 static uint64_t be64(const unsigned char *b)

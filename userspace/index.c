@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "mix.h"
 #include "blockhash.h"
 #include "index.h"
 
@@ -84,15 +85,6 @@ static void *table_alloc(size_t n, size_t size)
 	return p;
 }
 
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
 
 /* ---- global table ---------------------------------------------------------------------- */
 

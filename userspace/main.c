@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "admin.h"
 #include "bpfctl.h"
 #include "discovery.h"
@@ -881,7 +882,6 @@ int main(int argc, char **argv)
 	admin_set_ready(d.admin, true);
 
 	while (!proxy_done(d.proxy)) {
-		struct timespec ts;
 		uint64_t now;
 
 		rc = loop_run(d.loop, d.events_more ? 0 : 100);
@@ -894,8 +894,7 @@ int main(int argc, char **argv)
 		admin_tick(d.admin);
 		if (d.events_more) /* events left input unread: the fd may not signal it again */
 			d.events_more = events_poll(d.events, 0);
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+		now = clock_ms();
 		if (d.hup || now - last_poll >= 1000) {
 			services_poll(&d, d.hup);
 			d.hup = false;

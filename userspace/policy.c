@@ -2,6 +2,7 @@
 /* policy: the registry of routing policies and the helpers they share (see policy.h). */
 #include <string.h>
 
+#include "mix.h"
 #include "policy.h"
 
 static const struct policy_ops *const all[] = {
@@ -43,19 +44,7 @@ void policy_kv_defaults(struct policy_kv_opts *o)
 	o->replica_share = 1.25;
 }
 
-/* A strong 64-bit mix (the finaliser of MurmurHash3), so that scores of nearby ids and keys are
- * independent. */
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
 uint64_t policy_hrw(uint64_t key, uint64_t id)
 {
-	return mix64(key ^ mix64(id + 0x9e3779b97f4a7c15ULL));
+	return mix64(key ^ mix64(id + MIX_GOLDEN));
 }

@@ -10,6 +10,7 @@
  * kvbench's client-side `--spread dynamo` runs this same code through the router. */
 #include <math.h>
 
+#include "mix.h"
 #include "policy.h"
 
 #ifndef DYNAMO_PREFILL_LOAD_SCALE
@@ -18,15 +19,6 @@
 #ifndef DYNAMO_OVERLAP_CREDIT
 #define DYNAMO_OVERLAP_CREDIT 1.0
 #endif
-
-static inline uint64_t next_rnd(uint64_t *s)
-{
-	uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
-
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
 
 static int dynamo_pick(void *state, struct policy_view *v, struct policy_choice *out)
 {
@@ -42,7 +34,7 @@ static int dynamo_pick(void *state, struct policy_view *v, struct policy_choice 
 		if (nbest == 0 || c->score < v->c[best].score) {
 			best = i;
 			nbest = 1;
-		} else if (c->score == v->c[best].score && next_rnd(&rs) % ++nbest == 0) {
+		} else if (c->score == v->c[best].score && mix_next(&rs) % ++nbest == 0) {
 			best = i; /* reservoir choice among ties */
 		}
 	}

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "bpfctl.h"
 #include "http.h"
 #include "log.h"
@@ -170,21 +171,6 @@ struct proxy {
 	struct buf scratch; /* de-chunked response bytes read for their usage */
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 /* The current request of c ended with status (0: no response, pass-through): the router
  * releases its accounting and records the outcome. Idempotent. */
@@ -195,7 +181,7 @@ static void route_end(struct conn *c, int status)
 		.cached_tokens = c->usage_on ? c->usage.cached_tokens : -1,
 		.prompt_tokens = c->usage_on ? c->usage.prompt_tokens : -1,
 		.attempts = c->attempts,
-		.ms = c->t_req ? (double)(now_ns() - c->t_req) / 1e6 : 0,
+		.ms = c->t_req ? (double)(clock_ns() - c->t_req) / 1e6 : 0,
 	};
 
 	router_done(c->p->router, &c->ticket, &o);
@@ -320,7 +306,7 @@ static void up_release(struct upstream *u)
 	}
 	u->c = NULL;
 	u->reused = false;
-	u->idle_deadline = now_ms() + (uint64_t)p->o.pool_idle_timeout_ms;
+	u->idle_deadline = clock_ms() + (uint64_t)p->o.pool_idle_timeout_ms;
 	/* while idle, any readable event means the server closed it (or misbehaved): drop it */
 	if (loop_set(p->loop, &u->ev, EPOLLIN | EPOLLRDHUP) < 0) {
 		up_close(u);
@@ -499,7 +485,7 @@ static void conn_error(struct conn *c, int status, const char *message, bool clo
 	/* the request was read whole: the connection can go on with the next one */
 	request_reset(c);
 	c->state = C_HEAD;
-	c->deadline = now_ms() + (uint64_t)c->p->o.idle_timeout_ms;
+	c->deadline = clock_ms() + (uint64_t)c->p->o.idle_timeout_ms;
 }
 
 /* Which Service is this connection for? BPF's original destination, else the listener's port,
@@ -548,7 +534,7 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 				log_warn("proxy", "accept: %s: pausing accepts for %d ms", strerror(errno),
 					 PROXY_ACCEPT_PAUSE_MS);
 				loop_set(p->loop, ev, 0);
-				p->accept_resume = now_ms() + PROXY_ACCEPT_PAUSE_MS;
+				p->accept_resume = clock_ms() + PROXY_ACCEPT_PAUSE_MS;
 			} else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
 				log_warn("proxy", "accept: %s", strerror(errno));
 			}
@@ -563,7 +549,7 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 		c->peer = peer;
 		c->lidx = l->idx;
 		c->state = C_HEAD;
-		c->deadline = now_ms() + (uint64_t)p->o.header_timeout_ms;
+		c->deadline = clock_ms() + (uint64_t)p->o.header_timeout_ms;
 		conn_push(&p->live, c);
 		p->nlive++;
 		metrics_inc(p->st.accepted);
@@ -634,7 +620,7 @@ static void conn_update(struct conn *c)
 			if (!c->cli_shut) {
 				shutdown(c->ev.fd, SHUT_WR);
 				c->cli_shut = true;
-				c->deadline = now_ms() + PROXY_LINGER_MS;
+				c->deadline = clock_ms() + PROXY_LINGER_MS;
 			}
 			ce |= EPOLLIN;
 		}
@@ -697,7 +683,7 @@ static void start_passthrough(struct conn *c)
 	metrics_inc(c->p->st.passthrough);
 	c->passthrough = true;
 	c->req_tunnel = true;
-	c->t_req = now_ns();
+	c->t_req = clock_ns();
 	request_route(c);
 }
 
@@ -717,7 +703,7 @@ static int request_read(struct conn *c)
 		if (!n)
 			return 0;
 		if (!c->t_req)
-			c->t_req = now_ns();
+			c->t_req = clock_ns();
 		from = c->head_scan > 3 ? c->head_scan - 3 : 0;
 		if (!c->sniffed) {
 			/* Is this HTTP/1.x at all? Decided on the request line (its first 512
@@ -883,7 +869,7 @@ static void request_route(struct conn *c)
 			c->up->c = c;
 			c->up->ep_index = idx;
 			c->state = C_SEND;
-			c->deadline = now_ms() + (uint64_t)p->o.idle_timeout_ms;
+			c->deadline = clock_ms() + (uint64_t)p->o.idle_timeout_ms;
 			return;
 		}
 		c->up = up_connect(p, &svc->endpoints[idx].addr);
@@ -891,7 +877,7 @@ static void request_route(struct conn *c)
 			c->up->c = c;
 			c->up->ep_index = idx;
 			c->state = C_CONNECT;
-			c->deadline = now_ms() + (uint64_t)p->o.connect_timeout_ms;
+			c->deadline = clock_ms() + (uint64_t)p->o.connect_timeout_ms;
 			return;
 		}
 		metrics_inc(p->st.up_connect_fail);
@@ -926,7 +912,7 @@ static void upstream_failed(struct conn *c, bool connect_failed)
 			c->up->c = c;
 			c->up->ep_index = idx;
 			c->state = C_CONNECT;
-			c->deadline = now_ms() + (uint64_t)p->o.connect_timeout_ms;
+			c->deadline = clock_ms() + (uint64_t)p->o.connect_timeout_ms;
 			return;
 		}
 		metrics_inc(p->st.up_connect_fail);
@@ -948,7 +934,7 @@ static void response_done(struct conn *c)
 	struct proxy *p = c->p;
 	bool keep;
 
-	metrics_observe(p->st.duration, (double)(now_ns() - c->t_req) / 1e9);
+	metrics_observe(p->st.duration, (double)(clock_ns() - c->t_req) / 1e9);
 	route_end(c, c->resp_status);
 	if (c->resp_status >= 100 && c->resp_status < 600)
 		metrics_inc(p->st.resp[c->resp_status / 100]);
@@ -969,7 +955,7 @@ static void response_done(struct conn *c)
 	}
 	c->state = C_HEAD;
 	c->sniffed = true; /* later requests must be HTTP: no pass-through mid-connection */
-	c->deadline = now_ms() + (uint64_t)p->o.idle_timeout_ms;
+	c->deadline = clock_ms() + (uint64_t)p->o.idle_timeout_ms;
 }
 
 /* Frames the response bytes held at the tail of out. Returns 1 when the response is complete, 0
@@ -1286,7 +1272,7 @@ static int tunnel_pump(struct conn *c)
 		}
 		if (!progress)
 			break;
-		c->deadline = now_ms() + (uint64_t)p->o.idle_timeout_ms;
+		c->deadline = clock_ms() + (uint64_t)p->o.idle_timeout_ms;
 	}
 	return 0;
 fail:
@@ -1326,7 +1312,7 @@ static void conn_progress(struct conn *c)
 			if (r == 1) {
 				if (c->req_tunnel) {
 					c->state = C_TUNNEL;
-					c->deadline = now_ms() + (uint64_t)p->o.idle_timeout_ms;
+					c->deadline = clock_ms() + (uint64_t)p->o.idle_timeout_ms;
 					if (!c->passthrough)
 						metrics_inc(p->st.upgrades);
 				} else {
@@ -1400,7 +1386,7 @@ static void conn_cb(struct loop_ev *ev, uint32_t events)
 				c->in.len += (size_t)n;
 				c->in.data[c->in.len] = '\0';
 				if (c->requests > 0 && !c->t_req && c->state == C_HEAD)
-					c->deadline = now_ms() + (uint64_t)p->o.header_timeout_ms;
+					c->deadline = clock_ms() + (uint64_t)p->o.header_timeout_ms;
 				if (c->in.len + 1 < c->in.cap)
 					break;
 				continue;
@@ -1464,7 +1450,7 @@ static void upstream_cb(struct loop_ev *ev, uint32_t events)
 		}
 		u->connecting = false;
 		c->state = C_SEND;
-		c->deadline = now_ms() + (uint64_t)c->p->o.idle_timeout_ms;
+		c->deadline = clock_ms() + (uint64_t)c->p->o.idle_timeout_ms;
 	} else if (c->state == C_SEND && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
 		/* the server answers (or closes) before taking the whole request */
 		if (request_send(c) < 0) {
@@ -1481,7 +1467,7 @@ static void upstream_cb(struct loop_ev *ev, uint32_t events)
 		}
 	}
 	if (c->state == C_RESP || c->state == C_SEND || c->state == C_TUNNEL)
-		c->deadline = now_ms() + (uint64_t)c->p->o.idle_timeout_ms;
+		c->deadline = clock_ms() + (uint64_t)c->p->o.idle_timeout_ms;
 	conn_progress(c);
 }
 
@@ -1509,7 +1495,7 @@ static void reap(struct proxy *p)
 
 void proxy_tick(struct proxy *p)
 {
-	uint64_t now = now_ms();
+	uint64_t now = clock_ms();
 	struct conn *c, *next;
 	struct upstream *u, *un;
 
@@ -1579,7 +1565,7 @@ void proxy_stop(struct proxy *p)
 	if (p->draining)
 		return;
 	p->draining = true;
-	p->drain_deadline = now_ms() + (uint64_t)p->o.drain_timeout_ms;
+	p->drain_deadline = clock_ms() + (uint64_t)p->o.drain_timeout_ms;
 	metrics_gauge_set(p->st.draining, 1);
 	for (int i = 0; i < p->nl; i++) {
 		if (p->l[i].ev.fd < 0)

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "mix.h"
+#include "clock.h"
 #include "approx.h"
 #include "blockhash.h"
 #include "events.h"
@@ -148,29 +150,9 @@ struct router {
 	struct rstats st;
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static uint64_t rnd(struct router *r)
 {
-	uint64_t x = (r->rng += 0x9e3779b97f4a7c15ULL);
-
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
+	return mix_next(&r->rng);
 }
 
 /* --- metrics ---------------------------------------------------------------------------------- */
@@ -255,7 +237,7 @@ static void put_label(struct buf *out, const char *s)
 static void worker_collector(struct buf *out, void *arg)
 {
 	struct router *r = arg;
-	uint64_t t = now_ms(), tc_bytes = 0;
+	uint64_t t = clock_ms(), tc_bytes = 0;
 	static const char *const names[] = {
 	    "kvsplice_worker_inflight",	       "kvsplice_worker_remote_requests",
 	    "kvsplice_worker_waiting",	       "kvsplice_worker_free_blocks",
@@ -429,7 +411,7 @@ static void scrape_cb(void *arg, void *user, const struct scrape_metrics *m, int
 
 	if (!w)
 		return;
-	if (workers_metrics(r->ws, w, m, err, now_ms()) == 1) {
+	if (workers_metrics(r->ws, w, m, err, clock_ms()) == 1) {
 		log_info("router",
 			 "worker %s: a new process (from its metrics): its cache is read "
 			 "again",
@@ -516,7 +498,7 @@ void router_tick(struct router *r)
 {
 	if (r->scr)
 		scraper_tick(r->scr);
-	approx_expire(r->ax, now_s());
+	approx_expire(r->ax, clock_s());
 }
 
 /* --- reading the request -----------------------------------------------------------------------
@@ -722,7 +704,7 @@ static long candidates(struct router *r, const struct service *svc, uint64_t tri
 /* Depths, keys and load of the n candidates for flight f. */
 static int fill_view(struct router *r, struct flight *f, size_t n, struct policy_view *v)
 {
-	uint64_t t = now_ms();
+	uint64_t t = clock_ms();
 	uint32_t key_pos = UINT32_MAX;
 	double cap_floor = 0;
 
@@ -736,7 +718,7 @@ static int fill_view(struct router *r, struct flight *f, size_t n, struct policy
 		if (events)
 			index_query(r->idx, f->chain, f->n, r->depth, NULL, nd);
 		else
-			approx_query(r->ax, f->chain, f->n, now_s(), r->depth, nd);
+			approx_query(r->ax, f->chain, f->n, clock_s(), r->depth, nd);
 		for (size_t i = 0; i < n; i++) {
 			struct worker *w = workers_at(r->ws, r->cand_slot[i]);
 			int id = !w ? -1 : events ? w->events_id : (int)w->slot;
@@ -875,7 +857,7 @@ static void flight_release(struct router *r, uint32_t id)
 int router_pick(struct router *r, const struct service *svc, const struct router_request *req,
 		struct router_ticket *t)
 {
-	double t0 = now_s();
+	double t0 = clock_s();
 	struct policy_view v = {0};
 	struct policy_choice ch = {0};
 	struct route_rec *rec = NULL;
@@ -923,7 +905,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 			f->slot = w->slot;
 		w->routed++;
 		if ((f->view == VIEW_APPROX || f->view == VIEW_TEXT) && f->n)
-			approx_insert(r->ax, w->slot, f->chain, f->n, now_s());
+			approx_insert(r->ax, w->slot, f->chain, f->n, clock_s());
 	}
 	if (f->view != VIEW_TEXT && f->prompt_tokens) {
 		f->predicted = cached_of(r, v.c[ch.cand].depth, f->prompt_tokens);
@@ -966,10 +948,10 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 			rc->score = v.c[i].score;
 			rc->chosen = i == ch.cand;
 		}
-		rec->decision_us += (now_s() - t0) * 1e6;
+		rec->decision_us += (clock_s() - t0) * 1e6;
 	}
 	if (first && r->st.decision)
-		metrics_observe(r->st.decision, now_s() - t0);
+		metrics_observe(r->st.decision, clock_s() - t0);
 	t->flight = id;
 	return (int)v.c[ch.cand].ep;
 none:
@@ -1093,7 +1075,7 @@ int router_debug_json(const struct router *r, struct buf *out)
 
 int router_workers_json(const struct router *r, struct buf *out)
 {
-	uint64_t t = now_ms();
+	uint64_t t = clock_ms();
 	int rc = buf_printf(out, "{\"router\":\"%s\",\"workers\":[", r->pol->name), first = 1;
 
 	for (uint32_t i = 0; i < workers_count(r->ws); i++) {

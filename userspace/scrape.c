@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "buf.h"
 #include "http.h"
 #include "log.h"
@@ -479,14 +480,6 @@ struct scraper {
 	uint64_t ok, failed;
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void target_cb(struct loop_ev *ev, uint32_t events);
 
 /* Closes t's connection, if any. Safe inside a loop batch: ev.fd becomes -1. */
@@ -917,7 +910,7 @@ static bool target_same(const struct target *t, const struct scrape_target *tg)
 int scraper_set_targets(struct scraper *s, const struct scrape_target *tg, size_t n)
 {
 	struct target **nt = calloc(n ? n : 1, sizeof(*nt));
-	uint64_t now = now_ms();
+	uint64_t now = clock_ms();
 	size_t i, j;
 
 	if (!nt)
@@ -973,7 +966,7 @@ nomem:
 
 void scraper_tick(struct scraper *s)
 {
-	uint64_t now = now_ms();
+	uint64_t now = clock_ms();
 	unsigned gen;
 
 	reap(s);
