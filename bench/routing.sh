@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/routing.sh: the routing comparison behind docs/benchmarks.md, through the eBPF path of the
+# node testbed (tests/node/demo.sh), each comparison in one run on the same seeded requests:
+#   1. 6 workers, the seeds' points at C=8 and every P at C=16 (hit rate, cached-token ratio,
+#      TTFT p50/p99, req/s, workers per prefix) for the plain Service, kvsplice round-robin,
+#      dynamo and kv, and the client-side Dynamo anchor;
+#   2. Zipf(1.1) popularity over 48 prefixes, C=8;
+#   3. 3 workers, P=24, C=8 (the capacity-bound case).
+# Not part of `make test` (about 15 minutes at time scale 4). Results: bench/out/routing/<part>/
+# (report.md and the raw JSON of each variant). Env: ROUTING_TIME_SCALE (4), ROUTING_RUNS (1),
+# ROUTING_PARTS ("main zipf w3").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ts=${ROUTING_TIME_SCALE:-4}
+runs=${ROUTING_RUNS:-1}
+out=bench/out/routing
+mkdir -p "$out"
+for part in ${ROUTING_PARTS:-main zipf w3}; do
+	case $part in
+	main) env=(DEMO_POINTS="2:8 7:8 12:8 24:8 2:16 7:16 12:16 24:16") ;;
+	zipf) env=(DEMO_POINTS="48:8" DEMO_KVBENCH_ARGS="--popularity zipf:1.1") ;;
+	w3) env=(DEMO_POINTS="24:8" DEMO_WORKERS=3) ;;
+	*) echo "routing.sh: unknown part $part (main, zipf, w3)" >&2; exit 2 ;;
+	esac
+	echo "== routing: $part" >&2
+	env "${env[@]}" DEMO_TIME_SCALE="$ts" DEMO_RUNS="$runs" DEMO_OUT="$out/$part" \
+		KVS_TESTBED_ID="routing-$part" bash tests/node/demo.sh >/dev/null
+	cat "$out/$part/report.md"
+	echo
+done
