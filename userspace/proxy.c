@@ -82,6 +82,34 @@ struct upstream {
 	struct upstream *next, *prev; /* idle pool list, or the free list */
 };
 
+/* The request a connection is on, from its first byte to its response's end. */
+struct conn_req {
+	char method[16];
+	bool keep_alive;	/* the client allows another request after it */
+	bool tunnel;		/* Upgrade / CONNECT: bytes both ways once it is sent */
+	bool expect_sent;	/* "100 Continue" answered for it */
+	enum http_body framing; /* how its body is delimited */
+	uint64_t body_left;	/* Content-Length bytes still to read */
+	uint64_t body_raw;	/* raw chunked bytes read */
+	struct http_chunked chunk;
+	size_t target_off, target_len; /* its target in the forwarded head */
+	uint64_t tried;		       /* endpoints tried: bit (index % 64) */
+	int attempts;
+	bool fresh_retry; /* a reused connection failed: retried once on a new one */
+};
+
+/* The response to the current request, as it is relayed. */
+struct conn_resp {
+	bool usage_on; /* its usage is read as it streams past */
+	struct openai_usage usage;
+	bool head_done, started, keep_alive;
+	bool extra; /* bytes after its end: the upstream connection is not reused */
+	enum http_body framing;
+	uint64_t left; /* Content-Length bytes still to relay */
+	struct http_chunked chunk;
+	int status;
+};
+
 struct conn {
 	struct loop_ev ev;
 	struct proxy *p;
@@ -102,31 +130,13 @@ struct conn {
 	size_t fwd_sent; /* bytes of fwd then body written upstream */
 	size_t head_scan;
 
-	/* request */
-	char method[16];
-	bool req_keep_alive, req_tunnel, expect_sent, passthrough, sniffed;
-	enum http_body req_body;
-	uint64_t body_left;
-	uint64_t body_raw; /* raw chunked bytes read */
-	struct http_chunked chunk;
-	size_t target_off, target_len;
-
-	/* upstream */
+	bool passthrough;	     /* not HTTP/1.x: bytes relayed as they are, to one endpoint */
+	bool sniffed;		     /* the first request line was seen to be HTTP/1.x */
+	struct router_ticket ticket; /* the router's accounting of the current request */
 	char ep_name[DISCOVERY_NAME_MAX]; /* of the last endpoint tried */
-	struct router_ticket ticket;	  /* the router's accounting of this request */
 	struct upstream *up;
-	uint64_t tried;
-	int attempts;
-	bool fresh_retry; /* a reused connection failed: retried once on a new one */
-
-	/* response */
-	bool usage_on; /* its usage is read as it streams past */
-	struct openai_usage usage;
-	bool resp_head_done, resp_started, resp_keep_alive, resp_extra;
-	enum http_body resp_body;
-	uint64_t resp_left;
-	struct http_chunked resp_chunk;
-	int resp_status;
+	struct conn_req rq;  /* the current request: reset as a whole when it is done */
+	struct conn_resp rs; /* its response: likewise */
 
 	/* splice */
 	int pipe[2];
@@ -141,9 +151,9 @@ struct conn {
 
 struct stats {
 	uint64_t *accepted, *requests, *passthrough, *resp[6], *err_bad, *err_431, *err_413,
-		*err_501, *err_503, *err_502, *err_504, *err_408, *idle_timeouts, *client_aborts,
-		*up_connects, *up_connect_fail, *up_reused, *up_retries, *up_reset, *up_bad_resp,
-		*bytes_up, *bytes_down, *upgrades;
+	    *err_501, *err_503, *err_502, *err_504, *err_408, *idle_timeouts, *client_aborts,
+	    *up_connects, *up_connect_fail, *up_reused, *up_retries, *up_reset, *up_bad_resp,
+	    *bytes_up, *bytes_down, *upgrades;
 	int64_t *active, *idle_pool, *draining;
 	struct metrics_hist *duration;
 };
@@ -171,21 +181,20 @@ struct proxy {
 	struct buf scratch; /* de-chunked response bytes read for their usage */
 };
 
-
 /* The current request of c ended with status (0: no response, pass-through): the router
  * releases its accounting and records the outcome. Idempotent. */
 static void route_end(struct conn *c, int status)
 {
 	struct router_outcome o = {
-		.status = status,
-		.cached_tokens = c->usage_on ? c->usage.cached_tokens : -1,
-		.prompt_tokens = c->usage_on ? c->usage.prompt_tokens : -1,
-		.attempts = c->attempts,
-		.ms = c->t_req ? (double)(clock_ns() - c->t_req) / 1e6 : 0,
+	    .status = status,
+	    .cached_tokens = c->rs.usage_on ? c->rs.usage.cached_tokens : -1,
+	    .prompt_tokens = c->rs.usage_on ? c->rs.usage.prompt_tokens : -1,
+	    .attempts = c->rq.attempts,
+	    .ms = c->t_req ? (double)(clock_ns() - c->t_req) / 1e6 : 0,
 	};
 
 	router_done(c->p->router, &c->ticket, &o);
-	c->usage_on = false;
+	c->rs.usage_on = false;
 }
 
 void proxy_opts_default(struct proxy_opts *o)
@@ -319,7 +328,8 @@ static void up_release(struct upstream *u)
 static struct upstream *up_take_idle(struct proxy *p, const struct sockaddr_in *a)
 {
 	for (struct upstream *u = p->idle; u; u = u->next) {
-		if (u->addr.sin_addr.s_addr != a->sin_addr.s_addr || u->addr.sin_port != a->sin_port)
+		if (u->addr.sin_addr.s_addr != a->sin_addr.s_addr ||
+		    u->addr.sin_port != a->sin_port)
 			continue;
 		up_unlink(&p->idle, u);
 		metrics_gauge_add(p->st.idle_pool, -1);
@@ -407,22 +417,12 @@ static struct conn *conn_alloc(struct proxy *p)
 
 static void request_reset(struct conn *c)
 {
-	c->method[0] = '\0';
 	buf_reset(&c->fwd);
 	buf_reset(&c->body);
 	c->fwd_sent = 0;
 	c->head_scan = 0;
-	c->req_keep_alive = c->req_tunnel = c->expect_sent = false;
-	c->req_body = HTTP_BODY_NONE;
-	c->body_left = c->body_raw = 0;
-	memset(&c->chunk, 0, sizeof(c->chunk));
-	c->tried = 0;
-	c->attempts = 0;
-	c->fresh_retry = false;
-	c->resp_head_done = c->resp_started = c->resp_keep_alive = c->resp_extra = false;
-	c->resp_left = 0;
-	memset(&c->resp_chunk, 0, sizeof(c->resp_chunk));
-	c->resp_status = 0;
+	c->rq = (struct conn_req){0};
+	c->rs = (struct conn_resp){0};
 }
 
 static void conn_close(struct conn *c)
@@ -431,7 +431,7 @@ static void conn_close(struct conn *c)
 
 	if (c->ev.fd < 0)
 		return;
-	route_end(c, c->resp_head_done ? c->resp_status : 0);
+	route_end(c, c->rs.head_done ? c->rs.status : 0);
 	if (c->up)
 		up_close(c->up);
 	c->up = NULL;
@@ -455,14 +455,31 @@ static void conn_error(struct conn *c, int status, const char *message, bool clo
 	const char *type = status >= 500 ? "server_error" : "invalid_request_error";
 
 	switch (status) {
-	case 400: metrics_inc(st->err_bad); break;
-	case 408: metrics_inc(st->err_408); break;
-	case 413: metrics_inc(st->err_413); break;
-	case 431: metrics_inc(st->err_431); break;
-	case 501: case 505: metrics_inc(st->err_501); break;
-	case 502: metrics_inc(st->err_502); break;
-	case 503: metrics_inc(st->err_503); break;
-	case 504: metrics_inc(st->err_504); break;
+	case 400:
+		metrics_inc(st->err_bad);
+		break;
+	case 408:
+		metrics_inc(st->err_408);
+		break;
+	case 413:
+		metrics_inc(st->err_413);
+		break;
+	case 431:
+		metrics_inc(st->err_431);
+		break;
+	case 501:
+	case 505:
+		metrics_inc(st->err_501);
+		break;
+	case 502:
+		metrics_inc(st->err_502);
+		break;
+	case 503:
+		metrics_inc(st->err_503);
+		break;
+	case 504:
+		metrics_inc(st->err_504);
+		break;
 	}
 	metrics_inc(st->resp[status / 100]);
 	route_end(c, status);
@@ -523,16 +540,17 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 	for (int n = 0; n < 64; n++) {
 		struct sockaddr_in peer;
 		socklen_t plen = sizeof(peer);
-		int fd = accept4(ev->fd, (struct sockaddr *)&peer, &plen,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd =
+		    accept4(ev->fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct conn *c;
 
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
 				/* out of descriptors or memory: stop accepting for a moment instead
 				 * of spinning on a listener that stays readable */
-				log_warn("proxy", "accept: %s: pausing accepts for %d ms", strerror(errno),
-					 PROXY_ACCEPT_PAUSE_MS);
+				log_warn("proxy", "accept: %s: pausing accepts for %d ms",
+					 strerror(errno), PROXY_ACCEPT_PAUSE_MS);
 				loop_set(p->loop, ev, 0);
 				p->accept_resume = clock_ms() + PROXY_ACCEPT_PAUSE_MS;
 			} else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
@@ -616,7 +634,8 @@ static void conn_update(struct conn *c)
 				conn_close(c);
 				return;
 			}
-			/* lingering close: our side is done, read and drop until the client closes */
+			/* lingering close: our side is done, read and drop until the client closes
+			 */
 			if (!c->cli_shut) {
 				shutdown(c->ev.fd, SHUT_WR);
 				c->cli_shut = true;
@@ -682,7 +701,7 @@ static void start_passthrough(struct conn *c)
 {
 	metrics_inc(c->p->st.passthrough);
 	c->passthrough = true;
-	c->req_tunnel = true;
+	c->rq.tunnel = true;
 	c->t_req = clock_ns();
 	request_route(c);
 }
@@ -735,20 +754,20 @@ static int request_read(struct conn *c)
 			goto bad;
 		metrics_inc(p->st.requests);
 		c->requests++;
-		snprintf(c->method, sizeof(c->method), "%.*s", (int)m.method_len, m.method);
-		c->req_keep_alive = m.keep_alive;
-		c->req_tunnel = m.upgrade || strcmp(c->method, "CONNECT") == 0;
-		c->req_body = m.body;
+		snprintf(c->rq.method, sizeof(c->rq.method), "%.*s", (int)m.method_len, m.method);
+		c->rq.keep_alive = m.keep_alive;
+		c->rq.tunnel = m.upgrade || strcmp(c->rq.method, "CONNECT") == 0;
+		c->rq.framing = m.body;
 		if (m.body == HTTP_BODY_LENGTH && m.content_length > p->o.max_body) {
 			conn_error(c, 413, "request body is larger than the proxy's limit", true);
 			return -1;
 		}
-		c->body_left = m.content_length;
+		c->rq.body_left = m.content_length;
 		if (http_write_request_head(&c->fwd, &m, m.body == HTTP_BODY_LENGTH,
-					    m.content_length, c->req_tunnel && m.upgrade) < 0)
+					    m.content_length, c->rq.tunnel && m.upgrade) < 0)
 			goto nomem;
-		c->target_off = m.method_len + 1;
-		c->target_len = m.target_len;
+		c->rq.target_off = m.method_len + 1;
+		c->rq.target_len = m.target_len;
 		if (m.body == HTTP_BODY_CHUNKED) {
 			/* the decoded length is known at the end: the head ends there */
 			c->fwd.len -= 2;
@@ -758,7 +777,7 @@ static int request_read(struct conn *c)
 		    buf_unread(&c->in) == (size_t)rc) {
 			if (buf_puts(&c->out, "HTTP/1.1 100 Continue\r\n\r\n") < 0)
 				goto nomem;
-			c->expect_sent = true;
+			c->rq.expect_sent = true;
 		}
 		buf_consume(&c->in, (size_t)rc);
 		c->head_scan = 0;
@@ -767,28 +786,28 @@ static int request_read(struct conn *c)
 	if (c->state == C_BODY) {
 		size_t n = buf_unread(&c->in);
 
-		if (c->req_body == HTTP_BODY_LENGTH) {
-			size_t take = n < c->body_left ? n : (size_t)c->body_left;
+		if (c->rq.framing == HTTP_BODY_LENGTH) {
+			size_t take = n < c->rq.body_left ? n : (size_t)c->rq.body_left;
 
 			if (buf_append(&c->body, buf_rptr(&c->in), take) < 0)
 				goto nomem;
 			buf_consume(&c->in, take);
-			c->body_left -= take;
-			if (c->body_left)
+			c->rq.body_left -= take;
+			if (c->rq.body_left)
 				return 0;
-		} else if (c->req_body == HTTP_BODY_CHUNKED) {
+		} else if (c->rq.framing == HTTP_BODY_CHUNKED) {
 			bool done = false;
-			ssize_t used = http_chunked_feed(&c->chunk, buf_rptr(&c->in), n, &c->body,
-							 &done);
+			ssize_t used =
+			    http_chunked_feed(&c->rq.chunk, buf_rptr(&c->in), n, &c->body, &done);
 
 			if (used < 0) {
 				conn_error(c, 400, "malformed chunked request body", true);
 				return -1;
 			}
 			buf_consume(&c->in, (size_t)used);
-			c->body_raw += (uint64_t)used;
-			if (c->chunk.total > p->o.max_body ||
-			    c->body_raw > 2 * (uint64_t)p->o.max_body + (64 << 10)) {
+			c->rq.body_raw += (uint64_t)used;
+			if (c->rq.chunk.total > p->o.max_body ||
+			    c->rq.body_raw > 2 * (uint64_t)p->o.max_body + (64 << 10)) {
 				conn_error(c, 413, "request body is larger than the proxy's limit",
 					   true);
 				return -1;
@@ -804,10 +823,18 @@ static int request_read(struct conn *c)
 	return 0;
 bad:
 	switch (rc) {
-	case -431: conn_error(c, 431, "request head is larger than the proxy's limit", true); break;
-	case -501: conn_error(c, 501, "unsupported transfer coding", true); break;
-	case -505: conn_error(c, 505, "unsupported HTTP version", true); break;
-	default: conn_error(c, 400, "malformed HTTP request", true); break;
+	case -431:
+		conn_error(c, 431, "request head is larger than the proxy's limit", true);
+		break;
+	case -501:
+		conn_error(c, 501, "unsupported transfer coding", true);
+		break;
+	case -505:
+		conn_error(c, 505, "unsupported HTTP version", true);
+		break;
+	default:
+		conn_error(c, 400, "malformed HTTP request", true);
+		break;
 	}
 	return -1;
 nomem:
@@ -828,40 +855,40 @@ static void request_route(struct conn *c)
 
 	for (;;) {
 		if (!c->passthrough) {
-			rq.method = c->method;
-			rq.method_len = strlen(c->method);
-			rq.target = c->fwd.data + c->target_off;
-			rq.target_len = c->target_len;
+			rq.method = c->rq.method;
+			rq.method_len = strlen(c->rq.method);
+			rq.target = c->fwd.data + c->rq.target_off;
+			rq.target_len = c->rq.target_len;
 			rq.head = c->fwd.data;
 			rq.head_len = c->fwd.len;
 			rq.body = c->body.data;
 			rq.body_len = c->body.len;
 		}
-		rq.tried = c->tried;
+		rq.tried = c->rq.tried;
 		rq.client = &c->peer;
 		idx = svc ? router_pick(p->router, svc, &rq, &c->ticket) : -ENOENT;
 		if (idx < 0) {
 			if (c->passthrough) {
 				conn_close(c);
-			} else if (c->attempts == 0) {
+			} else if (c->rq.attempts == 0) {
 				conn_error(c, 503,
 					   svc ? "the service has no endpoint"
 					       : "no service for this connection",
-					   !c->req_keep_alive);
+					   !c->rq.keep_alive);
 			} else {
 				conn_error(c, 502, "could not connect to any endpoint",
-					   !c->req_keep_alive);
+					   !c->rq.keep_alive);
 			}
 			return;
 		}
-		c->tried |= 1ULL << (idx % 64);
-		c->attempts++;
-		if (c->attempts == 1 && router_wants_usage(p->router, &c->ticket)) {
-			c->usage_on = true;
-			openai_usage_init(&c->usage);
+		c->rq.tried |= 1ULL << (idx % 64);
+		c->rq.attempts++;
+		if (c->rq.attempts == 1 && router_wants_usage(p->router, &c->ticket)) {
+			c->rs.usage_on = true;
+			openai_usage_init(&c->rs.usage);
 		}
 		snprintf(c->ep_name, sizeof(c->ep_name), "%s", svc->endpoints[idx].name);
-		if (c->attempts > 1)
+		if (c->rq.attempts > 1)
 			metrics_inc(p->st.up_retries);
 		c->up = up_take_idle(p, &svc->endpoints[idx].addr);
 		if (c->up) {
@@ -902,10 +929,10 @@ static void upstream_failed(struct conn *c, bool connect_failed)
 		request_route(c);
 		return;
 	}
-	if (reused && !c->fresh_retry) {
+	if (reused && !c->rq.fresh_retry) {
 		/* the server closed a pooled connection as we reused it: same endpoint, new
 		 * connection, once */
-		c->fresh_retry = true;
+		c->rq.fresh_retry = true;
 		metrics_inc(p->st.up_retries);
 		c->up = up_connect(p, &a);
 		if (c->up) {
@@ -920,7 +947,7 @@ static void upstream_failed(struct conn *c, bool connect_failed)
 		return;
 	}
 	metrics_inc(p->st.up_reset);
-	if (c->passthrough || c->req_tunnel) {
+	if (c->passthrough || c->rq.tunnel) {
 		conn_close(c);
 		return;
 	}
@@ -935,17 +962,17 @@ static void response_done(struct conn *c)
 	bool keep;
 
 	metrics_observe(p->st.duration, (double)(clock_ns() - c->t_req) / 1e9);
-	route_end(c, c->resp_status);
-	if (c->resp_status >= 100 && c->resp_status < 600)
-		metrics_inc(p->st.resp[c->resp_status / 100]);
+	route_end(c, c->rs.status);
+	if (c->rs.status >= 100 && c->rs.status < 600)
+		metrics_inc(p->st.resp[c->rs.status / 100]);
 	if (c->up) {
-		if (c->resp_keep_alive && !c->resp_extra)
+		if (c->rs.keep_alive && !c->rs.extra)
 			up_release(c->up);
 		else
 			up_close(c->up);
 		c->up = NULL;
 	}
-	keep = c->req_keep_alive && c->resp_keep_alive && !c->close_after && !p->draining &&
+	keep = c->rq.keep_alive && c->rs.keep_alive && !c->close_after && !p->draining &&
 	       !c->rdhup_seen;
 	request_reset(c);
 	c->t_req = 0;
@@ -964,14 +991,14 @@ static int response_frame(struct conn *c)
 {
 	struct proxy *p = c->p;
 
-	while (!c->resp_head_done && c->out_hold) {
+	while (!c->rs.head_done && c->out_hold) {
 		const char *d = c->out.data + c->out.len - c->out_hold;
 		struct http_msg m;
-		int rc = http_parse_response(d, c->out_hold, p->o.max_head, c->method, &m);
+		int rc = http_parse_response(d, c->out_hold, p->o.max_head, c->rq.method, &m);
 
 		if (rc == 0)
 			return 0;
-		if (rc < 0 || (m.status == 101 && !c->req_tunnel)) {
+		if (rc < 0 || (m.status == 101 && !c->rq.tunnel)) {
 			metrics_inc(p->st.up_bad_resp);
 			/* nothing of this response reached the client yet */
 			c->out.len -= c->out_hold;
@@ -979,48 +1006,48 @@ static int response_frame(struct conn *c)
 			conn_error(c, 502, "malformed response from the endpoint", true);
 			return -1;
 		}
-		c->resp_status = m.status;
+		c->rs.status = m.status;
 		c->out_hold -= (size_t)rc;
 		if (m.status < 200 && m.status != 101)
 			continue; /* 1xx: relayed, the real response follows */
-		c->resp_head_done = true;
-		c->resp_keep_alive = m.keep_alive;
-		c->resp_body = m.body;
-		c->resp_left = m.content_length;
+		c->rs.head_done = true;
+		c->rs.keep_alive = m.keep_alive;
+		c->rs.framing = m.body;
+		c->rs.left = m.content_length;
 		if (m.status == 101) {
 			/* switched protocols: bytes flow both ways from now on */
-			c->resp_body = HTTP_BODY_EOF;
-			c->resp_keep_alive = false;
+			c->rs.framing = HTTP_BODY_EOF;
+			c->rs.keep_alive = false;
 			c->state = C_TUNNEL;
 			c->out_hold = 0;
 			return 0;
 		}
 	}
-	if (!c->resp_head_done)
+	if (!c->rs.head_done)
 		return 0;
-	switch (c->resp_body) {
+	switch (c->rs.framing) {
 	case HTTP_BODY_NONE:
 		break;
 	case HTTP_BODY_LENGTH: {
-		size_t take = c->out_hold < c->resp_left ? c->out_hold : (size_t)c->resp_left;
+		size_t take = c->out_hold < c->rs.left ? c->out_hold : (size_t)c->rs.left;
 
-		if (c->usage_on)
-			openai_usage_feed(&c->usage, c->out.data + c->out.len - c->out_hold, take);
-		c->resp_left -= take;
+		if (c->rs.usage_on)
+			openai_usage_feed(&c->rs.usage, c->out.data + c->out.len - c->out_hold,
+					  take);
+		c->rs.left -= take;
 		c->out_hold -= take;
-		if (c->resp_left)
+		if (c->rs.left)
 			return 0;
 		break;
 	}
 	case HTTP_BODY_CHUNKED: {
 		bool done = false;
-		struct buf *dec = c->usage_on ? &p->scratch : NULL;
-		ssize_t used = http_chunked_feed(&c->resp_chunk,
-						 c->out.data + c->out.len - c->out_hold,
-						 c->out_hold, dec, &done);
+		struct buf *dec = c->rs.usage_on ? &p->scratch : NULL;
+		ssize_t used = http_chunked_feed(
+		    &c->rs.chunk, c->out.data + c->out.len - c->out_hold, c->out_hold, dec, &done);
 
 		if (dec) {
-			openai_usage_feed(&c->usage, buf_rptr(dec), buf_unread(dec));
+			openai_usage_feed(&c->rs.usage, buf_rptr(dec), buf_unread(dec));
 			buf_reset(dec);
 		}
 		if (used < 0) {
@@ -1028,7 +1055,7 @@ static int response_frame(struct conn *c)
 			metrics_inc(p->st.up_bad_resp);
 			c->out.len -= c->out_hold;
 			c->out_hold = 0;
-			c->resp_keep_alive = false;
+			c->rs.keep_alive = false;
 			c->close_after = true;
 			return 1;
 		}
@@ -1038,8 +1065,8 @@ static int response_frame(struct conn *c)
 		break;
 	}
 	case HTTP_BODY_EOF:
-		if (c->usage_on)
-			openai_usage_feed(&c->usage, c->out.data + c->out.len - c->out_hold,
+		if (c->rs.usage_on)
+			openai_usage_feed(&c->rs.usage, c->out.data + c->out.len - c->out_hold,
 					  c->out_hold);
 		c->out_hold = 0;
 		return 0; /* ends when the upstream closes */
@@ -1050,7 +1077,7 @@ static int response_frame(struct conn *c)
 		c->out.len -= c->out_hold;
 		c->out.data[c->out.len] = '\0';
 		c->out_hold = 0;
-		c->resp_extra = true;
+		c->rs.extra = true;
 	}
 	return 1;
 }
@@ -1058,9 +1085,9 @@ static int response_frame(struct conn *c)
 /* Can the rest of this response body go by splice(2)? */
 static bool splice_ok(const struct conn *c)
 {
-	return c->p->o.relay == PROXY_RELAY_SPLICE && c->resp_head_done &&
-	       ((c->resp_body == HTTP_BODY_LENGTH && c->resp_left >= PROXY_SPLICE_MIN) ||
-		c->resp_body == HTTP_BODY_EOF) &&
+	return c->p->o.relay == PROXY_RELAY_SPLICE && c->rs.head_done &&
+	       ((c->rs.framing == HTTP_BODY_LENGTH && c->rs.left >= PROXY_SPLICE_MIN) ||
+		c->rs.framing == HTTP_BODY_EOF) &&
 	       !out_sendable(c) && !c->out_hold;
 }
 
@@ -1089,20 +1116,20 @@ static int response_pump(struct conn *c)
 		if (out_sendable(c) >= PROXY_HIGH_WATER || c->pipe_bytes)
 			return 0; /* wait for the client */
 		if (splice_ok(c) && pipe_open(c) == 0) {
-			size_t want = c->resp_body == HTTP_BODY_LENGTH ? (size_t)c->resp_left
-								       : PROXY_PIPE_SIZE;
+			size_t want = c->rs.framing == HTTP_BODY_LENGTH ? (size_t)c->rs.left
+									: PROXY_PIPE_SIZE;
 
 			if (want > PROXY_PIPE_SIZE)
 				want = PROXY_PIPE_SIZE;
 			n = splice(c->up->ev.fd, NULL, c->pipe[1], NULL, want,
 				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n > 0) {
-				c->resp_started = true;
+				c->rs.started = true;
 				c->pipe_bytes += (size_t)n;
 				moved += (size_t)n;
-				if (c->resp_body == HTTP_BODY_LENGTH) {
-					c->resp_left -= (uint64_t)n;
-					if (!c->resp_left)
+				if (c->rs.framing == HTTP_BODY_LENGTH) {
+					c->rs.left -= (uint64_t)n;
+					if (!c->rs.left)
 						response_done(c);
 				}
 				continue;
@@ -1117,7 +1144,7 @@ static int response_pump(struct conn *c)
 			if (n > 0) {
 				int r;
 
-				c->resp_started = true;
+				c->rs.started = true;
 				c->out.len += (size_t)n;
 				c->out.data[c->out.len] = '\0';
 				c->out_hold += (size_t)n;
@@ -1133,20 +1160,20 @@ static int response_pump(struct conn *c)
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return 0;
 		/* EOF or error from the upstream */
-		if (!c->resp_started) {
+		if (!c->rs.started) {
 			upstream_failed(c, false);
 			return -1;
 		}
 		up_close(c->up);
 		c->up = NULL;
-		if (n == 0 && c->resp_head_done && c->resp_body == HTTP_BODY_EOF) {
-			c->resp_keep_alive = false;
+		if (n == 0 && c->rs.head_done && c->rs.framing == HTTP_BODY_EOF) {
+			c->rs.keep_alive = false;
 			response_done(c);
 			return 0;
 		}
 		/* a truncated response: cut the client too */
 		metrics_inc(p->st.up_reset);
-		if (!c->resp_head_done && c->out_hold) {
+		if (!c->rs.head_done && c->out_hold) {
 			c->out.len -= c->out_hold;
 			c->out.data[c->out.len] = '\0';
 			c->out_hold = 0;
@@ -1310,7 +1337,7 @@ static void conn_progress(struct conn *c)
 			if (r < 0)
 				break;
 			if (r == 1) {
-				if (c->req_tunnel) {
+				if (c->rq.tunnel) {
 					c->state = C_TUNNEL;
 					c->deadline = clock_ms() + (uint64_t)p->o.idle_timeout_ms;
 					if (!c->passthrough)
@@ -1374,8 +1401,8 @@ static void conn_cb(struct loop_ev *ev, uint32_t events)
 		for (int i = 0; i < 4; i++) {
 			ssize_t n;
 
-			if (buf_unread(&c->in) >= PROXY_HIGH_WATER &&
-			    c->state != C_HEAD && c->state != C_BODY)
+			if (buf_unread(&c->in) >= PROXY_HIGH_WATER && c->state != C_HEAD &&
+			    c->state != C_BODY)
 				break; /* pipelined bytes wait for the response to end */
 			if (buf_reserve(&c->in, 16 << 10) < 0) {
 				conn_close(c);
@@ -1457,11 +1484,11 @@ static void upstream_cb(struct loop_ev *ev, uint32_t events)
 			conn_progress(c);
 			return;
 		}
-		if (!c->req_tunnel) {
+		if (!c->rq.tunnel) {
 			if (up_has_request_bytes(c)) {
 				/* stop sending; the connection cannot be reused after this */
 				c->fwd_sent = c->fwd.len + c->body.len;
-				c->resp_extra = true;
+				c->rs.extra = true;
 			}
 			c->state = C_RESP;
 		}
@@ -1532,7 +1559,7 @@ void proxy_tick(struct proxy *p)
 			break;
 		case C_SEND:
 		case C_RESP:
-			if (!c->resp_started) {
+			if (!c->rs.started) {
 				/* the endpoint took the request but says nothing */
 				conn_error(c, 504, "the endpoint did not answer in time", true);
 				conn_update(c);
@@ -1601,15 +1628,15 @@ bool proxy_draining(const struct proxy *p)
 static void stats_init(struct proxy *p, struct metrics *m)
 {
 	static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-					0.25,	0.5,   1,      2.5,   5,    10,	   30,	  60};
+					0.25,	0.5,   1,      2.5,   5,    10,	   30,	 60};
 	static const char *const cls[] = {"", "1xx", "2xx", "3xx", "4xx", "5xx"};
 	struct stats *s = &p->st;
 	char lb[32];
 
 	s->accepted = metrics_counter(m, "kvsplice_connections_accepted_total", NULL,
 				      "Client connections accepted.");
-	s->active = metrics_gauge(m, "kvsplice_connections_active", NULL,
-				  "Client connections open now.");
+	s->active =
+	    metrics_gauge(m, "kvsplice_connections_active", NULL, "Client connections open now.");
 	s->requests = metrics_counter(m, "kvsplice_requests_total", NULL,
 				      "HTTP requests read from clients (complete heads).");
 	for (int i = 1; i < 6; i++) {
@@ -1654,9 +1681,10 @@ static void stats_init(struct proxy *p, struct metrics *m)
 				     "Upstream connections idle in the pool.");
 	s->bytes_up = metrics_counter(m, "kvsplice_relay_bytes_total", "direction=\"upstream\"",
 				      "Bytes relayed, by direction.");
-	s->bytes_down = metrics_counter(m, "kvsplice_relay_bytes_total",
-					"direction=\"downstream\"", "Bytes relayed, by direction.");
-	s->draining = metrics_gauge(m, "kvsplice_draining", NULL, "1 while draining after SIGTERM.");
+	s->bytes_down = metrics_counter(m, "kvsplice_relay_bytes_total", "direction=\"downstream\"",
+					"Bytes relayed, by direction.");
+	s->draining =
+	    metrics_gauge(m, "kvsplice_draining", NULL, "1 while draining after SIGTERM.");
 	s->duration = metrics_histogram(m, "kvsplice_request_duration_seconds", NULL,
 					"From the first request byte to the last response byte.",
 					bounds, (int)(sizeof(bounds) / sizeof(bounds[0])));
