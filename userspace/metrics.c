@@ -38,6 +38,7 @@ struct metrics {
 	size_t n, cap;
 	struct collector *c;
 	size_t nc;
+	int failed; /* registrations refused (metrics_failed) */
 };
 
 int metrics_new(struct metrics **out)
@@ -99,6 +100,7 @@ uint64_t *metrics_counter(struct metrics *m, const char *name, const char *label
 {
 	struct series *s = series_add(m, S_COUNTER, name, labels, help);
 
+	m->failed += !s;
 	return s ? &s->v.counter : NULL;
 }
 
@@ -106,7 +108,13 @@ int64_t *metrics_gauge(struct metrics *m, const char *name, const char *labels, 
 {
 	struct series *s = series_add(m, S_GAUGE, name, labels, help);
 
+	m->failed += !s;
 	return s ? &s->v.gauge : NULL;
+}
+
+int metrics_failed(const struct metrics *m)
+{
+	return m->failed;
 }
 
 struct metrics_hist *metrics_histogram(struct metrics *m, const char *name, const char *labels,
@@ -115,18 +123,19 @@ struct metrics_hist *metrics_histogram(struct metrics *m, const char *name, cons
 	struct metrics_hist *h;
 	struct series *s;
 
-	if (nb <= 0 || nb > HIST_MAX_BOUNDS)
+	if (nb <= 0 || nb > HIST_MAX_BOUNDS) {
+		m->failed++;
 		return NULL;
+	}
 	h = calloc(1, sizeof(*h));
-	if (!h)
-		return NULL;
-	h->nb = nb;
-	memcpy(h->bounds, bounds, (size_t)nb * sizeof(*bounds));
-	s = series_add(m, S_HIST, name, labels, help);
+	s = h ? series_add(m, S_HIST, name, labels, help) : NULL;
 	if (!s) {
+		m->failed++;
 		free(h);
 		return NULL;
 	}
+	h->nb = nb;
+	memcpy(h->bounds, bounds, (size_t)nb * sizeof(*bounds));
 	s->hist = h;
 	return h;
 }

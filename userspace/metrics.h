@@ -33,6 +33,10 @@ int64_t *metrics_gauge(struct metrics *m, const char *name, const char *labels, 
 struct metrics_hist *metrics_histogram(struct metrics *m, const char *name, const char *labels,
 				       const char *help, const double *bounds, int nb);
 
+/* Registrations (counter, gauge, histogram) refused since creation (out of memory, bad bounds):
+ * a module that registers several series checks this once instead of every pointer. */
+int metrics_failed(const struct metrics *m);
+
 /* Adds to a counter or gauge (relaxed atomic). */
 static inline void metrics_add(uint64_t *c, uint64_t n)
 {

@@ -1690,16 +1690,6 @@ static void stats_init(struct proxy *p, struct metrics *m)
 					bounds, (int)(sizeof(bounds) / sizeof(bounds[0])));
 }
 
-static bool stats_ok(const struct stats *s)
-{
-	const void *const *p = (const void *const *)s;
-
-	for (size_t i = 0; i < sizeof(*s) / sizeof(void *); i++)
-		if (!p[i])
-			return false;
-	return true;
-}
-
 int proxy_new(const struct proxy_opts *o, struct loop *loop, struct metrics *m, struct router *r,
 	      struct proxy **out)
 {
@@ -1712,7 +1702,7 @@ int proxy_new(const struct proxy_opts *o, struct loop *loop, struct metrics *m, 
 	p->loop = loop;
 	p->router = r;
 	stats_init(p, m);
-	if (!stats_ok(&p->st))
+	if (metrics_failed(m))
 		goto cleanup;
 	for (int i = 0; i < o->nlisten; i++) {
 		struct listener *l = &p->l[i];

@@ -27,7 +27,9 @@ int main(void)
 	c2 = metrics_counter(m, "x_total", "k=\"b\"", "X things.");
 	h = metrics_histogram(m, "lat_seconds", NULL, "Latency.", bounds, 2);
 	CHECK(c1 && c2 && g && h, "series registered");
+	CHECK_EQ(metrics_failed(m), 0, "no registration refused so far");
 	CHECK(!metrics_histogram(m, "bad", NULL, "", bounds, 0), "histogram without bounds refused");
+	CHECK_EQ(metrics_failed(m), 1, "a refused registration is counted (metrics_failed)");
 	metrics_inc(c1);
 	metrics_add(c2, 5);
 	metrics_gauge_add(g, -3);
