@@ -1,36 +1,43 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Builds a simulated Kubernetes node in network namespaces (see lib.sh for the layout):
-#   up.sh [--workers N] [--kvsplice|--no-kvsplice] [--worker-cmd CMD]
+#   up.sh [--nodes K] [--workers N] [--kvsplice|--no-kvsplice] [--worker-cmd CMD]
+# --nodes K        K nodes on one cluster network, each with its own client pod, client cgroup,
+#                  Service DNAT and kvsplice, all in front of the same workers (default 1)
 # --workers N      worker pods (default 2)
-# --kvsplice       start build/kvsplice in the node namespace (default when it is built)
+# --kvsplice       start build/kvsplice in every node namespace (default when it is built)
 # --no-kvsplice    the Service is served by the nftables DNAT only (plain kube-proxy behaviour)
 # --worker-cmd CMD what each worker pod runs; {id} {port} {events_port} {replay_port} are
 #                  replaced. Default: build/kvsim when built (env KVS_WORKER=kvsim|testworker
 #                  forces one), else tests/node/testworker.py. kvsim's --time-scale is
 #                  $KVS_TIME_SCALE (default 1).
-# Writes $RUN_DIR/services.json (what kvsplice serves), $RUN_DIR/env (names for scripts),
-# $RUN_DIR/kvsplice.pid. Set KVS_TESTBED_ID to run several testbeds side by side.
-# On any failure everything is removed again (down.sh).
+# Writes $RUN_DIR/services.json (what every kvsplice serves), $RUN_DIR/env (names for scripts),
+# $RUN_DIR/kvsplice.pid (kvsplice2.pid ... on nodes 2..K). Set KVS_TESTBED_ID to run several
+# testbeds side by side. On any failure everything, every node, is removed again (down.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
+nodes=1
 workers=2
 with_kvsplice=auto
 worker_cmd=${KVS_WORKER_CMD:-}
 while [ $# -gt 0 ]; do
 	case $1 in
+	--nodes) nodes=$2; shift ;;
 	--workers) workers=$2; shift ;;
 	--kvsplice) with_kvsplice=yes ;;
 	--no-kvsplice) with_kvsplice=no ;;
 	--worker-cmd) worker_cmd=$2; shift ;;
-	-h | --help) sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "up.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
 done
 [[ $workers =~ ^[0-9]+$ ]] && [ "$workers" -ge 1 ] && [ "$workers" -le 200 ] ||
 	{ echo "up.sh: --workers must be 1..200" >&2; exit 2; }
+# Node I's pod range is 10.244.I.0/24; a worker has one veth per node.
+[[ $nodes =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 32 ] ||
+	{ echo "up.sh: --nodes must be 1..32" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "up.sh: needs root" >&2; exit 1; }
 [ -n "$CG2_ROOT" ] || { echo "up.sh: no cgroup2 mount" >&2; exit 1; }
 if [ "$with_kvsplice" = auto ]; then
@@ -59,41 +66,76 @@ trap 'rc=$?; [ $rc -eq 0 ] || "$KVS_ROOT/tests/node/down.sh" >/dev/null 2>&1; ex
 trap 'exit 130' INT TERM
 mkdir -p "$RUN_DIR"
 echo "$workers" >"$RUN_DIR/workers"
+echo "$nodes" >"$RUN_DIR/nodes"
 
-# --- the node -----------------------------------------------------------------------------------
-ip netns add "$NS_NODE"
-ip -n "$NS_NODE" link set lo up
-kvs_in "$NS_NODE" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
-	net.ipv4.conf.default.rp_filter=0
-# The node-local proxy address (as node-local-dns does with 169.254.20.10).
-ip -n "$NS_NODE" addr add "$PROXY_IP/32" dev lo
-# A route for the Service range, so that the node's own processes (hostNetwork pods, kvsplice)
-# reach ClusterIPs through the DNAT in the output hook, as a node's default route allows.
-ip -n "$NS_NODE" route add 10.96.0.0/12 dev lo
-
-# add_pod NS IP NODE_DEV: a pod namespace wired to the node by a veth, routed via 10.244.0.1.
-add_pod() {
-	local ns=$1 ip=$2 dev=$3
+# --- the nodes ----------------------------------------------------------------------------------
+for n in $(seq "$nodes"); do
+	ns=$(ns_node "$n")
 	ip netns add "$ns"
-	ip -n "$NS_NODE" -batch - <<-EOF
-		link add $dev type veth peer name eth0 netns $ns
-		addr add $NODE_POD_GW/32 dev $dev
+	ip -n "$ns" link set lo up
+	kvs_in "$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
+		net.ipv4.conf.default.rp_filter=0
+	# The node-local proxy address (as node-local-dns does with 169.254.20.10), the same on
+	# every node.
+	ip -n "$ns" addr add "$PROXY_IP/32" dev lo
+	# A route for the Service range, so that the node's own processes (hostNetwork pods,
+	# kvsplice) reach ClusterIPs through the DNAT in the output hook, as a node's default route
+	# allows.
+	ip -n "$ns" route add 10.96.0.0/12 dev lo
+done
+
+# link_pod NS IP NODE NODE_DEV POD_DEV: a veth from node NODE (side NODE_DEV, carrying the node's
+# pod gateway address) to pod namespace NS (side POD_DEV), and the node's /32 route to the pod.
+link_pod() {
+	local ns=$1 ip=$2 node=$3 dev=$4 pdev=$5
+	ip -n "$(ns_node "$node")" -batch - <<-EOF
+		link add $dev type veth peer name $pdev netns $ns
+		addr add $(pod_gw "$node")/32 dev $dev
 		link set $dev up
 		route add $ip/32 dev $dev
 	EOF
+}
+# add_pod NS IP NODE NODE_DEV: a pod namespace wired to its node by a veth (eth0), routed via the
+# node's pod gateway (10.244.0.1 on node 1).
+add_pod() {
+	local ns=$1 ip=$2 node=$3 dev=$4 gw
+	gw=$(pod_gw "$node")
+	ip netns add "$ns"
+	link_pod "$ns" "$ip" "$node" "$dev" eth0
 	# Pods, Services and the node-local proxy address are reached through the node; nothing else.
 	ip -n "$ns" -batch - <<-EOF
 		link set lo up
 		addr add $ip/32 dev eth0
 		link set eth0 up
-		route add $NODE_POD_GW/32 dev eth0 scope link
-		route add 10.0.0.0/8 via $NODE_POD_GW dev eth0
-		route add $PROXY_IP/32 via $NODE_POD_GW dev eth0
+		route add $gw/32 dev eth0 scope link
+		route add 10.0.0.0/8 via $gw dev eth0
+		route add $PROXY_IP/32 via $gw dev eth0
 	EOF
 }
-add_pod "$NS_CLIENT" "$CLIENT_IP" vc
+# add_worker I: worker pod I, homed on node 1 (eth0, as on a one-node testbed), with a veth
+# eth<N-1> to every other node N over which node N's pod range goes back: node N reaches the
+# worker directly, and the answers (to node N's pods and to node N itself: its kvsplice's upstream
+# connections, event subscriptions and scrapes) leave the way they came, where node N's conntrack
+# expects them.
+add_worker() {
+	local ns n gw
+	ns=$(ns_worker "$1")
+	add_pod "$ns" "$(worker_ip "$1")" 1 "vw$1"
+	for n in $(seq 2 "$nodes"); do
+		gw=$(pod_gw "$n")
+		link_pod "$ns" "$(worker_ip "$1")" "$n" "vw$1" "eth$((n - 1))"
+		ip -n "$ns" -batch - <<-EOF
+			link set eth$((n - 1)) up
+			route add $gw/32 dev eth$((n - 1)) scope link
+			route add 10.244.$n.0/24 via $gw dev eth$((n - 1))
+		EOF
+	done
+}
+for n in $(seq "$nodes"); do
+	add_pod "$(ns_client "$n")" "$(client_ip "$n")" "$n" vc
+done
 for i in $(seq "$workers"); do
-	add_pod "$(ns_worker "$i")" "$(worker_ip "$i")" "vw$i"
+	add_worker "$i"
 done
 
 # --- the Service: kube-proxy's nftables mode, a random endpoint per connection -------------------
@@ -121,7 +163,10 @@ done
 	done
 	echo "}"
 } >"$RUN_DIR/nat.nft"
-kvs_in "$NS_NODE" nft -f "$RUN_DIR/nat.nft"
+# kube-proxy programs the same rules on every node.
+for n in $(seq "$nodes"); do
+	kvs_in "$(ns_node "$n")" nft -f "$RUN_DIR/nat.nft"
+done
 
 # --- workers ------------------------------------------------------------------------------------
 eps=""
@@ -153,10 +198,17 @@ for i in $(seq "$workers"); do
 		tail -n 20 "$RUN_DIR/w$i.log" >&2
 		false
 	fi
+	# ... and every other node reaches it over its own veth.
+	for n in $(seq 2 "$nodes"); do
+		kvs_in "$(ns_node "$n")" bash -c "exec 3<>/dev/tcp/$(worker_ip "$i")/$SVC_PORT" 2>/dev/null ||
+			{ echo "up.sh: node $n does not reach worker w$i" >&2; false; }
+	done
 done
 
-# --- the client pod's cgroup --------------------------------------------------------------------
-mkdir -p "$CG_CLIENTS"
+# --- the client pods' cgroups -------------------------------------------------------------------
+for n in $(seq "$nodes"); do
+	mkdir -p "$(cg_clients "$n")"
+done
 
 cat >"$RUN_DIR/env" <<EOF
 NS_NODE=$NS_NODE
@@ -168,10 +220,30 @@ PROXY=$PROXY_IP:$PROXY_PORT
 ADMIN=$ADMIN_ADDR
 WORKERS=$workers
 WORKER_CMD="$worker_cmd"
+NODES=$nodes
 EOF
+for n in $(seq 2 "$nodes"); do
+	cat >>"$RUN_DIR/env" <<-EOF
+		NS_NODE$n=$(ns_node "$n")
+		NS_CLIENT$n=$(ns_client "$n")
+		CG_CLIENTS$n=$(cg_clients "$n")
+		PIN_DIR$n=$(pin_dir "$n")
+	EOF
+done
 
 if [ "$with_kvsplice" = yes ]; then
-	kvs_start_kvsplice
+	for n in $(seq "$nodes"); do
+		KVS_NODE=$n kvs_start_kvsplice
+	done
 fi
-echo "testbed${KVS_SFX:+ $KVS_SFX} up: $workers workers, Service $SVC_IP:$SVC_PORT," \
-	"kvsplice $([ "$with_kvsplice" = yes ] && echo "pid $(cat "$RUN_DIR/kvsplice.pid")" || echo off)"
+if [ "$nodes" = 1 ]; then
+	echo "testbed${KVS_SFX:+ $KVS_SFX} up: $workers workers, Service $SVC_IP:$SVC_PORT," \
+		"kvsplice $([ "$with_kvsplice" = yes ] && echo "pid $(cat "$RUN_DIR/kvsplice.pid")" || echo off)"
+else
+	pids=""
+	if [ "$with_kvsplice" = yes ]; then
+		for n in $(seq "$nodes"); do pids+=" $(cat "$(kvs_pid_file "$n")")"; done
+	fi
+	echo "testbed${KVS_SFX:+ $KVS_SFX} up: $nodes nodes, $workers workers, Service $SVC_IP:$SVC_PORT," \
+		"kvsplice $([ -n "$pids" ] && echo "pids$pids" || echo off)"
+fi
