@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-/* kvbench: the seeds' workload (TARGETS.md) against one URL or a list of URLs. Closed-loop
- * clients on one epoll loop, a new connection per request (unless --keep-alive), streaming
- * /v1/completions to measure TTFT; hit = usage.prompt_tokens_details.cached_tokens > 0. See
- * `kvbench --help`. Table on stdout, progress on stderr, --json for machines. */
+/* kvbench: the seeds' workload (TARGETS.md), or a Mooncake-format trace replayed open-loop at its
+ * own timestamps (--trace, trace.h), against one URL or a list of URLs. Everything runs on one
+ * epoll loop: the seeds' workload as closed-loop clients, a trace as one request per row sent when
+ * its time comes (a timerfd wakes the loop), whether or not earlier ones have finished. A new
+ * connection per request (unless --keep-alive), streaming /v1/completions to measure TTFT;
+ * hit = usage.prompt_tokens_details.cached_tokens > 0. See `kvbench --help`. Table on stdout,
+ * progress on stderr, --json for machines. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -17,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -35,10 +41,15 @@
 #include "policy.h"
 #include "router.h"
 #include "tokenizer.h"
+#include "trace.h"
 #include "workload.h"
 
 #define MAX_TARGETS 64
 #define MAX_WORKERS 256
+/* tokens per KV block of the workers (vLLM's default): the unit of the trace's ideal ratio */
+#ifndef KVBENCH_KV_BLOCK
+#define KVBENCH_KV_BLOCK 16
+#endif
 
 /* How a request picks its URL: kube-proxy's per-connection random choice or round-robin (the
  * Service baselines), or a kvsplice routing policy run client-side through the same router code
@@ -74,6 +85,14 @@ struct opts {
 	double time_scale; /* the workers' --time-scale: times are reported in model time */
 	struct wl_opts wl;
 	bool requests_set;
+	/* --trace: replay a trace instead of the seeds' workload */
+	const char *trace;
+	uint32_t trace_bt;	    /* --trace-block-tokens: tokens per hash id (512) */
+	size_t trace_start;	    /* --trace-start: rows skipped (0) */
+	size_t trace_limit;	    /* --trace-limit: rows replayed at most (0: all) */
+	double trace_speedup;	    /* --trace-speedup: the schedule runs this much faster (1) */
+	uint64_t max_prompt_tokens; /* --max-prompt-tokens: refuse longer prompts (0: no limit) */
+	uint32_t trace_max_output;  /* --trace-max-output: max_tokens cap (0: none) */
 };
 
 enum cstate { S_CONNECT, S_SEND, S_HEAD, S_BODY };
@@ -89,6 +108,7 @@ struct cconn {
 	bool server_keep_alive;
 	/* the request */
 	long k;		/* request index; -1 - prefix for a warm-up */
+	double t_sched; /* trace: when it was due (now_s() clock) */
 	double t0, t_first;
 	long cached, prompt;
 	bool done_stream, got_usage;
@@ -98,23 +118,38 @@ struct cconn {
 
 struct result {
 	long k;
-	uint32_t prefix;
+	uint32_t prefix; /* the seeds' workload: its prefix type */
 	bool ok;
 	double ttft_ms, total_ms;
+	double lag_ms; /* trace: how late it was sent (wall clock) */
 	long cached, prompt;
-	int worker; /* index into the worker names, -1 unknown */
+	long expect; /* trace: the prompt length sent (-1: not known) */
+	int worker;  /* index into the worker names, -1 unknown */
 };
 
 struct run_stats {
 	size_t requests, errors, hits;
 	double cached_ratio, hit_rate, ttft_p50, ttft_p99, hit_p50, miss_p50, req_per_s,
 		workers_per_prefix, metrics_ratio, wall_s;
+	double e2e_p50, e2e_p99;	     /* end-to-end latency, model ms */
+	double lag_p50, lag_p99, lag_max;    /* trace: send lag, wall ms */
+	double prompt_tokens, cached_tokens; /* usage figures of the answered requests, summed */
+	double prompt_mismatches;	     /* trace: usage.prompt_tokens != the length sent */
+	double per_worker[MAX_WORKERS];	     /* requests answered by each named worker */
+	double worker_max_mean;		     /* max / mean of per_worker */
 	bool has_metrics;
 };
 
 struct bench {
 	struct opts o;
 	struct workload wl;
+	struct trace tr;	  /* --trace: the replayed rows */
+	double *offset;		  /* trace: each row's send time, s after the run's start (wall) */
+	uint32_t *scratch;	  /* trace: room for the longest prompt's token ids */
+	struct trace_reuse ideal; /* trace: its own reuse with an infinite cache */
+	size_t clamped;		  /* trace: rows whose lengths did not fit their hash ids */
+	int tfd;		  /* trace: timerfd armed at the next row's send time */
+	struct buf tbody;	  /* trace: the body being sent */
 	char **bodies;	  /* request bodies, measured */
 	char **wbodies;	  /* warm-up bodies */
 	int ep;
@@ -136,6 +171,7 @@ struct bench {
 };
 
 static char g_events_tag; /* epoll data of the events fd */
+static char g_timer_tag;  /* epoll data of the trace's timerfd */
 
 static double now_s(void)
 {
@@ -291,12 +327,55 @@ static void reset_caches(struct bench *b)
 
 /* --- one request on one connection --------------------------------------------------------- */
 
+/* The prebuilt body of request k of the seeds' workload (k < 0: warm-up -1 - k). */
 static const char *body_of(struct bench *b, long k)
 {
 	return k >= 0 ? b->bodies[k] : b->wbodies[-1 - k];
 }
 
-static int pick_target(struct bench *b, long k, struct cconn *c)
+/* Writes v in decimal at out (room for 10 bytes). Returns the bytes written. */
+static size_t put_u32(char *out, uint32_t v)
+{
+	char tmp[10];
+	size_t n = 0, i = 0;
+
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	while (n)
+		out[i++] = tmp[--n];
+	return i;
+}
+
+/* Builds the /v1/completions body of trace row k into out (emptied first): its prompt as a list
+ * of token ids (trace.h), max_tokens from its output_length, streamed with usage. Built when the
+ * row is sent rather than up front, since a whole trace's bodies can take gigabytes; the ids are
+ * written by hand because printf per id would add to the send lag. Returns 0 or -ENOMEM. */
+static int trace_body(struct bench *b, size_t k, struct buf *out)
+{
+	const struct trace_row *r = &b->tr.rows[k];
+	uint64_t n = trace_prompt_len(r, b->o.trace_bt, NULL);
+
+	buf_reset(out);
+	trace_prompt(&b->tr, r, b->o.trace_bt, b->scratch);
+	if (buf_puts(out, "{\"model\":") || buf_json_str(out, b->o.model, strlen(b->o.model)) ||
+	    buf_puts(out, ",\"prompt\":[") || buf_reserve(out, n * 11 + 1))
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++) {
+		if (i)
+			out->data[out->len++] = ',';
+		out->len += put_u32(out->data + out->len, b->scratch[i]);
+	}
+	out->data[out->len] = '\0';
+	return buf_printf(out,
+			  "],\"max_tokens\":%u,\"temperature\":0,\"ignore_eos\":true,"
+			  "\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+			  trace_max_tokens(r, b->o.trace_bt, b->o.trace_max_output));
+}
+
+/* The index of the URL a new connection for body (blen bytes) goes to, by --spread; a policy
+ * --spread fills c->ticket. Never fails: a router without an answer gives URL 0. */
+static int pick_target(struct bench *b, const char *body, size_t blen, struct cconn *c)
 {
 	if (b->o.nt == 1)
 		return 0;
@@ -304,11 +383,13 @@ static int pick_target(struct bench *b, long k, struct cconn *c)
 	case SPREAD_RR:
 		return (int)(b->rr++ % (uint64_t)b->o.nt);
 	case SPREAD_ROUTER: {
-		const char *body = body_of(b, k),
-			   *path = b->o.chat ? "/v1/chat/completions" : "/v1/completions";
-		struct router_request rq = {.method = "POST", .method_len = 4, .target = path,
-					    .target_len = strlen(path), .body = body,
-					    .body_len = strlen(body)};
+		const char *path = b->o.chat ? "/v1/chat/completions" : "/v1/completions";
+		struct router_request rq = {.method = "POST",
+					    .method_len = 4,
+					    .target = path,
+					    .target_len = strlen(path),
+					    .body = body,
+					    .body_len = blen};
 		int w;
 
 		if (b->ev) /* the newest events first, as the daemon's loop would have them */
@@ -349,13 +430,32 @@ static int worker_index(struct bench *b, const char *name)
 	return b->wnames[b->nw] ? b->nw++ : -1;
 }
 
+static void request_end(struct bench *b, struct cconn *c, bool ok);
+
+/* Starts request k (>= 0: measured, < 0: warm-up -1 - k) on c: a new connection to the URL
+ * pick_target chooses (or c's kept-alive one), the request queued for the first EPOLLOUT. A trace
+ * row's body is built here; when that fails for memory the request ends at once as failed. */
 static void request_start(struct bench *b, struct cconn *c, long k)
 {
-	const char *body = body_of(b, k);
-	size_t blen = strlen(body);
+	const char *body;
+	size_t blen;
 	struct epoll_event e = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
 	const struct target *t;
 
+	if (k >= 0 && b->o.trace) {
+		if (trace_body(b, (size_t)k, &b->tbody)) {
+			c->k = k;
+			c->t0 = c->t_first = now_s();
+			c->cached = c->prompt = -1;
+			request_end(b, c, false);
+			return;
+		}
+		body = b->tbody.data;
+		blen = b->tbody.len;
+	} else {
+		body = body_of(b, k);
+		blen = strlen(body);
+	}
 	c->k = k;
 	c->t0 = now_s();
 	c->t_first = 0;
@@ -369,7 +469,7 @@ static void request_start(struct bench *b, struct cconn *c, long k)
 	c->head_len = 0;
 	memset(&c->ch, 0, sizeof(c->ch));
 	if (c->fd < 0) {
-		c->target = pick_target(b, k, c);
+		c->target = pick_target(b, body, blen, c);
 		c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		int one = 1;
 		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -466,6 +566,9 @@ static bool response_feed(struct bench *b, struct cconn *c, bool eof)
 								       : sizeof(c->worker) - 1;
 			memcpy(c->worker, h->value, l);
 			c->worker[l] = '\0';
+		} else if (b->o.trace) {
+			/* not kvsim: a trace's per-worker counts go by the URL it was sent to */
+			snprintf(c->worker, sizeof(c->worker), "%s", b->o.t[c->target].hostport);
 		}
 		c->server_keep_alive = c->m.keep_alive;
 		c->head_len = (size_t)n;
@@ -520,11 +623,17 @@ static void request_end(struct bench *b, struct cconn *c, bool ok)
 
 		router_done(b->router, &c->ticket, &ro);
 	}
-	if (c->k >= 0) {
+	/* (a request left over from a run that timed out may end in the next: not counted past the
+	 * results' room) */
+	if (c->k >= 0 && b->nres < (b->o.trace ? b->tr.n : b->wl.o.requests)) {
 		struct result *r = &b->res[b->nres++];
 
 		r->k = c->k;
-		r->prefix = b->wl.reqs[c->k].prefix;
+		r->prefix = b->o.trace ? 0 : b->wl.reqs[c->k].prefix;
+		r->lag_ms = b->o.trace ? (c->t0 - c->t_sched) * 1000 : 0;
+		r->expect = b->o.trace
+				? (long)trace_prompt_len(&b->tr.rows[c->k], b->o.trace_bt, NULL)
+				: -1;
 		r->ok = ok;
 		r->ttft_ms = c->t_first > 0 ? (c->t_first - c->t0) * 1000 : 0;
 		r->total_ms = (t - c->t0) * 1000;
@@ -534,7 +643,7 @@ static void request_end(struct bench *b, struct cconn *c, bool ok)
 	}
 	b->ndone++;
 	bool keep = ok && b->o.keep_alive && c->server_keep_alive && buf_unread(&c->in) == 0;
-	if (!keep) {
+	if (!keep && c->fd >= 0) {
 		epoll_ctl(b->ep, EPOLL_CTL_DEL, c->fd, NULL);
 		close(c->fd);
 		c->fd = -1;
@@ -542,10 +651,11 @@ static void request_end(struct bench *b, struct cconn *c, bool ok)
 	slot_next(b, c);
 }
 
-/* Starts the next request on this slot (reusing c), or frees c when none is left. */
+/* Closed loop: starts the next request on this slot (reusing c), or frees c when none is left. A
+ * trace's requests are started by its schedule (drive_trace), so c is freed. */
 static void slot_next(struct bench *b, struct cconn *c)
 {
-	if (b->next < b->wl.o.requests && c->k >= 0) {
+	if (!b->o.trace && b->next < b->wl.o.requests && c->k >= 0) {
 		request_start(b, c, (long)b->next++);
 		return;
 	}
@@ -595,6 +705,8 @@ static void cconn_event(struct bench *b, struct cconn *c, uint32_t ev)
 		request_end(b, c, false);
 }
 
+/* Handles one epoll event: KV events, the trace timer (drained; drive_trace sends what is due),
+ * or a connection. */
 static void dispatch_ev(struct bench *b, const struct epoll_event *e)
 {
 	if (e->data.ptr == &g_events_tag) {
@@ -602,7 +714,91 @@ static void dispatch_ev(struct bench *b, const struct epoll_event *e)
 			;
 		return;
 	}
+	if (e->data.ptr == &g_timer_tag) {
+		uint64_t expirations;
+
+		if (read(b->tfd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+			fprintf(stderr, "kvbench: timerfd: %s\n", strerror(errno));
+		return;
+	}
 	cconn_event(b, e->data.ptr, e->events);
+}
+
+/* Prints a progress line on stderr (unless --quiet) when another tenth of total is done or 5 s
+ * passed since the last one (*last_pct, *last_print). */
+static void progress(struct bench *b, size_t total, double t_start, size_t *last_pct,
+		     double *last_print)
+{
+	double t = now_s();
+	size_t pct = b->ndone * 10 / (total ? total : 1), hits = 0, errs = 0;
+
+	if (b->o.quiet || (pct == *last_pct && t - *last_print <= 5))
+		return;
+	for (size_t i = 0; i < b->nres; i++) {
+		errs += !b->res[i].ok;
+		hits += b->res[i].ok && b->res[i].cached > 0;
+	}
+	fprintf(stderr, "kvbench%s%s: %zu/%zu done, %zu errors, hit %.1f%%, %.1f s\n",
+		b->o.label ? " " : "", b->o.label ? b->o.label : "", b->ndone, total, errs,
+		b->nres ? 100.0 * hits / b->nres : 0.0, t - t_start);
+	*last_pct = pct;
+	*last_print = t;
+}
+
+/* Open loop: sends each trace row when its time comes (b->offset after the start), whatever is
+ * still in flight, and waits for every answer. The timerfd wakes the loop at the next row's time,
+ * so the send lag is what the machine adds, not a poll interval. Gives up --timeout seconds after
+ * the last row's time. */
+static void drive_trace(struct bench *b, volatile bool *stop)
+{
+	size_t total = b->tr.n, last_pct = 0;
+	double t_start, last_print, t_end;
+
+	/* glibc merges its fast bins (the tokenizer's many small frees) on the first allocation
+	 * above them, which took ~15 ms here: done before the clock starts, not on row 0's time. */
+	malloc_trim(0);
+	t_start = now_s();
+	last_print = t_start;
+	t_end = t_start + (total ? b->offset[total - 1] : 0);
+
+	b->ndone = 0;
+	b->next = 0;
+	while (b->ndone < total && !*stop) {
+		struct epoll_event evs[64];
+		double t = now_s();
+		int n;
+
+		while (b->next < total && t_start + b->offset[b->next] <= t && !*stop) {
+			struct cconn *c = calloc(1, sizeof(*c));
+
+			if (!c) {
+				fprintf(stderr, "kvbench: out of memory\n");
+				*stop = true;
+				break;
+			}
+			c->fd = -1;
+			c->t_sched = t_start + b->offset[b->next];
+			request_start(b, c, (long)b->next++);
+			t = now_s();
+		}
+		if (b->next < total) {
+			double due = t_start + b->offset[b->next];
+			struct itimerspec its = {
+			    .it_value = {.tv_sec = (time_t)due,
+					 .tv_nsec = (long)((due - floor(due)) * 1e9)}};
+
+			timerfd_settime(b->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+		}
+		n = epoll_wait(b->ep, evs, 64, 200);
+		for (int k = 0; k < n; k++)
+			dispatch_ev(b, &evs[k]);
+		progress(b, total, t_start, &last_pct, &last_print);
+		if (now_s() - t_end > b->o.timeout_s) {
+			fprintf(stderr, "kvbench: run timed out %.0f s after the last row's time\n",
+				b->o.timeout_s);
+			break;
+		}
+	}
 }
 
 /* Runs the measured requests with conc closed-loop slots, or the warm-ups one by one. */
@@ -644,22 +840,8 @@ static void drive(struct bench *b, bool warm, uint32_t conc, volatile bool *stop
 
 		for (int k = 0; k < n; k++)
 			dispatch_ev(b, &evs[k]);
-		double t = now_s();
-		size_t pct = b->ndone * 10 / total;
-		if (!b->o.quiet && (pct != last_pct || t - last_print > 5)) {
-			size_t hits = 0, errs = 0;
-
-			for (size_t i = 0; i < b->nres; i++) {
-				errs += !b->res[i].ok;
-				hits += b->res[i].ok && b->res[i].cached > 0;
-			}
-			fprintf(stderr, "kvbench%s%s: %zu/%zu done, %zu errors, hit %.1f%%, %.1f s\n",
-				b->o.label ? " " : "", b->o.label ? b->o.label : "", b->ndone, total,
-				errs, b->nres ? 100.0 * hits / b->nres : 0.0, t - t_start);
-			last_pct = pct;
-			last_print = t;
-		}
-		if (t - t_start > b->o.timeout_s) {
+		progress(b, total, t_start, &last_pct, &last_print);
+		if (now_s() - t_start > b->o.timeout_s) {
 			fprintf(stderr, "kvbench: run timed out after %.0f s\n", b->o.timeout_s);
 			break;
 		}
@@ -685,26 +867,46 @@ static double pct(double *v, size_t n, double p)
 	return v[i ? i - 1 : 0];
 }
 
+/* Fills *st from the run's results (b->res) and its wall time in seconds. Times are model time
+ * (wall times --time-scale) but for the send lag, which is the load generator's own (wall ms). A
+ * trace's rows that never finished (timeout, signal) count as requests and errors. */
 static void compute_stats(struct bench *b, struct run_stats *st, double wall)
 {
-	double *all = calloc(b->nres + 1, sizeof(double)), *hit = calloc(b->nres + 1, sizeof(double)),
-	       *miss = calloc(b->nres + 1, sizeof(double));
-	size_t na = 0, nh = 0, nm = 0;
-	double cached = 0, prompt = 0;
-	uint32_t P = b->wl.o.prefix_types;
-	uint8_t *seen = calloc((size_t)P * MAX_WORKERS, 1);
+	double *all = calloc(b->nres + 1, sizeof(double)),
+	       *hit = calloc(b->nres + 1, sizeof(double)),
+	       *miss = calloc(b->nres + 1, sizeof(double)),
+	       *e2e = calloc(b->nres + 1, sizeof(double)),
+	       *lag = calloc(b->nres + 1, sizeof(double));
+	size_t na = 0, nh = 0, nm = 0, nl = 0;
+	double cached = 0, prompt = 0, wmax = 0, wsum = 0;
+	uint32_t P = b->o.trace ? 0 : b->wl.o.prefix_types;
+	uint8_t *seen = P ? calloc((size_t)P * MAX_WORKERS, 1) : NULL;
 	size_t used_prefixes = 0, pairs = 0;
+	int nworkers = b->nw > b->o.nt ? b->nw : b->o.nt;
 
 	memset(st, 0, sizeof(*st));
+	if (!all || !hit || !miss || !e2e || !lag)
+		goto cleanup;
 	st->requests = b->nres;
+	if (b->o.trace && b->tr.n > b->nres) {
+		st->requests = b->tr.n;
+		st->errors = b->tr.n - b->nres;
+	}
 	for (size_t i = 0; i < b->nres; i++) {
 		const struct result *r = &b->res[i];
 
+		if (b->o.trace)
+			lag[nl++] = r->lag_ms;
+		if (r->worker >= 0)
+			st->per_worker[r->worker]++;
 		if (!r->ok) {
 			st->errors++;
 			continue;
 		}
+		e2e[na] = r->total_ms;
 		all[na++] = r->ttft_ms;
+		if (r->expect >= 0 && r->prompt != r->expect)
+			st->prompt_mismatches++;
 		if (r->cached > 0) {
 			st->hits++;
 			hit[nh++] = r->ttft_ms;
@@ -736,9 +938,26 @@ static void compute_stats(struct bench *b, struct run_stats *st, double wall)
 	st->wall_s = wall;
 	st->req_per_s = wall > 0 ? na / wall / b->o.time_scale : 0;
 	st->workers_per_prefix = used_prefixes ? (double)pairs / used_prefixes : 0;
+	st->e2e_p50 = pct(e2e, na, 50) * b->o.time_scale;
+	st->e2e_p99 = pct(e2e, na, 99) * b->o.time_scale;
+	st->lag_p50 = pct(lag, nl, 50);
+	st->lag_p99 = pct(lag, nl, 99);
+	st->lag_max = pct(lag, nl, 100);
+	st->prompt_tokens = prompt;
+	st->cached_tokens = cached;
+	/* Spread: the busiest worker against the mean over every worker, so one that got nothing
+	 * counts (each --url is a worker; behind one URL, the workers that answered). */
+	for (int w = 0; w < b->nw; w++) {
+		wsum += st->per_worker[w];
+		wmax = st->per_worker[w] > wmax ? st->per_worker[w] : wmax;
+	}
+	st->worker_max_mean = wsum > 0 ? wmax / (wsum / nworkers) : 0;
+cleanup:
 	free(all);
 	free(hit);
 	free(miss);
+	free(e2e);
+	free(lag);
 	free(seen);
 }
 
@@ -769,6 +988,26 @@ static void print_row(FILE *f, const char *name, const struct run_stats *s)
 		s->ttft_p99, s->hit_p50, s->miss_p50, s->req_per_s, s->workers_per_prefix);
 }
 
+/* A trace run's table row: requests, errors, hit %, cached-token ratio, the trace's ideal ratio,
+ * the workers' own ratio, TTFT and end-to-end p50/p99 (model ms), the send lag p50/p99/max (wall
+ * ms), the achieved request rate (model time) and the busiest worker against the mean. */
+static void print_trace_row(FILE *f, const char *name, const struct run_stats *s, double ideal)
+{
+	char mr[16];
+
+	if (s->has_metrics)
+		snprintf(mr, sizeof(mr), "%.3f", s->metrics_ratio);
+	else
+		snprintf(mr, sizeof(mr), "-");
+	fprintf(f,
+		"%-7s %5zu %4zu %6.1f %7.3f %6.3f %7s %8.1f %8.1f %8.1f %8.1f %7.2f %7.2f %7.2f "
+		"%6.2f %8.2f\n",
+		name, s->requests, s->errors, 100 * s->hit_rate, s->cached_ratio, ideal, mr,
+		s->ttft_p50, s->ttft_p99, s->e2e_p50, s->e2e_p99, s->lag_p50, s->lag_p99,
+		s->lag_max, s->req_per_s, s->worker_max_mean);
+}
+
+/* Adds the figures every run reports to o. */
 static void json_stats(cJSON *o, const struct run_stats *s)
 {
 	cJSON_AddNumberToObject(o, "requests", (double)s->requests);
@@ -786,16 +1025,46 @@ static void json_stats(cJSON *o, const struct run_stats *s)
 	cJSON_AddNumberToObject(o, "req_per_s", s->req_per_s);
 	cJSON_AddNumberToObject(o, "workers_per_prefix", s->workers_per_prefix);
 	cJSON_AddNumberToObject(o, "wall_s", s->wall_s);
+	cJSON_AddNumberToObject(o, "e2e_p50_ms", s->e2e_p50);
+	cJSON_AddNumberToObject(o, "e2e_p99_ms", s->e2e_p99);
+	cJSON_AddNumberToObject(o, "usage_prompt_tokens", s->prompt_tokens);
+	cJSON_AddNumberToObject(o, "usage_cached_tokens", s->cached_tokens);
+	cJSON_AddNumberToObject(o, "worker_max_mean", s->worker_max_mean);
 }
 
+/* Adds a trace run's own figures to o: the send lag, prompt length mismatches, and the requests
+ * each worker (names[0..nw)) answered. */
+static void json_trace_stats(cJSON *o, const struct run_stats *s, char *const *names, int nw)
+{
+	cJSON *pw = cJSON_AddObjectToObject(o, "requests_per_worker");
+
+	cJSON_AddNumberToObject(o, "send_lag_p50_ms", s->lag_p50);
+	cJSON_AddNumberToObject(o, "send_lag_p99_ms", s->lag_p99);
+	cJSON_AddNumberToObject(o, "send_lag_max_ms", s->lag_max);
+	cJSON_AddNumberToObject(o, "prompt_mismatches", s->prompt_mismatches);
+	for (int w = 0; pw && w < nw; w++)
+		cJSON_AddNumberToObject(pw, names[w], s->per_worker[w]);
+}
+
+/* The --help text (clang-format off: one line of text per source line reads best). */
+/* clang-format off */
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: kvbench --url URL[,URL...] --prefix-types P --concurrency C --seed S "
 		"--tokenizer PATH [options]\n"
+		"       kvbench --url URL[,URL...] --trace FILE --tokenizer PATH [trace options]\n"
 		"The seeds' workload: P shared prefixes of --prefix-tokens + a unique suffix of\n"
 		"--suffix-tokens per request, --output-tokens generated, streamed, a new connection\n"
 		"per request, one warm-up request per prefix first (not counted).\n"
+		"--trace: a Mooncake / aiperf mooncake_trace JSONL file replayed open-loop, each row\n"
+		"sent at its timestamp (ms after the first replayed row) / --time-scale /\n"
+		"--trace-speedup, finished or not the rows before. Each hash id becomes B fixed token\n"
+		"ids (equal ids, equal tokens, on every worker and run), input_length scales by B/512\n"
+		"with the last block cut to it; the prompt goes out as token ids, max_tokens =\n"
+		"max(1, round(output_length * B/512)). No warm-up. Reports the trace's own ideal\n"
+		"cached ratio (an infinite cache on one worker), the send lag (wall ms: how late rows\n"
+		"went out) and the requests each worker answered (x-kvsim-worker, else the URL).\n"
 		"  --url URL[,URL...]          http://host:port[/base] targets\n"
 		"  --spread S                  how each request picks its URL: random or round-robin\n"
 		"                              per connection (a Service), or a kvsplice policy run\n"
@@ -833,14 +1102,46 @@ static void usage(FILE *f)
 		"  --kv-spill-factor X, --kv-spill-slack N, --kv-key-slack N,\n"
 		"  --kv-balance-slack N, --kv-replica-gap N, --kv-spill-gap N,\n"
 		"  --kv-replica-share X\n"
-		"                              the kv policy's tunables (kvsplice --help)\n");
+		"                              the kv policy's tunables (kvsplice --help)\n"
+		"Trace replay (--concurrency, --requests, --keep-alive, --api chat do not apply):\n"
+		"  --trace FILE                the trace (one JSON object a line: timestamp,\n"
+		"                              input_length, output_length, hash_ids; rows sorted\n"
+		"                              by time; a bad line is refused with its number)\n"
+		"  --trace-block-tokens B      tokens per hash id, 1..512 (512: as recorded)\n"
+		"  --trace-start N             skip the first N rows (0)\n"
+		"  --trace-limit N             replay at most N rows (0: all)\n"
+		"  --trace-speedup X           play the schedule X times faster (1)\n"
+		"  --trace-max-output N        cap max_tokens at N (0: no cap)\n"
+		"  --max-prompt-tokens N       refuse, before sending anything, a trace with a prompt\n"
+		"                              longer than N tokens after scaling (0: no limit)\n"
+		"  --timeout S                 with --trace: counted from the last row's time\n"
+		"Exit status: 0, 1 when a request (or the setup) failed, 2 for bad arguments or a\n"
+		"trace refused before anything was sent, 130 when interrupted.\n");
+}
+/* clang-format on */
+
+/* Reads s as a count: decimal digits only (strtoull would take "-1" for its maximum), at most
+ * max, into *v. Returns false, or true when s is not such a count. */
+static bool parse_count(const char *s, uint64_t max, uint64_t *v)
+{
+	char *end = NULL;
+
+	if (!s[0] || strspn(s, "0123456789") != strlen(s))
+		return true;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return errno || *end || *v > max;
 }
 
+/* Reads the command line into *o (defaults set by the caller). Returns 0, or -1 for a bad or
+ * conflicting option (a message on stderr for most; the caller prints the usage). */
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
+	/* clang-format off */
 	enum { O_URL = 256, O_SPREAD, O_P, O_POP, O_C, O_N, O_R, O_SEED, O_TOK, O_PT, O_ST, O_OT,
 	       O_MIX, O_MODEL, O_API, O_KA, O_MURL, O_RESET, O_NOWARM, O_TO, O_LABEL, O_JSON, O_TS, O_EVENTS,
-	       O_QUIET, O_ROUTE_STATS, O_ROUTE_LOG, O_KV_SF, O_KV_SS, O_KV_KS, O_KV_BS, O_KV_RG, O_KV_SG, O_KV_RS, O_HELP };
+	       O_QUIET, O_ROUTE_STATS, O_ROUTE_LOG, O_KV_SF, O_KV_SS, O_KV_KS, O_KV_BS, O_KV_RG, O_KV_SG, O_KV_RS,
+	       O_TRACE, O_TBT, O_TSTART, O_TLIMIT, O_TSPEED, O_TMAXOUT, O_MAXPROMPT, O_HELP };
 	static const struct option lo[] = {
 		{"url", 1, 0, O_URL},
 		{"spread", 1, 0, O_SPREAD},
@@ -876,15 +1177,26 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"kv-replica-gap", 1, 0, O_KV_RG},
 		{"kv-spill-gap", 1, 0, O_KV_SG},
 		{"kv-replica-share", 1, 0, O_KV_RS},
+		{"trace", 1, 0, O_TRACE},
+		{"trace-block-tokens", 1, 0, O_TBT},
+		{"trace-start", 1, 0, O_TSTART},
+		{"trace-limit", 1, 0, O_TLIMIT},
+		{"trace-speedup", 1, 0, O_TSPEED},
+		{"trace-max-output", 1, 0, O_TMAXOUT},
+		{"max-prompt-tokens", 1, 0, O_MAXPROMPT},
 		{"help", 0, 0, O_HELP},
 		{0, 0, 0, 0},
 	};
+	/* clang-format on */
 	int c;
 	char *end = NULL;
+	uint64_t u = 0;
+	bool bad;
 
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		errno = 0;
 		end = NULL;
+		bad = false;
 		switch (c) {
 		case O_URL:
 			if (parse_url_list(optarg, o->t, &o->nt)) {
@@ -963,11 +1275,52 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_KV_RG: o->kv.replica_gap = strtod(optarg, &end); break;
 		case O_KV_SG: o->kv.spill_gap = strtod(optarg, &end); break;
 		case O_KV_RS: o->kv.replica_share = strtod(optarg, &end); break;
+		case O_TRACE: o->trace = optarg; break;
+		case O_TBT:
+			bad = parse_count(optarg, TRACE_FORMAT_BLOCK, &u);
+			o->trace_bt = (uint32_t)u;
+			break;
+		case O_TSTART:
+			bad = parse_count(optarg, SIZE_MAX, &u);
+			o->trace_start = (size_t)u;
+			break;
+		case O_TLIMIT:
+			bad = parse_count(optarg, SIZE_MAX, &u);
+			o->trace_limit = (size_t)u;
+			break;
+		case O_TMAXOUT:
+			bad = parse_count(optarg, UINT32_MAX, &u);
+			o->trace_max_output = (uint32_t)u;
+			break;
+		case O_MAXPROMPT:
+			bad = parse_count(optarg, UINT64_MAX, &o->max_prompt_tokens);
+			break;
+		case O_TSPEED: o->trace_speedup = strtod(optarg, &end); break;
 		case O_HELP: usage(stdout); exit(0);
 		default: return -1;
 		}
-		if (errno || (end && *end)) {
+		if (bad || errno || (end && *end)) {
 			fprintf(stderr, "kvbench: bad value '%s'\n", optarg);
+			return -1;
+		}
+	}
+	if (o->trace) {
+		const char *bad = o->chat ? "--api chat (a token-id prompt needs /v1/completions)"
+				  : o->keep_alive
+				      ? "--keep-alive (each row opens its own connection)"
+				  : o->requests_set ? "--requests (use --trace-limit)"
+						    : NULL;
+
+		if (bad) {
+			fprintf(stderr, "kvbench: --trace does not take %s\n", bad);
+			return -1;
+		}
+		if (o->trace_bt < 1 || o->trace_bt > TRACE_FORMAT_BLOCK ||
+		    !(o->trace_speedup > 0) || !isfinite(o->trace_speedup)) {
+			fprintf(stderr,
+				"kvbench: --trace-block-tokens must be 1..%u and "
+				"--trace-speedup above 0\n",
+				TRACE_FORMAT_BLOCK);
 			return -1;
 		}
 	}
@@ -1010,6 +1363,86 @@ static char *make_body(const struct opts *o, const struct wl_req *r)
 	return b.data;
 }
 
+/* --trace: loads the rows to replay, refuses a trace with a prompt above --max-prompt-tokens
+ * (naming the first such line) and lays out the schedule, the prompt scratch, the results and the
+ * trace's ideal reuse. Sends nothing. Returns 0, 2 for a trace refused (message on stderr), or 1
+ * for a system failure. */
+static int trace_prepare(struct bench *b)
+{
+	struct opts *o = &b->o;
+	uint64_t longest = 0;
+	char err[512];
+	double t0;
+	int rc = trace_load(o->trace, o->trace_start, o->trace_limit, &b->tr, err, sizeof(err));
+
+	if (rc) {
+		fprintf(stderr, "kvbench: --trace %s\n", err);
+		return rc == -ENOMEM ? 1 : 2;
+	}
+	if (!b->tr.n) {
+		fprintf(stderr, "kvbench: --trace %s: no rows to replay (--trace-start %zu)\n",
+			o->trace, o->trace_start);
+		return 2;
+	}
+	for (size_t k = 0; k < b->tr.n; k++) {
+		const struct trace_row *r = &b->tr.rows[k];
+		bool clamped;
+		uint64_t len = trace_prompt_len(r, o->trace_bt, &clamped);
+
+		if (o->max_prompt_tokens && len > o->max_prompt_tokens) {
+			fprintf(stderr,
+				"kvbench: --trace %s: line %u: a prompt of %" PRIu64 " tokens "
+				"(input_length %" PRIu64 " at %u tokens per hash id) is above "
+				"--max-prompt-tokens %" PRIu64 "; nothing sent\n",
+				o->trace, r->line, len, r->input_length, o->trace_bt,
+				o->max_prompt_tokens);
+			return 2;
+		}
+		b->clamped += clamped;
+		longest = len > longest ? len : longest;
+	}
+	b->offset = calloc(b->tr.n, sizeof(*b->offset));
+	b->scratch = calloc(longest, sizeof(*b->scratch));
+	b->res = calloc(b->tr.n, sizeof(*b->res));
+	if (!b->offset || !b->scratch || !b->res ||
+	    trace_ideal(&b->tr, o->trace_bt, KVBENCH_KV_BLOCK, &b->ideal, NULL)) {
+		fprintf(stderr, "kvbench: --trace %s: out of memory\n", o->trace);
+		return 1;
+	}
+	t0 = b->tr.rows[0].t_ms;
+	for (size_t k = 0; k < b->tr.n; k++)
+		b->offset[k] =
+		    (b->tr.rows[k].t_ms - t0) / 1000.0 / o->time_scale / o->trace_speedup;
+	return 0;
+}
+
+/* The trace's schedule span in model seconds: its first to its last row, sped up. */
+static double trace_span_s(const struct bench *b)
+{
+	return b->tr.n ? b->offset[b->tr.n - 1] * b->o.time_scale : 0;
+}
+
+/* The request rate the schedule asks for, in model time: rows after the first over the span (0
+ * when every row has the same time). */
+static double trace_offered(const struct bench *b)
+{
+	double span = trace_span_s(b);
+
+	return span > 0 ? (double)(b->tr.n - 1) / span : 0;
+}
+
+/* Raises the open-file limit to its hard limit: an open loop near overload holds one connection
+ * per request in flight, far more than the default 1024. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static void on_sig(int s)
 {
 	(void)s;
@@ -1038,6 +1471,9 @@ int main(int argc, char **argv)
 	o->time_scale = 1;
 	o->wl = (struct wl_opts){.prefix_types = 7, .prefix_tokens = 2032, .suffix_tokens = 339,
 				 .seed = 1};
+	o->trace_bt = TRACE_FORMAT_BLOCK;
+	o->trace_speedup = 1;
+	b.tfd = -1;
 	if (parse_opts(argc, argv, o)) {
 		usage(stderr);
 		return 2;
@@ -1046,27 +1482,55 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, on_sig);
 	signal(SIGTERM, on_sig);
+	if (o->trace) {
+		o->warmup = false;
+		o->wl.requests = 0;
+		o->wl.prefix_types = 0;
+		if ((rc = trace_prepare(&b)))
+			goto cleanup;
+		rc = 1;
+		raise_nofile();
+	}
 	tok = tokenizer_load(o->tokenizer, err, sizeof(err));
 	if (!tok) {
 		fprintf(stderr, "kvbench: tokenizer %s: %s\n", o->tokenizer, err);
-		return 1;
-	}
-	if (wl_build(&b.wl, &o->wl, tok, err, sizeof(err))) {
-		fprintf(stderr, "kvbench: workload: %s\n", err);
 		goto cleanup;
 	}
-	b.bodies = calloc(o->wl.requests, sizeof(char *));
-	b.wbodies = calloc(o->wl.prefix_types, sizeof(char *));
-	b.res = calloc(o->wl.requests, sizeof(*b.res));
-	if (!b.bodies || !b.wbodies || !b.res)
+	if (o->trace && tokenizer_vocab_size(tok) < TRACE_TOKEN_FIRST + TRACE_TOKEN_COUNT) {
+		fprintf(stderr,
+			"kvbench: --trace prompts use token ids up to %u, beyond the %zu of %s\n",
+			TRACE_TOKEN_FIRST + TRACE_TOKEN_COUNT - 1, tokenizer_vocab_size(tok),
+			o->tokenizer);
+		rc = 2;
 		goto cleanup;
-	for (size_t k = 0; k < o->wl.requests; k++)
-		if (!(b.bodies[k] = make_body(o, &b.wl.reqs[k])))
+	}
+	if (!o->trace) {
+		if (wl_build(&b.wl, &o->wl, tok, err, sizeof(err))) {
+			fprintf(stderr, "kvbench: workload: %s\n", err);
 			goto cleanup;
-	for (uint32_t i = 0; i < o->wl.prefix_types; i++)
-		if (!(b.wbodies[i] = make_body(o, &b.wl.warm[i])))
+		}
+		b.bodies = calloc(o->wl.requests, sizeof(char *));
+		b.wbodies = calloc(o->wl.prefix_types, sizeof(char *));
+		b.res = calloc(o->wl.requests, sizeof(*b.res));
+		if (!b.bodies || !b.wbodies || !b.res)
 			goto cleanup;
+		for (size_t k = 0; k < o->wl.requests; k++)
+			if (!(b.bodies[k] = make_body(o, &b.wl.reqs[k])))
+				goto cleanup;
+		for (uint32_t i = 0; i < o->wl.prefix_types; i++)
+			if (!(b.wbodies[i] = make_body(o, &b.wl.warm[i])))
+				goto cleanup;
+	}
 	b.ep = epoll_create1(EPOLL_CLOEXEC);
+	if (o->trace) {
+		struct epoll_event e = {.events = EPOLLIN, .data.ptr = &g_timer_tag};
+
+		b.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (b.ep < 0 || b.tfd < 0 || epoll_ctl(b.ep, EPOLL_CTL_ADD, b.tfd, &e)) {
+			fprintf(stderr, "kvbench: epoll/timerfd: %s\n", strerror(errno));
+			goto cleanup;
+		}
+	}
 	if (o->spread == SPREAD_ROUTER) {
 		snprintf(b.svc.name, sizeof(b.svc.name), "bench");
 		for (int i = 0; i < o->nt; i++) {
@@ -1084,7 +1548,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (o->nev) {
-		struct index_cfg icfg = {.max_workers = (uint32_t)o->nt, .block_size = 16};
+		struct index_cfg icfg = {.max_workers = (uint32_t)o->nt,
+					 .block_size = KVBENCH_KV_BLOCK};
 		struct epoll_event e = {.events = EPOLLIN, .data.ptr = &g_events_tag};
 
 		b.idx = index_create(&icfg);
@@ -1104,7 +1569,17 @@ int main(int argc, char **argv)
 		epoll_ctl(b.ep, EPOLL_CTL_ADD, events_fd(b.ev), &e);
 		usleep(300000); /* ZMQ slow joiner: let the subscriptions reach the workers */
 	}
-	if (!o->quiet)
+	if (!o->quiet && o->trace)
+		fprintf(stderr,
+			"kvbench: %d URL(s), spread %s, trace %s rows %zu..%zu (lines %u..%u), %u "
+			"tokens per hash id, span %.1f s (model time), offered %.2f req/s, ideal "
+			"cached ratio %.3f, %zu row(s) whose lengths do not fit their hash ids, "
+			"%u run(s)\n",
+			o->nt, (o->nt > 1 ? spread_name(o) : "none"), o->trace, o->trace_start,
+			o->trace_start + b.tr.n - 1, b.tr.rows[0].line, b.tr.rows[b.tr.n - 1].line,
+			o->trace_bt, trace_span_s(&b), trace_offered(&b), b.ideal.ratio, b.clamped,
+			o->runs);
+	else if (!o->quiet)
 		fprintf(stderr,
 			"kvbench: %d URL(s), spread %s, P=%u, C=%u, %zu requests (+%u warm-up), "
 			"%u+%u tokens in, %u out, seed %" PRIu64 ", %u run(s)\n",
@@ -1141,7 +1616,10 @@ int main(int argc, char **argv)
 		mok = o->nm && metrics_snapshot(&b, &q0, &h0) == 0;
 		b.nres = 0;
 		t0 = now_s();
-		drive(&b, false, o->concurrency, &g_stop);
+		if (o->trace)
+			drive_trace(&b, &g_stop);
+		else
+			drive(&b, false, o->concurrency, &g_stop);
 		compute_stats(&b, &rs[run], now_s() - t0);
 		if (b.metrics) {
 			struct buf mt = {0};
@@ -1189,6 +1667,17 @@ int main(int argc, char **argv)
 	MED(req_per_s);
 	MED(workers_per_prefix);
 	MED(wall_s);
+	MED(e2e_p50);
+	MED(e2e_p99);
+	MED(lag_p50);
+	MED(lag_p99);
+	MED(lag_max);
+	MED(prompt_tokens);
+	MED(cached_tokens);
+	MED(prompt_mismatches);
+	MED(worker_max_mean);
+	for (int w = 0; w < b.nw; w++)
+		MED(per_worker[w]);
 	med.has_metrics = true;
 	for (uint32_t i = 0; i < nr; i++)
 		med.has_metrics &= rs[i].has_metrics;
@@ -1203,7 +1692,76 @@ int main(int argc, char **argv)
 		med.errors = (size_t)pct(e, nr, 50);
 		med.requests = (size_t)pct(q, nr, 50);
 	}
-	if (o->json) {
+	if (o->trace && o->json) {
+		root = cJSON_CreateObject();
+		cJSON_AddStringToObject(root, "mode", "trace");
+		cJSON_AddStringToObject(root, "label", o->label ? o->label : "");
+		cJSON_AddStringToObject(root, "spread", (o->nt > 1 ? spread_name(o) : "none"));
+		cJSON_AddBoolToObject(root, "kv_events", o->nev > 0);
+		cJSON_AddNumberToObject(root, "urls", o->nt);
+		cJSON_AddStringToObject(root, "trace", o->trace);
+		cJSON_AddNumberToObject(root, "trace_start", (double)o->trace_start);
+		cJSON_AddNumberToObject(root, "trace_rows", (double)b.tr.n);
+		cJSON_AddNumberToObject(root, "trace_block_tokens", o->trace_bt);
+		cJSON_AddNumberToObject(root, "trace_speedup", o->trace_speedup);
+		cJSON_AddNumberToObject(root, "trace_max_output", o->trace_max_output);
+		cJSON_AddNumberToObject(root, "trace_span_s", trace_span_s(&b));
+		cJSON_AddNumberToObject(root, "trace_clamped_rows", (double)b.clamped);
+		cJSON_AddNumberToObject(root, "offered_req_per_s", trace_offered(&b));
+		cJSON_AddNumberToObject(root, "trace_prompt_tokens", (double)b.ideal.prompt_tokens);
+		cJSON_AddNumberToObject(root, "ideal_cached_tokens", (double)b.ideal.cached_tokens);
+		cJSON_AddNumberToObject(root, "ideal_cached_ratio", b.ideal.ratio);
+		cJSON_AddNumberToObject(root, "ideal_hit_rate", (double)b.ideal.hit_rows / b.tr.n);
+		cJSON_AddNumberToObject(root, "runs_count", nr);
+		cJSON_AddNumberToObject(root, "time_scale", o->time_scale);
+		json_stats(root, &med);
+		json_trace_stats(root, &med, b.wnames, b.nw);
+		runs = cJSON_AddArrayToObject(root, "runs");
+		for (uint32_t i = 0; i < nr; i++) {
+			cJSON *r = cJSON_CreateObject();
+
+			json_stats(r, &rs[i]);
+			json_trace_stats(r, &rs[i], b.wnames, b.nw);
+			cJSON_AddItemToArray(runs, r);
+		}
+		char *s = cJSON_PrintUnformatted(root);
+		printf("%s\n", s ? s : "{}");
+		free(s);
+	} else if (o->trace) {
+		printf(
+		    "kvbench: %d URL(s) spread %s, trace %s, rows %zu..%zu, %u tokens per hash id, "
+		    "speedup %g%s%s\n",
+		    o->nt, (o->nt > 1 ? spread_name(o) : "none"), o->trace, o->trace_start,
+		    o->trace_start + b.tr.n - 1, o->trace_bt, o->trace_speedup,
+		    o->label ? ", " : "", o->label ? o->label : "");
+		printf("trace: %zu rows over %.1f s (model time), offered %.2f req/s, %" PRIu64
+		       " prompt tokens, ideal cached ratio %.3f (%zu rows hit), %zu clamped\n",
+		       b.tr.n, trace_span_s(&b), trace_offered(&b), b.ideal.prompt_tokens,
+		       b.ideal.ratio, b.ideal.hit_rows, b.clamped);
+		printf("%-7s %5s %4s %6s %7s %6s %7s %8s %8s %8s %8s %7s %7s %7s %6s %8s\n", "run",
+		       "reqs", "err", "hit%", "cached", "ideal", "metrics", "ttft_p50", "ttft_p99",
+		       "e2e_p50", "e2e_p99", "lag_p50", "lag_p99", "lag_max", "req/s", "max/mean");
+		for (uint32_t i = 0; i < nr; i++) {
+			char name[16];
+
+			snprintf(name, sizeof(name), "%u", i + 1);
+			print_trace_row(stdout, name, &rs[i], b.ideal.ratio);
+		}
+		if (nr > 1)
+			print_trace_row(stdout, "median", &med, b.ideal.ratio);
+		printf("requests per worker%s:", nr > 1 ? " (median)" : "");
+		for (int w = 0; w < b.nw; w++)
+			printf(" %s %.0f", b.wnames[w], med.per_worker[w]);
+		if (!b.nw)
+			printf(" none answered");
+		printf(
+		    "\n(ttft, e2e: model ms; lag: wall ms, how late rows were sent; req/s: model "
+		    "time)\n");
+		if (med.prompt_mismatches)
+			printf("warning: %.0f answers gave a prompt_tokens other than the length "
+			       "sent\n",
+			       med.prompt_mismatches);
+	} else if (o->json) {
 		root = cJSON_CreateObject();
 		cJSON_AddStringToObject(root, "label", o->label ? o->label : "");
 		cJSON_AddStringToObject(root, "spread", (o->nt > 1 ? spread_name(o) : "none"));
@@ -1267,5 +1825,11 @@ cleanup:
 		free(b.wnames[i]);
 	wl_free(&b.wl);
 	tokenizer_free(tok);
+	trace_free(&b.tr);
+	free(b.offset);
+	free(b.scratch);
+	buf_free(&b.tbody);
+	if (b.tfd >= 0)
+		close(b.tfd);
 	return rc;
 }
