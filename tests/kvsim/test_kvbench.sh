@@ -55,6 +55,20 @@ expect_eq "chat: no errors" 0 "$($PY -c 'import json,sys; print(json.loads(sys.a
 $PY -c 'import json,sys; sys.exit(0 if json.loads(sys.argv[1])["hit_rate"] > 0.5 else 1)' "$j"
 ok $? "chat: the rendered template keeps the shared prefix cacheable"
 
+# --prefix-seed: clients with other --seed share one prefix set (one worker, nothing evicted)
+u0=${KVSIM_URLS%%,*}
+build/kvbench --url "$u0" --prefix-types 2 --requests 6 --seed 11 --prefix-seed 42 --reset \
+	--time-scale 20 --quiet >/dev/null
+hr() { $PY -c 'import json,sys; print(json.loads(sys.argv[1])["hit_rate"])' "$1"; }
+j=$(build/kvbench --url "$u0" --prefix-types 2 --requests 6 --seed 12 --prefix-seed 42 \
+	--no-warmup --time-scale 20 --json --quiet)
+expect_eq "another --seed, the same --prefix-seed: every request hits the prefixes already cached" \
+	1 "$(hr "$j")"
+j=$(build/kvbench --url "$u0" --prefix-types 2 --requests 6 --seed 13 --no-warmup \
+	--time-scale 20 --json --quiet)
+$PY -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d["hit_rate"] < 1 and d["prefix_seed"] == 13 else 1)' "$j"
+ok $? "without --prefix-seed the prefixes come from --seed (new ones: the first of each misses)"
+
 build/kvbench --url http://127.0.0.1:1 --prefix-types 2 --requests 3 --no-warmup --quiet >/dev/null 2>&1
 [ $? -eq 1 ]
 ok $? "connection refused: counted as errors, exit status 1"

@@ -1075,6 +1075,8 @@ static void usage(FILE *f)
 		"  --requests N                measured requests (max(200, 20*P))\n"
 		"  --runs R                    runs; the table's last row and the JSON are medians (1)\n"
 		"  --seed S                    workload seed (1)\n"
+		"  --prefix-seed S             the prefix texts' own seed (default: --seed): clients with\n"
+		"                              different --seed then share one prefix set\n"
 		"  --tokenizer PATH            tokenizer.json (models/qwen3/tokenizer.json)\n"
 		"  --prefix-tokens N           (2032)   --suffix-tokens N (339)   --output-tokens N (64)\n"
 		"  --mixed-lengths PCT         vary prefix and suffix lengths by +-PCT %% (0)\n"
@@ -1138,7 +1140,7 @@ static bool parse_count(const char *s, uint64_t max, uint64_t *v)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	/* clang-format off */
-	enum { O_URL = 256, O_SPREAD, O_P, O_POP, O_C, O_N, O_R, O_SEED, O_TOK, O_PT, O_ST, O_OT,
+	enum { O_URL = 256, O_SPREAD, O_P, O_POP, O_C, O_N, O_R, O_SEED, O_PSEED, O_TOK, O_PT, O_ST, O_OT,
 	       O_MIX, O_MODEL, O_API, O_KA, O_MURL, O_RESET, O_NOWARM, O_TO, O_LABEL, O_JSON, O_TS, O_EVENTS,
 	       O_QUIET, O_ROUTE_STATS, O_ROUTE_LOG, O_KV_SF, O_KV_SS, O_KV_KS, O_KV_BS, O_KV_RG, O_KV_SG, O_KV_RS,
 	       O_TRACE, O_TBT, O_TSTART, O_TLIMIT, O_TSPEED, O_TMAXOUT, O_MAXPROMPT, O_HELP };
@@ -1151,6 +1153,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"requests", 1, 0, O_N},
 		{"runs", 1, 0, O_R},
 		{"seed", 1, 0, O_SEED},
+		{"prefix-seed", 1, 0, O_PSEED},
 		{"tokenizer", 1, 0, O_TOK},
 		{"prefix-tokens", 1, 0, O_PT},
 		{"suffix-tokens", 1, 0, O_ST},
@@ -1237,6 +1240,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case O_R: o->runs = (uint32_t)strtoul(optarg, &end, 10); break;
 		case O_SEED: o->wl.seed = strtoull(optarg, &end, 10); break;
+		case O_PSEED:
+			o->wl.prefix_seed = strtoull(optarg, &end, 10);
+			o->wl.prefix_seed_set = true;
+			break;
 		case O_TOK: o->tokenizer = optarg; break;
 		case O_PT: o->wl.prefix_tokens = (uint32_t)strtoul(optarg, &end, 10); break;
 		case O_ST: o->wl.suffix_tokens = (uint32_t)strtoul(optarg, &end, 10); break;
@@ -1770,6 +1777,8 @@ int main(int argc, char **argv)
 		cJSON_AddNumberToObject(root, "prefix_types", o->wl.prefix_types);
 		cJSON_AddNumberToObject(root, "concurrency", o->concurrency);
 		cJSON_AddNumberToObject(root, "seed", (double)o->wl.seed);
+		cJSON_AddNumberToObject(root, "prefix_seed",
+					(double)(o->wl.prefix_seed_set ? o->wl.prefix_seed : o->wl.seed));
 		cJSON_AddNumberToObject(root, "zipf_s", o->wl.zipf_s);
 		cJSON_AddNumberToObject(root, "prompt_tokens",
 					o->wl.prefix_tokens + o->wl.suffix_tokens);

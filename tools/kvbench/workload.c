@@ -151,7 +151,9 @@ int wl_build(struct workload *w, const struct wl_opts *o, const struct tokenizer
 	if (!prefixes || !plen || !cdf || !w->warm || !w->reqs)
 		goto cleanup;
 	for (uint32_t i = 0; i < o->prefix_types; i++) {
-		rng = o->seed * 1000003ull + i + 1;
+		/* the prefix texts from their own seed, so that clients with different --seed
+		 * (request order, suffixes) can share one prefix set */
+		rng = (o->prefix_seed_set ? o->prefix_seed : o->seed) * 1000003ull + i + 1;
 		plen[i] = vary(o->prefix_tokens, o->mixed_pct, &rng);
 		if (add_words(&prefixes[i], &pool, &rng, plen[i]))
 			goto cleanup;
