@@ -12,37 +12,41 @@
  * worker without talking to each other; load only decides among holders and when to spread.
  *
  * Terms, per candidate: load = requests in flight there (this router's and others', policy.h);
- * avg = the mean load over the candidates; balanced = load <= avg + balance_slack; pressure = its
- * queue is not empty, or its free KV blocks (estimated) cannot take this request's new blocks (it
- * would queue), or load + 1 > max(spill_factor x avg, avg + spill_slack). Free blocks and the queue
- * come first: the in-flight count alone spills too early and raises TTFT (TARGETS.md). Room for
- * the prefix: its cache could hold one more prefix of this size, (keys + 1) x blocks <= capacity.
+ * avg = the mean load over the candidates; balanced = load <= avg + balance_slack. Hard
+ * pressure: its queue is not empty, or load + 1 > max(spill_factor x avg, avg + spill_slack).
+ * Soft pressure: its free KV blocks (estimated) cannot take this request's new blocks, so it
+ * would queue it for a moment. Free blocks and the queue come first: the in-flight count alone
+ * spills too early and raises TTFT (TARGETS.md). Room: its cache could hold one more prefix of
+ * this size, (keys + 1) x blocks <= capacity.
  *
  * The pick, for a request whose key is k:
- *  1. k is held (some candidate's depth passes key_pos). Holders whose depth is within 1/16 of the
- *     deepest are "near" (so one copy stays hot rather than the deepest by a block winning):
- *     a. the first near holder in rendezvous order that is balanced and not under pressure ->
- *        HOME when it is the first near holder, else REPLICA (a replica is used only while the
- *        home is busy, so it ages out of the LRU when the prefix cools);
- *     b. else a new replica where it is cheap: the least loaded candidate with room, not under
- *        pressure, at least replica_gap requests below the least loaded holder -> SPILL (this is
- * how a hot prefix spreads over as many workers as its traffic needs, and how small P keeps every
- *        worker busy);
- *     c. else the least loaded holder not under pressure (near ones first) -> HOME / REPLICA;
- *     d. else (every holder under pressure) the least loaded candidate not under pressure -> SPILL.
+ *  1. k is held (some candidate's depth passes key_pos). Holders whose depth is within 1/16 of
+ *     the deepest are "near" (so one copy stays hot rather than the deepest by a block winning).
+ *     A holder under soft pressure only counts as pressed when some cache has room for the
+ *     prefix or some worker is spill_gap requests lighter: elsewhere a spill is a miss that also
+ *     evicts another prefix, and a short wait for blocks is the better deal.
+ *     a. the first near holder in rendezvous order that is balanced and not pressed -> HOME when
+ *        it is the first near holder, else REPLICA (a replica is used only while the home is
+ *        busy, so it ages out of the LRU when the prefix cools);
+ *     b. else a new replica where it is cheap: the least loaded candidate with room, not
+ *        pressed, either replica_gap requests below the least loaded holder or, for a prefix
+ *        with more requests in flight than replica_share times its holders' share, at most at
+ *        the average -> SPILL (a hot prefix gets as many workers as its traffic needs);
+ *     c. else the least loaded holder not pressed (near ones first) -> HOME / REPLICA;
+ *     d. else (every holder pressed) the least loaded candidate not pressed -> SPILL.
  *  2. k is new: its home is the first candidate in rendezvous order (highest policy_hrw(k, id))
- *     that holds fewer keys (blocks at key_pos, from the index) than its capacity-weighted share
- *     ceil((K + 1) x cap / total cap + key_slack), K = the keys of all candidates, and is
+ *     that holds fewer keys (blocks at key_pos, from the index) than its capacity-weighted
+ *     share ceil((K + 1) x cap / total cap + key_slack), K = the keys of all candidates, and is
  *     balanced; else the first balanced one; else the first with room in its share; else the
- *     first in rendezvous order -> HOME. Home under pressure -> 1d. With no load anywhere (a new
- * prefix's first requests, or every kvsplice seeing the same quiet cluster) this depends on the
- * index, the endpoints and the key alone; load only steers a new key away from a worker above the
- * average, which is what keeps one-off requests after a prefix every worker holds evenly spread.
- *  3. Everything under pressure: Dynamo's cost (prefill blocks + active + new blocks), so that an
+ *     first in rendezvous order -> HOME; home pressed -> 1d. With no load anywhere (a new
+ *     prefix's first requests, or every kvsplice seeing the same quiet cluster) this depends on
+ *     the index, the endpoints and the key alone; load only steers a new key away from a worker
+ *     above the average, which keeps one-off requests evenly spread.
+ *  3. Everything pressed: Dynamo's cost (prefill blocks + active + new blocks), so that an
  *     overloaded cluster still gains from hits -> SPILL.
  *  4. A request with no full block has nothing to place, and one whose first blocks every
  *     candidate holds, with a new tail under a quarter of it, changes little for the caches
- *     wherever it goes -> BALANCE: the least loaded not under pressure.
+ *     wherever it goes -> BALANCE: the least loaded not pressed.
  * Ties in load are broken by the key's rendezvous order, so concurrent deciders spread. */
 #include <errno.h>
 #include <math.h>

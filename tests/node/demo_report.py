@@ -21,6 +21,11 @@ SEEDS_RATIO = {
     "round-robin": {(2, 8): 0.814, (7, 8): 0.439, (12, 8): 0.247, (24, 8): 0.149, (24, 16): 0.148},
     "dynamo": {(2, 8): 0.835, (7, 8): 0.702, (12, 8): 0.573, (24, 8): 0.361, (24, 16): 0.431},
 }
+# 3 workers: the Service (random) at C=8, and Dynamo at P=24 (C=4/8/16: 29/30/28%).
+SEEDS3_HIT = {
+    "service": {(2, 8): 98.0, (7, 8): 59.5, (12, 8): 33.8, (24, 8): 16.9},
+    "dynamo": {(24, 4): 29.0, (24, 8): 30.0, (24, 16): 28.0},
+}
 SEEDS_TTFT = {
     (2, 8): "Service 47/190", (7, 8): "Service 93/526", (12, 8): "Service 126/493",
     (24, 8): "Service 136/635",
@@ -57,6 +62,10 @@ def load(out, variants):
 def main():
     out, workers, ts, variants = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
     res = load(out, variants)
+    # the seeds measured 6 workers, and 3 for a few points; other sizes get no seed column
+    seeds_hit = SEEDS_HIT if workers == 6 else SEEDS3_HIT if workers == 3 else {}
+    seeds_ratio = SEEDS_RATIO if workers == 6 else {}
+    seeds_ttft = SEEDS_TTFT if workers == 6 else {}
     points = sorted({p for v in variants for p in res[v]}, key=lambda k: (k[1], k[0]))
     fmt = lambda v, f: f % v if v is not None else "-"
     print("kvsplice demo: %d kvsim workers, time scale %s (TTFT and req/s in model time); "
@@ -68,7 +77,7 @@ def main():
         row = ["%d, %d" % p]
         for v in variants:
             d = res[v].get(p)
-            s = SEEDS_HIT.get(seed_key(v) or "", {}).get(p)
+            s = seeds_hit.get(seed_key(v) or "", {}).get(p)
             cell = "%.1f%%" % (100 * d["hit_rate"]) if d else "-"
             row.append(cell + (" (%.1f%%)" % s if s is not None else ""))
         print("| " + " | ".join(row) + " |")
@@ -79,7 +88,7 @@ def main():
         row = ["%d, %d" % p]
         for v in variants:
             d = res[v].get(p)
-            s = SEEDS_RATIO.get(seed_key(v) or "", {}).get(p)
+            s = seeds_ratio.get(seed_key(v) or "", {}).get(p)
             if not d:
                 row.append("-")
                 continue
@@ -97,7 +106,7 @@ def main():
             row.append("%.0f/%.0f, %.1f req/s, %.2f w/pfx, %d err" % (
                 d["ttft_p50_ms"], d["ttft_p99_ms"], d["req_per_s"], d["workers_per_prefix"],
                 d["errors"]) if d else "-")
-        row.append(SEEDS_TTFT.get(p, "-"))
+        row.append(seeds_ttft.get(p, "-"))
         print("| " + " | ".join(row) + " |")
     # one line: kv against the plain Service and Dynamo's cost at the hardest C=8 point
     hard = max((p for p in points if p[1] == 8), default=None)

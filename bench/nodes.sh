@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/nodes.sh: one kvsplice per node, several nodes, the same workers (issue 9, "Several
+# nodes"). A testbed of 3 nodes (tests/node/up.sh --nodes 3) with 6 kvsim workers; the seeds'
+# workload, P=24, the same prefix set from every client pod (kvbench --prefix-seed):
+#   one node   node 1's client alone at C=9 (480 requests)
+#   3 nodes    the three client pods at once, C=3 each (160 requests each, their own --seed)
+#   3 + kill   the same, node 2's kvsplice killed (SIGKILL) a few seconds in and restarted
+#              a few seconds later: node 2 falls back to the Service's DNAT meanwhile
+# for each policy (kv, dynamo), each instance only seeing its own node's load and every
+# worker's events and metrics; no instance talks to another. Prints a table (combined hit rate,
+# cached-token ratio, per-node hit rates, TTFT p99, workers per prefix, errors, the killed node's
+# fallbacks) and writes bench/out/nodes/nodes.json. Not part of `make test` (about 8 minutes).
+# Env: NODES_TIME_SCALE (4), NODES_POLICIES ("kv dynamo"), NODES_P (24).
+set -euo pipefail
+export KVS_TESTBED_ID=${KVS_TESTBED_ID:-benchnodes}
+source "$(dirname "$0")/../tests/node/lib.sh"
+cd "$KVS_ROOT"
+ts=${NODES_TIME_SCALE:-4}
+P=${NODES_P:-24}
+out=bench/out/nodes
+mkdir -p "$out"
+rm -f "$out"/*.json
+[ "$(id -u)" -eq 0 ] || { echo "nodes.sh: needs root" >&2; exit 1; }
+trap 'tests/node/down.sh >/dev/null 2>&1 || true' EXIT
+trap 'exit 130' INT TERM
+
+KVS_WORKER=kvsim KVS_TIME_SCALE=$ts tests/node/up.sh --nodes 3 --workers 6 --no-kvsplice >&2
+pods=""
+for i in $(seq 6); do pods+="${pods:+,}http://$(worker_ip "$i"):$SVC_PORT"; done
+svc=http://$SVC_IP:$SVC_PORT
+
+# bench NODE SEED C N LABEL: kvbench in node NODE's client pod, JSON on stdout
+bench() {
+	tests/node/client.sh --node "$1" build/kvbench --url "$svc" --prefix-types "$P" \
+		--prefix-seed 100 --seed "$2" --concurrency "$3" --requests "$4" \
+		--tokenizer "$KVS_ROOT/models/qwen3/tokenizer.json" --time-scale "$ts" \
+		--label "$5" --json --quiet
+}
+reset_caches() {
+	local i
+	for i in $(seq 6); do
+		kvs_in "$NS_NODE" curl -s -o /dev/null -X POST \
+			"http://$(worker_ip "$i"):$SVC_PORT/reset_prefix_cache"
+	done
+	sleep 0.5 # the AllBlocksCleared events reach every instance
+}
+start_all() {
+	local n
+	for n in 1 2 3; do
+		KVS_NODE=$n KVSPLICE_ARGS="--router $1 --scrape-interval $((250 / ts))ms" \
+			kvs_start_kvsplice
+	done
+}
+stop_all() {
+	local n
+	for n in 1 2 3; do KVS_NODE=$n kvs_stop_kvsplice || true; done
+}
+
+for pol in ${NODES_POLICIES:-kv dynamo}; do
+	echo "== $pol: one node, C=9" >&2
+	start_all "$pol"
+	reset_caches
+	bench 1 1 9 480 "$pol one node" >"$out/$pol-one.json"
+	for mode in three kill; do
+		echo "== $pol: 3 nodes, C=3 each ($mode)" >&2
+		reset_caches
+		pids=()
+		for n in 1 2 3; do
+			bench "$n" "$n" 3 160 "$pol node $n" >"$out/$pol-$mode-$n.json" &
+			pids+=($!)
+		done
+		if [ "$mode" = kill ]; then
+			a0=$(KVS_NODE=2 kvs_bpf_stat proxy_absent)
+			sleep 4
+			KVS_NODE=2 kvs_stop_kvsplice KILL
+			sleep 4
+			a1=$(KVS_NODE=2 kvs_bpf_stat proxy_absent)
+			KVS_NODE=2 KVSPLICE_ARGS="--router $pol --scrape-interval $((250 / ts))ms" \
+				kvs_start_kvsplice
+			echo "{\"fallback_connects\":$((a1 - a0))}" >"$out/$pol-kill-fallback.json"
+		fi
+		for p in "${pids[@]}"; do wait "$p" || true; done
+	done
+	stop_all
+done
+
+python3 - "$out" ${NODES_POLICIES:-kv dynamo} <<'EOF' | tee "$out/nodes.md"
+import json, os, sys
+out, pols = sys.argv[1], sys.argv[2:]
+load = lambda f: json.load(open(os.path.join(out, f)))
+rows, summary = [], {}
+print("| policy | run | combined hit rate | cached-token ratio | per node (hit %) | TTFT p99 ms "
+      "(worst node) | workers per prefix (mean) | errors | node 2 fell back |")
+print("|---|---|---|---|---|---|---|---|---|")
+for pol in pols:
+    one = load("%s-one.json" % pol)
+    summary[pol] = {"one": one["hit_rate"]}
+    print("| %s | one node, C=9 | %.1f%% | %.3f | - | %.0f | %.2f | %d | - |" % (
+        pol, 100 * one["hit_rate"], one["cached_token_ratio"], one["ttft_p99_ms"],
+        one["workers_per_prefix"], one["errors"]))
+    for mode in ("three", "kill"):
+        ns = [load("%s-%s-%d.json" % (pol, mode, n)) for n in (1, 2, 3)]
+        req = sum(d["requests"] - d["errors"] for d in ns)
+        hits = sum(d["hit_rate"] * (d["requests"] - d["errors"]) for d in ns)
+        ratio = sum(d["cached_token_ratio"] * (d["requests"] - d["errors"]) for d in ns) / req
+        fb = load("%s-kill-fallback.json" % pol)["fallback_connects"] if mode == "kill" else None
+        summary[pol][mode] = hits / req
+        print("| %s | 3 nodes, C=3 each%s | %.1f%% | %.3f | %s | %.0f | %.2f | %d | %s |" % (
+            pol, ", node 2's kvsplice killed and restarted" if mode == "kill" else "",
+            100 * hits / req, ratio, " / ".join("%.1f" % (100 * d["hit_rate"]) for d in ns),
+            max(d["ttft_p99_ms"] for d in ns), sum(d["workers_per_prefix"] for d in ns) / 3,
+            sum(d["errors"] for d in ns), "%d connects" % fb if fb is not None else "-"))
+print()
+for pol in pols:
+    s = summary[pol]
+    print("%s: 3 nodes %.1f%% vs one node %.1f%% (%+.1f points)" % (
+        pol, 100 * s["three"], 100 * s["one"], 100 * (s["three"] - s["one"])))
+json.dump(summary, open(os.path.join(out, "nodes.json"), "w"))
+EOF
