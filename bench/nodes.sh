@@ -4,7 +4,8 @@
 # nodes"). A testbed of 3 nodes (tests/node/up.sh --nodes 3) with 6 kvsim workers; the seeds'
 # workload, P=24, the same prefix set from every client pod (kvbench --prefix-seed):
 #   one node   node 1's client alone at C=9 (480 requests)
-#   3 nodes    the three client pods at once, C=3 each (160 requests each, their own --seed)
+#   3 nodes    the three client pods at once, C=3 each (160 requests each, their own --seed),
+#              after the same warm-up as the one-node run (one request per prefix, in turn)
 #   3 + kill   the same, node 2's kvsplice killed (SIGKILL) a few seconds in and restarted
 #              a few seconds later: node 2 falls back to the Service's DNAT meanwhile
 # for each policy (kv, dynamo), each instance only seeing its own node's load and every
@@ -20,7 +21,7 @@ ts=${NODES_TIME_SCALE:-4}
 P=${NODES_P:-24}
 out=bench/out/nodes
 mkdir -p "$out"
-rm -f "$out"/*.json
+rm -f "$out"/*.json "$out"/*.metrics
 [ "$(id -u)" -eq 0 ] || { echo "nodes.sh: needs root" >&2; exit 1; }
 trap 'tests/node/down.sh >/dev/null 2>&1 || true' EXIT
 trap 'exit 130' INT TERM
@@ -30,12 +31,14 @@ pods=""
 for i in $(seq 6); do pods+="${pods:+,}http://$(worker_ip "$i"):$SVC_PORT"; done
 svc=http://$SVC_IP:$SVC_PORT
 
-# bench NODE SEED C N LABEL: kvbench in node NODE's client pod, JSON on stdout
+# bench NODE SEED C N LABEL [kvbench flags...]: kvbench in node NODE's client pod, JSON on stdout
 bench() {
-	tests/node/client.sh --node "$1" build/kvbench --url "$svc" --prefix-types "$P" \
-		--prefix-seed 100 --seed "$2" --concurrency "$3" --requests "$4" \
+	local node=$1 seed=$2 c=$3 n=$4 label=$5
+	shift 5
+	tests/node/client.sh --node "$node" build/kvbench --url "$svc" --prefix-types "$P" \
+		--prefix-seed 100 --seed "$seed" --concurrency "$c" --requests "$n" \
 		--tokenizer "$KVS_ROOT/models/qwen3/tokenizer.json" --time-scale "$ts" \
-		--label "$5" --json --quiet
+		--label "$label" --json --quiet "$@"
 }
 reset_caches() {
 	local i
@@ -65,15 +68,17 @@ for pol in ${NODES_POLICIES:-kv dynamo}; do
 	for mode in three kill; do
 		echo "== $pol: 3 nodes, C=3 each ($mode)" >&2
 		reset_caches
+		# one warm-up request per prefix, as the one-node run has: from node 1, one at a time
+		bench 1 9 1 1 "$pol warm-up" >/dev/null
 		pids=()
 		for n in 1 2 3; do
-			bench "$n" "$n" 3 160 "$pol node $n" >"$out/$pol-$mode-$n.json" &
+			bench "$n" "$n" 3 160 "$pol node $n" --no-warmup >"$out/$pol-$mode-$n.json" &
 			pids+=($!)
 		done
 		if [ "$mode" = kill ]; then
 			a0=$(KVS_NODE=2 kvs_bpf_stat proxy_absent)
 			sleep 4
-			KVS_NODE=2 kvs_stop_kvsplice KILL
+			KVS_NODE=2 kvs_stop_kvsplice KILL || true
 			sleep 4
 			a1=$(KVS_NODE=2 kvs_bpf_stat proxy_absent)
 			KVS_NODE=2 KVSPLICE_ARGS="--router $pol --scrape-interval $((250 / ts))ms" \
@@ -81,6 +86,10 @@ for pol in ${NODES_POLICIES:-kv dynamo}; do
 			echo "{\"fallback_connects\":$((a1 - a0))}" >"$out/$pol-kill-fallback.json"
 		fi
 		for p in "${pids[@]}"; do wait "$p" || true; done
+		for n in 1 2 3; do
+			kvs_in --node "$n" curl -s "http://$ADMIN_ADDR/metrics" \
+				>"$out/$pol-$mode-$n.metrics" || true
+		done
 	done
 	stop_all
 done

@@ -36,12 +36,10 @@
  *     d. else (every holder pressed) the least loaded candidate not pressed -> SPILL.
  *  2. k is new: its home is the first candidate in rendezvous order (highest policy_hrw(k, id))
  *     that holds fewer keys (blocks at key_pos, from the index) than its capacity-weighted
- *     share ceil((K + 1) x cap / total cap + key_slack), K = the keys of all candidates, and is
- *     balanced; else the first balanced one; else the first with room in its share; else the
- *     first in rendezvous order -> HOME; home pressed -> 1d. With no load anywhere (a new
- *     prefix's first requests, or every kvsplice seeing the same quiet cluster) this depends on
- *     the index, the endpoints and the key alone; load only steers a new key away from a worker
- *     above the average, which keeps one-off requests evenly spread.
+ *     share ceil((K + 1) x cap / total cap + key_slack), K = the keys of all candidates; none
+ *     with room: the first in rendezvous order -> HOME; home pressed -> 1d. Load does not enter:
+ *     the home of a new prefix depends on the index, the endpoints and the key alone, so
+ *     instances on different nodes choosing at the same moment choose alike.
  *  3. Everything pressed: Dynamo's cost (prefill blocks + active + new blocks), so that an
  *     overloaded cluster still gains from hits -> SPILL.
  *  4. A request with no full block has nothing to place, and one whose first blocks every
@@ -233,14 +231,15 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	return pick;
 }
 
-/* 2. k is new: its home by rendezvous order among the candidates with room in their share,
- * balanced ones first. */
+/* 2. k is new: its home by rendezvous order among the candidates with room in their share. A pure
+ * function of the index, the endpoints and the key: load does not enter, so every kvsplice
+ * places a new prefix on the same worker (a home under pressure is handled by the caller). */
 static long pick_new(const struct policy_kv_opts *o, const struct policy_view *v,
-		     const struct pick_tmp *t, double avg)
+		     const struct pick_tmp *t)
 {
 	double keys = 0, cap = 0;
 	bool caps = true;
-	long pick = -1, any = -1, any_bal = -1;
+	long pick = -1, any = -1;
 
 	for (size_t i = 0; i < v->n; i++) {
 		keys += v->c[i].keys;
@@ -249,26 +248,14 @@ static long pick_new(const struct policy_kv_opts *o, const struct policy_view *v
 	}
 	for (size_t i = 0; i < v->n; i++) {
 		double share = (keys + 1) * (caps ? v->c[i].capacity / cap : 1.0 / (double)v->n);
-		bool room = (double)v->c[i].keys < ceil(share + o->key_slack);
-		bool bal = !t->pr[i] && policy_load(&v->c[i]) <= avg + o->balance_slack;
 
-		if (room && bal && (pick < 0 || t->hrw[i] > t->hrw[pick]))
+		if ((double)v->c[i].keys < ceil(share + o->key_slack) &&
+		    (pick < 0 || t->hrw[i] > t->hrw[pick]))
 			pick = (long)i;
-		if (bal && (any_bal < 0 || t->hrw[i] > t->hrw[any_bal]))
-			any_bal = (long)i;
-		if (room && (any < 0 || t->hrw[i] > t->hrw[any]))
+		if (any < 0 || t->hrw[i] > t->hrw[any])
 			any = (long)i;
 	}
-	if (pick >= 0)
-		return pick;
-	if (any_bal >= 0)
-		return any_bal;
-	if (any >= 0)
-		return any;
-	for (size_t i = 0; i < v->n; i++)
-		if (pick < 0 || t->hrw[i] > t->hrw[pick])
-			pick = (long)i;
-	return pick;
+	return pick >= 0 ? pick : any;
 }
 
 int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out)
@@ -315,7 +302,7 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 	} else if (best_depth) {
 		pick = pick_held(o, v, &t, avg, best_depth, &out->reason);
 	} else {
-		pick = pick_new(o, v, &t, avg);
+		pick = pick_new(o, v, &t);
 		out->reason = POLICY_HOME;
 		if (t.pr[pick])
 			pick = -1;

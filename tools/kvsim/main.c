@@ -98,6 +98,7 @@ struct sim {
 	uint64_t req_counter;
 	uint64_t ok_requests, err_requests;
 	uint64_t connections; /* accepted */
+	double busy_ms;	      /* model time spent in engine steps (kvsim_busy_seconds_total) */
 	struct kvc_events evbuf;
 	volatile sig_atomic_t stop;
 };
@@ -295,6 +296,7 @@ static void engine_kick_at(struct sim *sm, double start)
 	if (d == 0)
 		return;
 	sm->step_inflight = true;
+	sm->busy_ms += d;
 	sm->step_end = start + d / 1000.0 / sm->o.time_scale;
 }
 
@@ -595,12 +597,15 @@ static void handle_metrics(struct sim *sm, struct conn *c)
 		   "# HELP kvsim_connections_total TCP connections accepted (kvsim only).\n"
 		   "# TYPE kvsim_connections_total counter\nkvsim_connections_total %" PRIu64 "\n"
 		   "# HELP kvsim_errors_total Requests answered with an error (kvsim only).\n"
-		   "# TYPE kvsim_errors_total counter\nkvsim_errors_total %" PRIu64 "\n",
+		   "# TYPE kvsim_errors_total counter\nkvsim_errors_total %" PRIu64 "\n"
+		   "# HELP kvsim_busy_seconds_total Model time spent running engine steps: its rate "
+		   "is the worker's utilisation (kvsim only).\n"
+		   "# TYPE kvsim_busy_seconds_total counter\nkvsim_busy_seconds_total %.6f\n",
 		   lbl, sched_num_running(sm->s), lbl, sched_num_waiting(sm->s), lbl,
 		   kvc_usage(sm->kv), lbl, st->queries_tokens, lbl, st->hit_tokens, lbl,
 		   st->preemptions, lbl, st->prompt_tokens, lbl, st->generation_tokens, lbl,
 		   sm->ok_requests, kvc_block_size(sm->kv), kvc_usable_blocks(sm->kv) + 1,
-		   sm->connections, sm->err_requests);
+		   sm->connections, sm->err_requests, sm->busy_ms / 1000.0);
 	respond(sm, c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
 	buf_free(&b);
 }
