@@ -8,7 +8,8 @@
 # per worker (max/mean), send lag, and the workers' utilisation (kvsim_busy_seconds_total: the
 # share of model time they spent running steps). Not part of `make test`.
 # Env: TRACE (bench/traces/mooncake_synthetic_trace.jsonl), TRACE_B (32: tokens per hash id),
-#      TRACE_BLOCKS (9360: KV blocks per worker; the seeds had 585), TRACE_LIMITS ("1200 0":
+#      TRACE_BLOCKS (9360: KV blocks per worker; the seeds had 585: then TRACE_B=16, so that
+#      the longest prompt fits the max_model_len such a cache allows), TRACE_LIMITS ("1200 0":
 #      rows replayed, 0 = all), TRACE_SPEEDUP (the schedule runs this much faster), TRACE_TS (4:
 #      the workers' time scale), TRACE_VARIANTS ("service round-robin dynamo kv"),
 #      TRACE_OUT (bench/out/trace).
@@ -27,7 +28,9 @@ mkdir -p "$out"
 trap 'tests/node/down.sh >/dev/null 2>&1 || true' EXIT
 trap 'exit 130' INT TERM
 
-KVS_WORKER=kvsim KVS_TIME_SCALE=$ts KVS_KVSIM_ARGS="--num-blocks $blocks --max-model-len 32768" \
+# vLLM refuses a max_model_len its cache cannot hold: at the seeds' 585 blocks, use TRACE_B=16
+mml=$(((blocks - 1) * 16 < 32768 ? (blocks - 1) * 16 : 32768))
+KVS_WORKER=kvsim KVS_TIME_SCALE=$ts KVS_KVSIM_ARGS="--num-blocks $blocks --max-model-len $mml" \
 	tests/node/up.sh --workers 6 --no-kvsplice >&2
 pods=""
 for i in $(seq 6); do pods+="${pods:+,}http://$(worker_ip "$i"):$SVC_PORT"; done
@@ -53,7 +56,7 @@ for limit in ${TRACE_LIMITS:-1200 0}; do
 		t0=$(date +%s.%N)
 		tests/node/client.sh build/kvbench --url "http://$SVC_IP:$SVC_PORT" --trace "$trace" \
 			--trace-block-tokens "$B" --trace-limit "$limit" --trace-speedup "$speedup" \
-			--time-scale "$ts" --metrics-urls "$pods" --reset --max-prompt-tokens 32000 \
+			--time-scale "$ts" --metrics-urls "$pods" --reset --max-prompt-tokens $((mml - 512)) \
 			--label "$tag" --json --quiet >"$out/$tag.json" || true
 		t1=$(date +%s.%N)
 		b1=$(busy)
