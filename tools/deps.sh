@@ -12,6 +12,7 @@ debs=(
 	iproute2 nftables curl procps psmisc util-linux python3 python3-msgpack python3-zmq python3-yaml
 	python3-jinja2 # tests/e2e/ref_chat.py: the chat template as vLLM renders it
 	python3-xxhash # tests/golden: own block hash computed independently
+	gnuplot-nox # make demo: the PNG plots of results/demo/
 )
 missing=()
 for p in "${debs[@]}"; do

@@ -6,6 +6,8 @@ showed. Usage: demo_report.py OUT_DIR WORKERS TIME_SCALE VARIANT... (reads OUT_D
 one kvbench --json line per point)."""
 import json
 import os
+import shutil
+import subprocess
 import sys
 
 # The seeds' published numbers, 6 workers (002_a7ece122ee7be345.txt: the Service;
@@ -123,7 +125,56 @@ def main():
         errs = sum(d["errors"] for v in variants for d in res[v].values())
         line += "; %d errors in all." % errs
         print("\n" + line)
+    pngs = plots(out, res, variants, points)
+    if pngs:
+        print("\nPlots (PNG):\n")
+        for title, f in pngs:
+            print("![%s](%s)" % (title, f))
     print("\nraw JSON: %s/*.jsonl; kvsplice's /metrics after each policy: %s/*.metrics" % (out, out))
+    for _, f in pngs:
+        print("plot: %s" % os.path.join(out, f), file=sys.stderr)
+
+
+def plots(out, res, variants, points):
+    """PNG plots with gnuplot (Debian's gnuplot-nox): hit rate, TTFT p99 and throughput against
+    the prefix types, one line per variant, one plot per concurrency. Returns [(title, file)];
+    none when gnuplot is missing."""
+    if not shutil.which("gnuplot"):
+        print("(gnuplot not installed: no plots)", file=sys.stderr)
+        return []
+    made = []
+    metrics = [("hit_rate", "request hit rate (%)", 100.0), ("ttft_p99_ms", "TTFT p99 (ms)", 1.0),
+               ("req_per_s", "throughput (req/s)", 1.0)]
+    for c in sorted({p[1] for p in points}):
+        ps = sorted(p[0] for p in points if p[1] == c)
+        if len(ps) < 2:
+            continue
+        dat = os.path.join(out, "plot_c%d.dat" % c)
+        with open(dat, "w") as f:
+            f.write("# P " + " ".join("%s_%s" % (v, m) for m, _, _ in metrics for v in variants) + "\n")
+            for pt in ps:
+                vals = []
+                for m, _, k in metrics:
+                    for v in variants:
+                        d = res[v].get((pt, c))
+                        vals.append("%.4f" % (k * d[m]) if d else "NaN")
+                f.write("%d %s\n" % (pt, " ".join(vals)))
+        for mi, (m, label, _) in enumerate(metrics):
+            png = "%s_c%d.png" % (m, c)
+            title = "%s, C=%d" % (label, c)
+            cols = ", ".join("'%s' using 1:%d with linespoints lw 2 title '%s'" % (
+                dat, 2 + mi * len(variants) + vi, v) for vi, v in enumerate(variants))
+            script = ("set terminal pngcairo size 900,560 font 'sans,11'\n"
+                      "set output '%s'\nset title '%s'\nset xlabel 'prefix types (P)'\n"
+                      "set ylabel '%s'\nset grid\nset key outside right\nset xtics (%s)\n"
+                      "plot %s\n") % (os.path.join(out, png), title, label,
+                                       ", ".join(str(x) for x in ps), cols)
+            r = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
+            if r.returncode == 0:
+                made.append((title, png))
+            else:
+                print("gnuplot: %s" % r.stderr.strip(), file=sys.stderr)
+    return made
 
 
 if __name__ == "__main__":
