@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# bench/replicate.sh: the seeds' whole matrix in the node testbed, through the eBPF path (issue
+# 10): P in {2, 7, 12, 24}, C in {4, 8, 16}, 6 and 3 workers; the plain Service, kvsplice
+# round-robin, dynamo and kv, and the client-side Dynamo anchor; REPL_RUNS runs per point, the
+# medians reported (kvbench --runs). Writes bench/out/replicate/w6/ and w3/ (report.md, raw JSON,
+# PNG plots) and docs/replication.md (the tables and plots, the seeds' numbers beside ours; the
+# explanations in docs/replication.md's head are kept). Not part of `make test`: about two hours
+# at the default time scale.
+# Env: REPL_TIME_SCALE (4), REPL_RUNS (3), REPL_WORKERS ("6 3").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ts=${REPL_TIME_SCALE:-4}
+runs=${REPL_RUNS:-3}
+out=bench/out/replicate
+mkdir -p "$out"
+points="2:4 7:4 12:4 24:4 2:8 7:8 12:8 24:8 2:16 7:16 12:16 24:16"
+for w in ${REPL_WORKERS:-6 3}; do
+	echo "== replicate: $w workers" >&2
+	DEMO_WORKERS=$w DEMO_POINTS="$points" DEMO_TIME_SCALE="$ts" DEMO_RUNS="$runs" \
+		DEMO_OUT="$out/w$w" KVS_TESTBED_ID="repl$w" bash tests/node/demo.sh >/dev/null
+done
+python3 - "$out" "$ts" "$runs" ${REPL_WORKERS:-6 3} <<'EOF'
+import os, re, shutil, sys
+out, ts, runs, workers = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+doc = "docs/replication.md"
+head = ""
+if os.path.exists(doc):  # keep the hand-written head (everything above the first measured part)
+    text = open(doc).read()
+    head = text.split("<!-- measured -->")[0]
+os.makedirs("docs/replication", exist_ok=True)
+parts = [head.rstrip() + "\n\n<!-- measured -->\n"]
+for w in workers:
+    d = os.path.join(out, "w" + w)
+    rep = open(os.path.join(d, "report.md")).read()
+    for png in sorted(f for f in os.listdir(d) if f.endswith(".png")):
+        shutil.copy(os.path.join(d, png), os.path.join("docs/replication", "w%s_%s" % (w, png)))
+        rep = rep.replace("(%s)" % png, "(replication/w%s_%s)" % (w, png))
+    rep = re.sub(r"raw JSON: .*", "raw JSON: `%s/*.jsonl`" % d, rep)
+    parts.append("\n## %s workers (time scale %s, medians of %s runs)\n\n%s" % (w, ts, runs, rep))
+open(doc, "w").write("".join(parts))
+print("wrote %s" % doc)
+EOF
