@@ -72,44 +72,35 @@ def main():
     fmt = lambda v, f: f % v if v is not None else "-"
     print("kvsplice demo: %d kvsim workers, time scale %s (TTFT and req/s in model time); "
           "every variant ran the same seeded requests\n" % (workers, ts))
-    print("Request-level hit rate (cached_tokens > 0); seeds' numbers in brackets\n")
-    print("| P, C | " + " | ".join(variants) + " |")
-    print("|" + "---|" * (1 + len(variants)))
-    for p in points:
-        row = ["%d, %d" % p]
-        for v in variants:
-            d = res[v].get(p)
-            s = seeds_hit.get(seed_key(v) or "", {}).get(p)
-            cell = "%.1f%%" % (100 * d["hit_rate"]) if d else "-"
-            row.append(cell + (" (%.1f%%)" % s if s is not None else ""))
-        print("| " + " | ".join(row) + " |")
-    print("\nCached-token ratio (max 0.857); the workers' own metrics (hits/queries deltas) after it\n")
-    print("| P, C | " + " | ".join(variants) + " |")
-    print("|" + "---|" * (1 + len(variants)))
-    for p in points:
-        row = ["%d, %d" % p]
-        for v in variants:
-            d = res[v].get(p)
-            s = seeds_ratio.get(seed_key(v) or "", {}).get(p)
-            if not d:
-                row.append("-")
-                continue
-            m = d.get("metrics_hit_ratio")
-            row.append("%.3f / %s%s" % (d["cached_token_ratio"], fmt(m, "%.3f"),
-                                        " (%.3f)" % s if s is not None else ""))
-        print("| " + " | ".join(row) + " |")
-    print("\nTTFT p50/p99 ms, req/s, distinct workers per prefix, errors\n")
-    print("| P, C | " + " | ".join(variants) + " | seeds |")
-    print("|" + "---|" * (2 + len(variants)))
-    for p in points:
-        row = ["%d, %d" % p]
-        for v in variants:
-            d = res[v].get(p)
-            row.append("%.0f/%.0f, %.1f req/s, %.2f w/pfx, %d err" % (
-                d["ttft_p50_ms"], d["ttft_p99_ms"], d["req_per_s"], d["workers_per_prefix"],
-                d["errors"]) if d else "-")
-        row.append(seeds_ttft.get(p, "-"))
-        print("| " + " | ".join(row) + " |")
+    def table(title, cell, extra=None):
+        """One table: a row per point, a column per variant (cell(v, p, d)), and an optional
+        last column (extra(p))."""
+        print(title + "\n")
+        print("| P, C | " + " | ".join(variants) + (" | seeds |" if extra else " |"))
+        print("|" + "---|" * (1 + len(variants) + (1 if extra else 0)))
+        for p in points:
+            row = ["%d, %d" % p] + [cell(v, p, res[v].get(p)) if res[v].get(p) else "-"
+                                    for v in variants]
+            if extra:
+                row.append(extra(p))
+            print("| " + " | ".join(row) + " |")
+
+    def seed(table_, v, p, f):
+        s = table_.get(seed_key(v) or "", {}).get(p)
+        return f % s if s is not None else ""
+
+    table("Request-level hit rate (cached_tokens > 0); seeds' numbers in brackets",
+          lambda v, p, d: "%.1f%%" % (100 * d["hit_rate"]) + seed(seeds_hit, v, p, " (%.1f%%)"))
+    print()
+    table("Cached-token ratio (max 0.857); the workers' own metrics (hits/queries deltas) after it",
+          lambda v, p, d: "%.3f / %s%s" % (d["cached_token_ratio"], fmt(d.get("metrics_hit_ratio"), "%.3f"),
+                                          seed(seeds_ratio, v, p, " (%.3f)")))
+    print()
+    table("TTFT p50/p99 ms, req/s, distinct workers per prefix, errors",
+          lambda v, p, d: "%.0f/%.0f, %.1f req/s, %.2f w/pfx, %d err" % (
+              d["ttft_p50_ms"], d["ttft_p99_ms"], d["req_per_s"], d["workers_per_prefix"],
+              d["errors"]),
+          lambda p: seeds_ttft.get(p, "-"))
     # one line: kv against the plain Service and Dynamo's cost at the hardest C=8 point
     hard = max((p for p in points if p[1] == 8), default=None)
     kv = next((v for v in variants if v.endswith("-kv")), None)
