@@ -16,8 +16,12 @@
  * pressure: its queue is not empty, or load + 1 > max(spill_factor x avg, avg + spill_slack).
  * Soft pressure: its free KV blocks (estimated) cannot take this request's new blocks, so it
  * would queue it for a moment. Free blocks and the queue come first: the in-flight count alone
- * spills too early and raises TTFT (TARGETS.md). Room: its cache could hold one more prefix of
- * this size, (keys + 1) x blocks <= capacity.
+ * spills too early and raises TTFT (TARGETS.md). Backlog: the blocks it would compute before this
+ * request's first token (the prefill still owed to this router's requests there, plus this
+ * request's blocks it does not hold) exceed the least over the candidates by more than backlog x
+ * the request's blocks, and so does the backlog alone (a miss is not a queue); a backlogged worker counts as pressed like soft pressure, but is never
+ * waived in 1 (its queue is what makes the tail of the first-token time). Room: its cache could
+ * hold one more prefix of this size, (keys + 1) x blocks <= capacity.
  *
  * The pick, for a request whose key is k:
  *  1. k is held (some candidate's depth passes key_pos). Holders whose depth is within 1/16 of
@@ -90,6 +94,14 @@ static bool pressured_soft(const struct policy_cand *c)
 	return c->free_blocks >= 0 && c->free_blocks < (double)c->fresh;
 }
 
+/* Blocks c would compute before this request's first token: the prefill backlog of this router's
+ * requests there that have not answered yet, plus this request's own blocks it does not hold. */
+static double first_token_work(const struct policy_view *v, const struct policy_cand *c)
+{
+	return (double)c->prefill + (double)(v->nblocks - (c->depth < v->nblocks ? c->depth
+										 : v->nblocks));
+}
+
 /* Has c's cache room for one more prefix of this request's size? */
 static bool has_room(const struct policy_view *v, const struct policy_cand *c)
 {
@@ -132,8 +144,9 @@ struct pick_tmp {
 	bool *ok;
 	bool *pr;   /* under pressure, hard or soft */
 	bool *hard; /* under hard pressure */
+	bool *back; /* its prefill backlog would delay the first token (never waived) */
 	uint64_t hrw_s[64];
-	bool ok_s[64], pr_s[64], hard_s[64];
+	bool ok_s[64], pr_s[64], hard_s[64], back_s[64];
 };
 
 static int tmp_init(struct pick_tmp *t, size_t n)
@@ -143,13 +156,15 @@ static int tmp_init(struct pick_tmp *t, size_t n)
 		t->ok = t->ok_s;
 		t->pr = t->pr_s;
 		t->hard = t->hard_s;
+		t->back = t->back_s;
 		return 0;
 	}
 	t->hrw = malloc(n * sizeof(*t->hrw));
 	t->ok = malloc(n * sizeof(*t->ok));
 	t->pr = malloc(n * sizeof(*t->pr));
 	t->hard = malloc(n * sizeof(*t->hard));
-	return t->hrw && t->ok && t->pr && t->hard ? 0 : -ENOMEM;
+	t->back = malloc(n * sizeof(*t->back));
+	return t->hrw && t->ok && t->pr && t->hard && t->back ? 0 : -ENOMEM;
 }
 
 static void tmp_free(struct pick_tmp *t)
@@ -159,6 +174,7 @@ static void tmp_free(struct pick_tmp *t)
 		free(t->ok);
 		free(t->pr);
 		free(t->hard);
+		free(t->back);
 	}
 }
 
@@ -186,7 +202,7 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 		for (size_t k = 0; k < v->n && !lighter; k++)
 			lighter = v->c[k].depth <= v->key_pos && !t->pr[k] &&
 				  policy_load(&v->c[k]) + o->spill_gap <= policy_load(&v->c[i]);
-		t->pr[i] = lighter && t->pr[i];
+		t->pr[i] = t->back[i] || (lighter && t->pr[i]);
 	}
 	/* a. the first near holder in rendezvous order that is balanced and not under pressure */
 	for (size_t i = 0; i < v->n; i++) {
@@ -262,7 +278,7 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 {
 	const struct policy_kv_opts *o = &((struct kv *)state)->o;
 	struct pick_tmp t = {0};
-	double sum = 0, avg;
+	double sum = 0, avg, min_work = 0;
 	uint32_t best_depth = 0;
 	long pick = -1;
 
@@ -270,8 +286,13 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 		tmp_free(&t);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < v->n; i++)
+	for (size_t i = 0; i < v->n; i++) {
+		double w = first_token_work(v, &v->c[i]);
+
 		sum += policy_load(&v->c[i]);
+		if (i == 0 || w < min_work)
+			min_work = w;
+	}
 	avg = sum / (double)v->n;
 	for (size_t i = 0; i < v->n; i++) {
 		struct policy_cand *c = &v->c[i];
@@ -279,7 +300,9 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 		/* no block: rendezvous on a random value, so equal loads rotate */
 		t.hrw[i] = policy_hrw(v->nblocks ? v->key : v->rnd, c->id);
 		t.hard[i] = pressured_hard(o, c, avg);
-		t.pr[i] = t.hard[i] || pressured_soft(c);
+		t.back[i] = o->backlog > 0 && c->prefill > o->backlog * (double)v->nblocks &&
+			    first_token_work(v, c) > min_work + o->backlog * (double)v->nblocks;
+		t.pr[i] = t.hard[i] || t.back[i] || pressured_soft(c);
 		t.ok[i] = !t.pr[i];
 		/* blocks to prefill there; a million more under pressure */
 		c->score = (double)(v->nblocks - (c->depth < v->nblocks ? c->depth : v->nblocks)) +

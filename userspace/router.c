@@ -67,12 +67,13 @@ struct flight {
 	bool wants_usage;
 	uint32_t prompt_tokens;
 	int64_t predicted, best; /* cached tokens on the chosen worker, and the best any held */
+	uint32_t prefill;	 /* blocks it has to prefill on its worker, until its first byte */
 	uint64_t rec_seq;	 /* its record in the log (if still there) */
 };
 
 struct rec_cand {
 	char ep[DISCOVERY_NAME_MAX];
-	uint32_t depth, keys;
+	uint32_t depth, keys, prefill;
 	double load, waiting, free_blocks, score;
 	bool chosen;
 };
@@ -242,7 +243,8 @@ static void worker_collector(struct buf *out, void *arg)
 	    "kvsplice_worker_inflight",	       "kvsplice_worker_remote_requests",
 	    "kvsplice_worker_waiting",	       "kvsplice_worker_free_blocks",
 	    "kvsplice_worker_capacity_blocks", "kvsplice_worker_routed_total",
-	    "kvsplice_worker_scrape_failures", "kvsplice_worker_restarts_total"};
+	    "kvsplice_worker_scrape_failures", "kvsplice_worker_restarts_total",
+	    "kvsplice_worker_prefill_blocks"};
 	static const char *const help[] = {
 	    "Requests this kvsplice has in flight on the worker.",
 	    "Requests others have on the worker, estimated from its metrics.",
@@ -251,9 +253,11 @@ static void worker_collector(struct buf *out, void *arg)
 	    "KV cache capacity of the worker, blocks (its metrics; 0 unknown).",
 	    "Requests routed to the worker.",
 	    "Consecutive failed scrapes of the worker's metrics.",
-	    "New worker processes seen in its metrics (its index is then synced again)."};
+	    "New worker processes seen in its metrics (its index is then synced again).",
+	    "KV blocks this kvsplice's requests on the worker still have to prefill (sent, "
+	    "no response byte yet)."};
 
-	for (int k = 0; k < 8; k++) {
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
 		buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", names[k], help[k], names[k],
 			   k == 5 || k == 7 ? "counter" : "gauge");
 		for (uint32_t i = 0; i < workers_count(r->ws); i++) {
@@ -287,6 +291,9 @@ static void worker_collector(struct buf *out, void *arg)
 				break;
 			case 7:
 				v = (double)w->restarts;
+				break;
+			case 8:
+				v = w->prefill;
 				break;
 			}
 			buf_printf(out, "%s{worker=\"", names[k]);
@@ -765,6 +772,7 @@ static int fill_view(struct router *r, struct flight *f, size_t n, struct policy
 		if (!w)
 			continue;
 		c->local = w->inflight;
+		c->prefill = w->prefill;
 		workers_load(r->ws, w, t, cap_floor, &c->remote, &c->waiting, &c->free_blocks,
 			     &c->capacity);
 		if (r->pol->needs & POLICY_NEEDS_ACTIVE) {
@@ -842,10 +850,13 @@ static struct flight *flight_new(struct router *r, uint32_t *id)
 	return f;
 }
 
+static void prefill_done(struct router *r, struct flight *f);
+
 static void flight_release(struct router *r, uint32_t id)
 {
 	struct flight *f = &r->fl[id - 1];
 
+	prefill_done(r, f);
 	if (f->slot != UINT32_MAX)
 		workers_flight_del(r->ws, f->slot, f->chain, f->n);
 	f->slot = UINT32_MAX;
@@ -882,6 +893,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 			metrics_inc(r->st.passthrough);
 	} else {
 		f = &r->fl[id - 1];
+		prefill_done(r, f);
 		if (f->slot != UINT32_MAX) /* the failed attempt leaves that worker */
 			workers_flight_del(r->ws, f->slot, f->chain, f->n);
 		f->slot = UINT32_MAX;
@@ -901,8 +913,14 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 	}
 	w = workers_at(r->ws, r->cand_slot[ch.cand]);
 	if (w) {
-		if (workers_flight_add(r->ws, w->slot, f->chain, f->n) == 0)
+		if (workers_flight_add(r->ws, w->slot, f->chain, f->n) == 0) {
+			uint32_t d = v.c[ch.cand].depth;
+
 			f->slot = w->slot;
+			/* the blocks it has to compute there wait in that worker's prefill queue */
+			f->prefill = (uint32_t)f->n - (d < f->n ? d : (uint32_t)f->n);
+			w->prefill += f->prefill;
+		}
 		w->routed++;
 		if ((f->view == VIEW_APPROX || f->view == VIEW_TEXT) && f->n)
 			approx_insert(r->ax, w->slot, f->chain, f->n, clock_s());
@@ -942,6 +960,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 			snprintf(rc->ep, sizeof(rc->ep), "%s", svc->endpoints[v.c[i].ep].name);
 			rc->depth = v.c[i].depth;
 			rc->keys = v.c[i].keys;
+			rc->prefill = v.c[i].prefill;
 			rc->load = policy_load(&v.c[i]);
 			rc->waiting = v.c[i].waiting;
 			rc->free_blocks = v.c[i].free_blocks;
@@ -957,6 +976,22 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 none:
 	t->flight = 0;
 	return -ENOENT;
+}
+
+/* Takes flight f's blocks out of its worker's prefill backlog (once). */
+static void prefill_done(struct router *r, struct flight *f)
+{
+	struct worker *w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
+
+	if (w && f->prefill)
+		w->prefill -= f->prefill < w->prefill ? f->prefill : w->prefill;
+	f->prefill = 0;
+}
+
+void router_first_byte(struct router *r, struct router_ticket *t)
+{
+	if (t->flight)
+		prefill_done(r, &r->fl[t->flight - 1]);
 }
 
 bool router_wants_usage(const struct router *r, const struct router_ticket *t)
@@ -1060,8 +1095,9 @@ int router_debug_json(const struct router *r, struct buf *out)
 
 			rc |= buf_printf(out, "%s{\"endpoint\":", k ? "," : "");
 			rc |= buf_json_str(out, c->ep, strlen(c->ep));
-			rc |= buf_printf(out, ",\"depth\":%u,\"keys\":%u,\"load\":%.6g", c->depth,
-					 c->keys, c->load);
+			rc |= buf_printf(out,
+					 ",\"depth\":%u,\"keys\":%u,\"load\":%.6g,\"prefill_blocks\":%u",
+					 c->depth, c->keys, c->load, c->prefill);
 			rc |= json_num(out, "waiting", c->waiting);
 			rc |= json_num(out, "free_blocks", c->free_blocks);
 			rc |= buf_printf(out, ",\"score\":%.6g,\"chosen\":%s}", c->score,
@@ -1089,9 +1125,10 @@ int router_workers_json(const struct router *r, struct buf *out)
 		rc |= buf_json_str(out, w->name, strlen(w->name));
 		rc |=
 		    buf_printf(out,
-			       ",\"slot\":%u,\"events_id\":%d,\"inflight\":%u,\"active_blocks\":%u,"
-			       "\"remote_requests\":%.6g",
-			       w->slot, w->events_id, w->inflight, workers_active(r->ws, w), rem);
+			       ",\"slot\":%u,\"events_id\":%d,\"inflight\":%u,\"prefill_blocks\":%u,"
+			       "\"active_blocks\":%u,\"remote_requests\":%.6g",
+			       w->slot, w->events_id, w->inflight, w->prefill,
+			       workers_active(r->ws, w), rem);
 		rc |= json_num(out, "waiting", wait);
 		rc |= json_num(out, "free_blocks", fb);
 		rc |= json_num(out, "capacity_blocks", cap > 0 ? cap : -1);

@@ -49,6 +49,7 @@ struct worker {
 	int events_id; /* its id in the events module and the index, -1: none */
 	/* local load */
 	uint32_t inflight; /* requests this router has in flight there */
+	uint32_t prefill;  /* blocks those of them still before their first token have to compute */
 	/* metrics */
 	bool have_metrics;
 	struct scrape_metrics m;

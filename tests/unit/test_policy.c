@@ -14,12 +14,12 @@
 #define U (-1.0) /* unknown */
 
 /* A candidate as a row gives it: rank in rendezvous order, depth, keys, capacity, local and
- * remote load, waiting, free blocks, active, fresh. */
+ * remote load, waiting, free blocks, active, fresh, prefill backlog. */
 struct rc {
 	int rank;
 	uint32_t depth, keys;
 	double cap, local, remote, waiting, free_blocks;
-	uint32_t active, fresh;
+	uint32_t active, fresh, prefill;
 };
 
 struct row {
@@ -243,6 +243,33 @@ static const struct row rows[] = {
      2,
      POLICY_SPILL,
      "all queueing: ... but not at any price (10 + 5 + 10 beats 0 + 30 + 0)"},
+    /* kv: prefill backlog (default 0.25: a worker owing more than a quarter of this request's
+     * prefill beyond the best place counts as pressed) */
+    {"kv",
+     10,
+     0,
+     3,
+     {C(0), C(1, .depth = 10, .prefill = 25), C(2)},
+     0,
+     POLICY_SPILL,
+     "held, but 25 + 0 blocks owed before its first token vs 0 + 10 elsewhere: spilled, "
+     "though no cache has room and no worker is lighter"},
+    {"kv",
+     10,
+     0,
+     3,
+     {C(0), C(1, .depth = 10, .prefill = 12), C(2)},
+     1,
+     POLICY_HOME,
+     "held, 12 + 0 blocks owed vs 0 + 10: within a quarter prefill of the best, the holder"},
+    {"kv",
+     10,
+     0,
+     3,
+     {C(0, .prefill = 3), C(1), C(2)},
+     1,
+     POLICY_SPILL,
+     "new prefix whose home owes 3 + 10 vs 0 + 10: the next in rendezvous order"},
     /* kv: nothing to place */
     {"kv",
      0,
@@ -317,6 +344,7 @@ static int run_row(const struct row *w, size_t *got_cand, enum policy_reason *go
 					 .waiting = x->waiting,
 					 .free_blocks = x->free_blocks,
 					 .active = x->active,
+					 .prefill = x->prefill,
 					 .fresh = x->fresh		   ? x->fresh
 						  : x->depth >= w->nblocks ? 0
 									   : w->nblocks - x->depth};

@@ -360,6 +360,31 @@ int main(void)
 			x = last_route(&g, &root);
 			CHECK(num(x, "attempts") == 2, "retry: one record, two attempts");
 			cJSON_Delete(root);
+			{
+				/* the new worker owes the whole prompt's prefill until the first byte */
+				char want[96];
+				double nb = (double)(ids.n / BS);
+
+				snprintf(want, sizeof(want),
+					 "\"name\":\"qwen/w%d\",\"slot\":%d,\"events_id\":%d,"
+					 "\"inflight\":1,\"prefill_blocks\":%d",
+					 w2, w2, w2, (int)nb);
+				CHECK(strstr(wj.data, want) != NULL && strstr(wj.data, "\"inflight\":0,"
+									   "\"prefill_blocks\":0"),
+				      "prefill backlog: %d blocks on the retry's worker, 0 on the "
+				      "failed one",
+				      (int)nb);
+				router_first_byte(g.r, &t);
+				router_first_byte(g.r, &t);
+				buf_reset(&wj);
+				router_workers_json(g.r, &wj);
+				snprintf(want, sizeof(want),
+					 "\"name\":\"qwen/w%d\",\"slot\":%d,\"events_id\":%d,"
+					 "\"inflight\":1,\"prefill_blocks\":0",
+					 w2, w2, w2);
+				CHECK(strstr(wj.data, want) != NULL,
+				      "prefill backlog: gone at the first response byte (twice: once)");
+			}
 			CHECK_EQ(pick(&g, "/v1/completions", b1, 0x3f, &t), -ENOENT,
 				 "retry: every endpoint tried: none left");
 			CHECK_EQ(t.flight, 0, "none left: the ticket holds nothing");
