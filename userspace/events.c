@@ -1,1324 +1,44 @@
 // SPDX-License-Identifier: Apache-2.0
-// events: vLLM KV events over ZMQ, decoded with msgpack-c, applied to the index.
+// events: the runtime of events.h: per-worker ZMQ sockets (SUB + DEALER replay, each watched by
+// a libzmq monitor), the sequence rules, the live queue kept during a replay and its bounds, the
+// sync with discovery, counters, /metrics and /debug/index. Payloads are decoded by
+// events_decode.c.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <msgpack.h>
 #include <xxhash.h>
 #include <zmq.h>
 
 #include "clock.h"
-#include "blockhash.h"
 #include "discovery.h"
 #include "events.h"
 #include "log.h"
-
-/* ==== decoder ============================================================================ */
-
-struct events_decoder {
-	msgpack_zone zone;
-	uint64_t *hashes;
-	size_t hcap;
-	uint32_t *tokens;
-	size_t tcap;
-	const void **extra;
-	size_t *extra_len;
-	size_t *extra_off;
-	size_t ecap;
-	msgpack_sbuffer sbuf;
-};
-
-struct events_decoder *events_decoder_new(void)
-{
-	struct events_decoder *d = calloc(1, sizeof(*d));
-
-	if (!d)
-		return NULL;
-	if (!msgpack_zone_init(&d->zone, 64 * 1024)) {
-		free(d);
-		return NULL;
-	}
-	msgpack_sbuffer_init(&d->sbuf);
-	return d;
-}
-
-void events_decoder_free(struct events_decoder *d)
-{
-	if (!d)
-		return;
-	msgpack_zone_destroy(&d->zone);
-	msgpack_sbuffer_destroy(&d->sbuf);
-	free(d->hashes);
-	free(d->tokens);
-	free(d->extra);
-	free(d->extra_len);
-	free(d->extra_off);
-	free(d);
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap = *cap ? *cap : 64;
-	void *np;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(*p, ncap * elem);
-	if (!np)
-		return -ENOMEM;
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
-
-/* What a msgpack lead byte is followed by: `fixed` bytes, then (hdr > 0) a big-endian length
- * of hdr bytes counting bytes (kind MP_BYTES) or elements (MP_ARRAY; MP_MAP counts pairs);
- * fixarray/fixmap (hdr 0) carry their count (elements or pairs) in `items`. Table-driven so the
- * scan of long token arrays (a mix of fixint, uint16 and uint32 leads) does not stall on
- * mispredicted branches. */
-enum { MP_SCALAR, MP_BYTES, MP_ARRAY, MP_MAP, MP_BAD };
-struct mp_lead {
-	uint8_t kind, hdr, fixed, items;
-};
-static struct mp_lead mp_leads[256];
-
-__attribute__((constructor)) static void mp_leads_init(void)
-{
-	for (int c = 0; c < 256; c++) {
-		struct mp_lead *l = &mp_leads[c];
-		*l = (struct mp_lead){MP_SCALAR, 0, 0, 0};
-		if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3)
-			continue;
-		if ((c & 0xf0) == 0x80) {
-			*l = (struct mp_lead){MP_MAP, 0, 0, (uint8_t)(c & 0x0f)};
-			continue;
-		}
-		if ((c & 0xf0) == 0x90) {
-			*l = (struct mp_lead){MP_ARRAY, 0, 0, (uint8_t)(c & 0x0f)};
-			continue;
-		}
-		if ((c & 0xe0) == 0xa0) {
-			l->fixed = (uint8_t)(c & 0x1f);
-			continue;
-		}
-		switch (c) {
-		case 0xcc:
-		case 0xd0:
-			l->fixed = 1;
-			break;
-		case 0xcd:
-		case 0xd1:
-		case 0xd4:
-			l->fixed = 2;
-			break;
-		case 0xd5:
-			l->fixed = 3;
-			break;
-		case 0xca:
-		case 0xce:
-		case 0xd2:
-			l->fixed = 4;
-			break;
-		case 0xd6:
-			l->fixed = 5;
-			break;
-		case 0xcb:
-		case 0xcf:
-		case 0xd3:
-			l->fixed = 8;
-			break;
-		case 0xd7:
-			l->fixed = 9;
-			break;
-		case 0xd8:
-			l->fixed = 17;
-			break;
-		case 0xc4:
-		case 0xd9:
-			*l = (struct mp_lead){MP_BYTES, 1, 0, 0};
-			break;
-		case 0xc5:
-		case 0xda:
-			*l = (struct mp_lead){MP_BYTES, 2, 0, 0};
-			break;
-		case 0xc6:
-		case 0xdb:
-			*l = (struct mp_lead){MP_BYTES, 4, 0, 0};
-			break;
-		case 0xc7:
-			*l = (struct mp_lead){MP_BYTES, 1, 1, 0};
-			break; /* ext: + type byte */
-		case 0xc8:
-			*l = (struct mp_lead){MP_BYTES, 2, 1, 0};
-			break;
-		case 0xc9:
-			*l = (struct mp_lead){MP_BYTES, 4, 1, 0};
-			break;
-		case 0xdc:
-			*l = (struct mp_lead){MP_ARRAY, 2, 0, 0};
-			break;
-		case 0xdd:
-			*l = (struct mp_lead){MP_ARRAY, 4, 0, 0};
-			break;
-		case 0xde:
-			*l = (struct mp_lead){MP_MAP, 2, 0, 0};
-			break;
-		case 0xdf:
-			*l = (struct mp_lead){MP_MAP, 4, 0, 0};
-			break;
-		default:
-			l->kind = MP_BAD;
-			break; /* 0xc1 is never used */
-		}
-	}
-}
-
-/* Reads the lead byte and header of the value at *pp (bounded by end) and moves *pp past them,
- * and past the payload of a string, binary or extension. For a container, *kids is the number of
- * values it holds (two per map entry) and true is returned in *container; a container whose
- * values cannot all fit in the bytes left (each takes at least one) is refused. 0 or -EBADMSG. */
-static inline int mp_step(const uint8_t **pp, const uint8_t *end, uint64_t *kids, bool *container)
-{
-	const uint8_t *p = *pp;
-	const struct mp_lead *l;
-	uint64_t len, v = 0;
-
-	*kids = 0;
-	*container = false;
-	if (p >= end)
-		return -EBADMSG;
-	l = &mp_leads[*p++];
-	if (__builtin_expect(l->kind == MP_SCALAR, 1)) {
-		if ((size_t)(end - p) < l->fixed)
-			return -EBADMSG;
-		*pp = p + l->fixed;
-		return 0;
-	}
-	if (l->kind == MP_BAD || (size_t)(end - p) < l->hdr)
-		return -EBADMSG;
-	for (unsigned i = 0; i < l->hdr; i++)
-		v = v << 8 | *p++;
-	if (l->kind == MP_BYTES) {
-		len = v + l->fixed;
-		if (len > (uint64_t)(end - p))
-			return -EBADMSG;
-		*pp = p + len;
-		return 0;
-	}
-	if (!l->hdr)
-		v = l->items; /* fixarray / fixmap */
-	len = l->kind == MP_MAP ? 2 * v : v;
-	if (len > (uint64_t)(end - p))
-		return -EBADMSG;
-	*pp = p;
-	*kids = len;
-	*container = true;
-	return 0;
-}
-
-/* Checks that p[0..n) is exactly one msgpack object whose every container count and byte length
- * fits in the bytes that remain, nested no deeper than msgpack-c's unpacker accepts. msgpack-c
- * allocates a container's elements as soon as it reads the header, so a 5-byte "array of 4 G
- * elements" would otherwise ask for ~100 GB; and it refuses a container opened while
- * MSGPACK_EMBED_STACK_SIZE non-empty ones are open: so does this, so that a payload passes
- * here exactly when msgpack_unpack() takes it (the cursor decoder relies on that). */
-#define MP_MAX_OPEN 32 /* MSGPACK_EMBED_STACK_SIZE in msgpack-c 4.0 */
-static int mp_prescan(const uint8_t *p, size_t n)
-{
-	const uint8_t *end = p + n;
-	uint64_t todo = 1, outer[MP_MAX_OPEN], kids;
-	unsigned open = 0;
-	bool container;
-
-	for (;;) {
-		while (!todo) {
-			if (!open)
-				return p == end ? 0 : -EBADMSG;
-			todo = outer[--open];
-		}
-		todo--;
-		if (mp_step(&p, end, &kids, &container))
-			return -EBADMSG;
-		if (!container)
-			continue;
-		if (open >= MP_MAX_OPEN)
-			return -EBADMSG;
-		if (!kids)
-			continue;
-		outer[open++] = todo;
-		todo = kids;
-	}
-}
-
-uint64_t events_hash_u64(const void *bytes, size_t len)
-{
-	const uint8_t *b = bytes;
-	size_t from = len > 8 ? len - 8 : 0;
-	uint64_t v = 0;
-
-	for (size_t i = from; i < len; i++)
-		v = v << 8 | b[i];
-	return v;
-}
-
-static int obj_hash(const msgpack_object *o, uint64_t *out)
-{
-	switch (o->type) {
-	case MSGPACK_OBJECT_POSITIVE_INTEGER:
-		*out = o->via.u64;
-		return 0;
-	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-		*out = (uint64_t)o->via.i64;
-		return 0;
-	case MSGPACK_OBJECT_BIN:
-		if (!o->via.bin.size)
-			return -EBADMSG;
-		*out = events_hash_u64(o->via.bin.ptr, o->via.bin.size);
-		return 0;
-	case MSGPACK_OBJECT_STR: /* raw bytes packed without the bin type (old msgpack) */
-		if (!o->via.str.size)
-			return -EBADMSG;
-		*out = events_hash_u64(o->via.str.ptr, o->via.str.size);
-		return 0;
-	default:
-		return -EBADMSG;
-	}
-}
-
-static bool obj_is_str(const msgpack_object *o, const char *s)
-{
-	size_t n = strlen(s);
-
-	return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
-	       !memcmp(o->via.str.ptr, s, n);
-}
-
-static bool obj_nil(const msgpack_object *o)
-{
-	return !o || o->type == MSGPACK_OBJECT_NIL;
-}
-
-static int obj_int(const msgpack_object *o, int64_t *out)
-{
-	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
-		*out = (int64_t)o->via.u64;
-	else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-		*out = o->via.i64;
-	else
-		return -EBADMSG;
-	return 0;
-}
-
-/* Field names in vLLM's declaration order (the array form's positions after the tag). */
-static const char *const stored_fields[] = {
-    "block_hashes",
-    "parent_block_hash",
-    "token_ids",
-    "block_size",
-    "lora_id",
-    "medium",
-    "lora_name",
-    "extra_keys",
-    "group_idx",
-    "kv_cache_spec_kind",
-    "kv_cache_spec_sliding_window",
-};
-enum {
-	F_HASHES,
-	F_PARENT,
-	F_TOKENS,
-	F_BS,
-	F_LORA_ID,
-	F_MEDIUM,
-	F_LORA_NAME,
-	F_EXTRA,
-	F_GROUP,
-	F_KIND,
-	F_NFIELDS = 11
-};
-static const char *const removed_fields[] = {"block_hashes", "medium", "group_idx"};
-enum { R_HASHES, R_MEDIUM, R_GROUP };
-
-/* Fills f[0..nf) with the event's fields (NULL when absent) from either encoding. */
-static void event_fields(const msgpack_object *e, const char *const *names, size_t nf,
-			 const msgpack_object **f)
-{
-	memset(f, 0, nf * sizeof(*f));
-	if (e->type == MSGPACK_OBJECT_ARRAY) {
-		for (size_t i = 0; i < nf && i + 1 < e->via.array.size; i++)
-			f[i] = &e->via.array.ptr[i + 1];
-		return;
-	}
-	for (uint32_t k = 0; k < e->via.map.size; k++) {
-		const msgpack_object *key = &e->via.map.ptr[k].key;
-		for (size_t i = 0; i < nf; i++)
-			if (obj_is_str(key, names[i])) {
-				f[i] = &e->via.map.ptr[k].val;
-				break;
-			}
-	}
-}
-
-static int decode_hashes(struct events_decoder *d, const msgpack_object *o, struct events_event *ev)
-{
-	if (!o || o->type != MSGPACK_OBJECT_ARRAY)
-		return -EBADMSG;
-	if (grow((void **)&d->hashes, &d->hcap, o->via.array.size + 1, sizeof(*d->hashes)))
-		return -ENOMEM;
-	for (uint32_t i = 0; i < o->via.array.size; i++)
-		if (obj_hash(&o->via.array.ptr[i], &d->hashes[i]))
-			return -EBADMSG;
-	ev->hashes = d->hashes;
-	ev->n_hashes = o->via.array.size;
-	return 0;
-}
-
-static int decode_medium(const msgpack_object *o, unsigned *tier)
-{
-	if (obj_nil(o)) {
-		*tier = INDEX_TIER_GPU;
-		return 0;
-	}
-	if (o->type != MSGPACK_OBJECT_STR)
-		return -EBADMSG;
-	*tier = o->via.str.size == 3 && !strncasecmp(o->via.str.ptr, "GPU", 3) ? INDEX_TIER_GPU
-									       : INDEX_TIER_CPU;
-	return 0;
-}
-
-static int decode_group(const msgpack_object *o, struct events_event *ev)
-{
-	if (obj_nil(o))
-		return 0;
-	ev->has_group = true;
-	return obj_int(o, &ev->group_idx);
-}
-
-/* extra_keys: one element per block, null or an array of keys. Keys equal to the LoRA name are
- * left out (the LoRA name is already the chain's root); what remains is re-packed as a msgpack
- * array and hashed into that block's own hash, so e.g. multimodal blocks never match text. */
-static int decode_extra(struct events_decoder *d, const msgpack_object *o, struct events_event *ev)
-{
-	msgpack_packer pk;
-	size_t n = ev->n_hashes;
-	bool any = false;
-
-	if (obj_nil(o))
-		return 0;
-	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != n)
-		return -EBADMSG;
-	if (grow((void **)&d->extra, &d->ecap, n + 1, sizeof(*d->extra)))
-		return -ENOMEM;
-	d->ecap = 0; /* the three arrays share one capacity: grow them in step */
-	if (grow((void **)&d->extra_len, &d->ecap, n + 1, sizeof(*d->extra_len)))
-		return -ENOMEM;
-	d->ecap = 0;
-	if (grow((void **)&d->extra_off, &d->ecap, n + 1, sizeof(*d->extra_off)))
-		return -ENOMEM;
-	msgpack_sbuffer_clear(&d->sbuf);
-	msgpack_packer_init(&pk, &d->sbuf, msgpack_sbuffer_write);
-	for (size_t i = 0; i < n; i++) {
-		const msgpack_object *x = &o->via.array.ptr[i];
-		uint32_t keep = 0;
-
-		d->extra_off[i] = d->sbuf.size;
-		d->extra_len[i] = 0;
-		if (x->type == MSGPACK_OBJECT_NIL)
-			continue;
-		if (x->type != MSGPACK_OBJECT_ARRAY)
-			return -EBADMSG;
-		for (uint32_t k = 0; k < x->via.array.size; k++) {
-			const msgpack_object *y = &x->via.array.ptr[k];
-			if (!(ev->lora_name && y->type == MSGPACK_OBJECT_STR &&
-			      y->via.str.size == ev->lora_len &&
-			      !memcmp(y->via.str.ptr, ev->lora_name, ev->lora_len)))
-				keep++;
-		}
-		if (!keep)
-			continue;
-		if (msgpack_pack_array(&pk, keep))
-			return -ENOMEM;
-		for (uint32_t k = 0; k < x->via.array.size; k++) {
-			const msgpack_object *y = &x->via.array.ptr[k];
-			if (ev->lora_name && y->type == MSGPACK_OBJECT_STR &&
-			    y->via.str.size == ev->lora_len &&
-			    !memcmp(y->via.str.ptr, ev->lora_name, ev->lora_len))
-				continue;
-			if (msgpack_pack_object(&pk, *y))
-				return -ENOMEM;
-		}
-		d->extra_len[i] = d->sbuf.size - d->extra_off[i];
-		any = true;
-	}
-	if (!any)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		d->extra[i] = d->extra_len[i] ? d->sbuf.data + d->extra_off[i] : NULL;
-	ev->extra = d->extra;
-	ev->extra_len = d->extra_len;
-	return 0;
-}
-
-static int decode_stored(struct events_decoder *d, const msgpack_object *e, struct events_event *ev)
-{
-	const msgpack_object *f[F_NFIELDS];
-	const msgpack_object *t;
-	int64_t bs;
-	int rc;
-
-	event_fields(e, stored_fields, F_NFIELDS, f);
-	ev->type = EVENTS_BLOCK_STORED;
-	if ((rc = decode_hashes(d, f[F_HASHES], ev)))
-		return rc;
-	if (!f[F_PARENT] || !f[F_TOKENS] || !f[F_BS])
-		return -EBADMSG;
-	if (!obj_nil(f[F_PARENT])) {
-		if (obj_hash(f[F_PARENT], &ev->parent))
-			return -EBADMSG;
-		ev->has_parent = true;
-	}
-	if (obj_int(f[F_BS], &bs) || bs < 1 || bs > BLOCKHASH_MAX_BLOCK_SIZE)
-		return -EBADMSG;
-	ev->block_size = (uint32_t)bs;
-	t = f[F_TOKENS];
-	if (t->type != MSGPACK_OBJECT_ARRAY || t->via.array.size != ev->n_hashes * (uint64_t)bs)
-		return -EBADMSG;
-	if (grow((void **)&d->tokens, &d->tcap, t->via.array.size + 1, sizeof(*d->tokens)))
-		return -ENOMEM;
-	for (uint32_t i = 0; i < t->via.array.size; i++) {
-		const msgpack_object *x = &t->via.array.ptr[i];
-		if (x->type != MSGPACK_OBJECT_POSITIVE_INTEGER || x->via.u64 > UINT32_MAX)
-			return -EBADMSG;
-		d->tokens[i] = (uint32_t)x->via.u64;
-	}
-	ev->tokens = d->tokens;
-	ev->n_tokens = t->via.array.size;
-	if (!obj_nil(f[F_LORA_ID])) {
-		if (obj_int(f[F_LORA_ID], &ev->lora_id))
-			return -EBADMSG;
-		ev->has_lora_id = true;
-	}
-	if ((rc = decode_medium(f[F_MEDIUM], &ev->tier)))
-		return rc;
-	if (!obj_nil(f[F_LORA_NAME])) {
-		if (f[F_LORA_NAME]->type != MSGPACK_OBJECT_STR)
-			return -EBADMSG;
-		ev->lora_name = f[F_LORA_NAME]->via.str.ptr;
-		ev->lora_len = f[F_LORA_NAME]->via.str.size;
-	}
-	if ((rc = decode_group(f[F_GROUP], ev)))
-		return rc;
-	if (!obj_nil(f[F_KIND])) {
-		if (f[F_KIND]->type != MSGPACK_OBJECT_STR)
-			return -EBADMSG;
-		ev->other_kind = !obj_is_str(f[F_KIND], "full_attention");
-	}
-	return decode_extra(d, f[F_EXTRA], ev);
-}
-
-static int decode_removed(struct events_decoder *d, const msgpack_object *e,
-			  struct events_event *ev)
-{
-	const msgpack_object *f[3];
-	int rc;
-
-	event_fields(e, removed_fields, 3, f);
-	ev->type = EVENTS_BLOCK_REMOVED;
-	if ((rc = decode_hashes(d, f[R_HASHES], ev)))
-		return rc;
-	if ((rc = decode_medium(f[R_MEDIUM], &ev->tier)))
-		return rc;
-	return decode_group(f[R_GROUP], ev);
-}
-
-/* One event: 0 (ev filled), 1 (unknown type), -EBADMSG, -ENOMEM. */
-static int decode_event(struct events_decoder *d, const msgpack_object *e, struct events_event *ev)
-{
-	const msgpack_object *tag = NULL;
-
-	memset(ev, 0, sizeof(*ev));
-	ev->tier = INDEX_TIER_GPU;
-	if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size > 0) {
-		tag = &e->via.array.ptr[0];
-	} else if (e->type == MSGPACK_OBJECT_MAP) {
-		for (uint32_t k = 0; k < e->via.map.size; k++)
-			if (obj_is_str(&e->via.map.ptr[k].key, "type"))
-				tag = &e->via.map.ptr[k].val;
-	}
-	if (!tag || tag->type != MSGPACK_OBJECT_STR)
-		return -EBADMSG;
-	if (obj_is_str(tag, "BlockStored"))
-		return decode_stored(d, e, ev);
-	if (obj_is_str(tag, "BlockRemoved"))
-		return decode_removed(d, e, ev);
-	if (obj_is_str(tag, "AllBlocksCleared")) {
-		ev->type = EVENTS_ALL_CLEARED;
-		return 0;
-	}
-	return 1;
-}
-
-/* events_decode_msgpackc after the prescan: the whole batch unpacked by msgpack-c. */
-static int decode_unpacked(struct events_decoder *d, const void *p, size_t n,
-			   int (*fn)(void *arg, const struct events_event *ev), void *arg,
-			   struct events_decode_counts *c, double *batch_ts)
-{
-	const msgpack_object *events = NULL, *ts = NULL;
-	msgpack_object root;
-	size_t off = 0;
-	int delivered = 0, rc;
-
-	msgpack_zone_clear(&d->zone);
-	if (msgpack_unpack(p, n, &off, &d->zone, &root) != MSGPACK_UNPACK_SUCCESS)
-		goto bad;
-	if (root.type == MSGPACK_OBJECT_ARRAY && root.via.array.size >= 2) {
-		ts = &root.via.array.ptr[0];
-		events = &root.via.array.ptr[1];
-	} else if (root.type == MSGPACK_OBJECT_MAP) {
-		for (uint32_t k = 0; k < root.via.map.size; k++) {
-			if (obj_is_str(&root.via.map.ptr[k].key, "events"))
-				events = &root.via.map.ptr[k].val;
-			else if (obj_is_str(&root.via.map.ptr[k].key, "ts"))
-				ts = &root.via.map.ptr[k].val;
-		}
-	}
-	if (!events || events->type != MSGPACK_OBJECT_ARRAY)
-		goto bad;
-	if (batch_ts) {
-		*batch_ts = 0;
-		if (ts && ts->type == MSGPACK_OBJECT_FLOAT64)
-			*batch_ts = ts->via.f64;
-		else if (ts && ts->type == MSGPACK_OBJECT_FLOAT32)
-			*batch_ts = ts->via.f64;
-		else if (ts && ts->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-			*batch_ts = (double)ts->via.u64;
-	}
-	c->batches++;
-	for (uint32_t i = 0; i < events->via.array.size; i++) {
-		struct events_event ev;
-
-		rc = decode_event(d, &events->via.array.ptr[i], &ev);
-		if (rc == 1) {
-			c->unknown_events++;
-			continue;
-		}
-		if (rc == -ENOMEM)
-			return rc;
-		if (rc) {
-			c->bad_events++;
-			continue;
-		}
-		c->events++;
-		delivered++;
-		if (fn && (rc = fn(arg, &ev)))
-			return rc;
-	}
-	return delivered;
-bad:
-	c->bad_batches++;
-	return -EBADMSG;
-}
-
-int events_decode_msgpackc(struct events_decoder *d, const void *p, size_t n,
-			   int (*fn)(void *arg, const struct events_event *ev), void *arg,
-			   struct events_decode_counts *c, double *batch_ts)
-{
-	struct events_decode_counts dummy = {0};
-
-	if (!c)
-		c = &dummy;
-	if (!n || n > EVENTS_MAX_PAYLOAD || mp_prescan(p, n))
-		goto bad;
-	return decode_unpacked(d, p, n, fn, arg, c, batch_ts);
-bad:
-	c->bad_batches++;
-	return -EBADMSG;
-}
-
-/* ---- cursor decoder: the hot path ------------------------------------------------------
- * Reads the batch straight from the payload bytes, without building a msgpack_object per token
- * id. It runs after mp_prescan() (so the payload is known to be exactly one well-formed object
- * that msgpack-c would unpack) and still checks the bounds of every read against the end of the
- * value it reads. It follows the msgpack-c decoder above rule for rule (msgpack-c's type mapping
- * included: a signed int >= 0 is a positive integer) and hands an event to it whenever the event
- * carries non-null extra_keys (re-packed by msgpack-c), and the whole batch when it is a map.
- * events_decode_msgpackc() is kept public so tests and the fuzzer can compare the two. */
-
-enum mpt { T_NIL, T_BOOL, T_POS, T_NEG, T_F32, T_F64, T_STR, T_BIN, T_EXT, T_ARRAY, T_MAP };
-
-/* One value's header: scalars (and str/bin/ext bodies) are consumed whole; for arrays and maps
- * only the header, with the count in n (pairs for maps). */
-struct mpv {
-	enum mpt t;
-	uint64_t u; /* T_POS value, T_NEG value as i64 bits, T_ARRAY/T_MAP count */
-	double f;
-	const uint8_t *s; /* T_STR/T_BIN/T_EXT bytes (ext: without the type byte) */
-	uint32_t len;
-};
-
-struct cur {
-	const uint8_t *p, *end;
-};
-
-static inline uint64_t rd_be(const uint8_t *p, unsigned n)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < n; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
-/* Reads one header at c->p. 0 or -EBADMSG (truncated, or the unused lead 0xc1). */
-static int cur_read(struct cur *c, struct mpv *v)
-{
-	const uint8_t *p = c->p;
-	size_t left;
-	unsigned b, w = 0;
-
-	if (p >= c->end)
-		return -EBADMSG;
-	b = *p++;
-	left = (size_t)(c->end - p);
-	v->len = 0;
-	v->s = NULL;
-	if (b <= 0x7f) {
-		v->t = T_POS;
-		v->u = b;
-	} else if (b >= 0xe0) {
-		v->t = T_NEG;
-		v->u = (uint64_t)(int64_t)(int8_t)b;
-	} else if (b <= 0x8f) {
-		v->t = T_MAP;
-		v->u = b & 0x0f;
-	} else if (b <= 0x9f) {
-		v->t = T_ARRAY;
-		v->u = b & 0x0f;
-	} else if (b <= 0xbf) {
-		v->t = T_STR;
-		v->u = b & 0x1f;
-		goto body;
-	} else {
-		switch (b) {
-		case 0xc0:
-			v->t = T_NIL;
-			break;
-		case 0xc2:
-		case 0xc3:
-			v->t = T_BOOL;
-			v->u = b & 1;
-			break;
-		case 0xcc:
-		case 0xcd:
-		case 0xce:
-		case 0xcf:
-			w = 1u << (b - 0xcc);
-			if (left < w)
-				return -EBADMSG;
-			v->t = T_POS;
-			v->u = rd_be(p, w);
-			p += w;
-			break;
-		case 0xd0:
-		case 0xd1:
-		case 0xd2:
-		case 0xd3: {
-			int64_t x;
-			w = 1u << (b - 0xd0);
-			if (left < w)
-				return -EBADMSG;
-			x = (int64_t)(rd_be(p, w) << (64 - 8 * w)) >> (64 - 8 * w);
-			v->t = x >= 0 ? T_POS : T_NEG;
-			v->u = (uint64_t)x;
-			p += w;
-			break;
-		}
-		case 0xca: {
-			float f;
-			uint32_t x;
-			if (left < 4)
-				return -EBADMSG;
-			x = (uint32_t)rd_be(p, 4);
-			memcpy(&f, &x, 4);
-			v->t = T_F32;
-			v->f = f;
-			p += 4;
-			break;
-		}
-		case 0xcb: {
-			uint64_t x;
-			if (left < 8)
-				return -EBADMSG;
-			x = rd_be(p, 8);
-			memcpy(&v->f, &x, 8);
-			v->t = T_F64;
-			p += 8;
-			break;
-		}
-		case 0xd9:
-		case 0xda:
-		case 0xdb:
-		case 0xc4:
-		case 0xc5:
-		case 0xc6:
-			w = b >= 0xd9 ? 1u << (b - 0xd9) : 1u << (b - 0xc4);
-			if (left < w)
-				return -EBADMSG;
-			v->t = b >= 0xd9 ? T_STR : T_BIN;
-			v->u = rd_be(p, w);
-			p += w;
-			left -= w;
-			goto body;
-		case 0xd4:
-		case 0xd5:
-		case 0xd6:
-		case 0xd7:
-		case 0xd8:
-			v->t = T_EXT;
-			v->u = 1u << (b - 0xd4);
-			if (left < 1)
-				return -EBADMSG;
-			p++; /* type byte */
-			left--;
-			goto body;
-		case 0xc7:
-		case 0xc8:
-		case 0xc9:
-			w = 1u << (b - 0xc7);
-			if (left < w + 1)
-				return -EBADMSG;
-			v->t = T_EXT;
-			v->u = rd_be(p, w);
-			p += w + 1;
-			left -= w + 1;
-			goto body;
-		case 0xdc:
-		case 0xdd:
-		case 0xde:
-		case 0xdf:
-			w = b & 1 ? 4 : 2;
-			if (left < w)
-				return -EBADMSG;
-			v->t = b <= 0xdd ? T_ARRAY : T_MAP;
-			v->u = rd_be(p, w);
-			p += w;
-			break;
-		default:
-			return -EBADMSG;
-		}
-	}
-	c->p = p;
-	return 0;
-body:
-	if (v->u > left)
-		return -EBADMSG;
-	v->s = p;
-	v->len = (uint32_t)v->u;
-	c->p = p + v->u;
-	return 0;
-}
-
-/* Skips one whole value (containers with everything inside), table-driven like mp_prescan.
- * 0 or -EBADMSG. */
-static int cur_skip(struct cur *c)
-{
-	const uint8_t *p = c->p;
-	uint64_t todo = 1, kids;
-	bool container;
-
-	while (todo) {
-		todo--;
-		if (mp_step(&p, c->end, &kids, &container))
-			return -EBADMSG;
-		todo += kids;
-	}
-	c->p = p;
-	return 0;
-}
-
-/* Reads the value at p (bounded by end) as v. */
-static int at(const uint8_t *p, const uint8_t *end, struct mpv *v)
-{
-	struct cur c = {p, end};
-
-	return cur_read(&c, v);
-}
-
-static bool v_is_str(const struct mpv *v, const char *s, size_t n)
-{
-	return v->t == T_STR && v->len == n && !memcmp(v->s, s, n);
-}
-
-/* obj_hash, obj_int on a cursor value */
-static int v_hash(const struct mpv *v, uint64_t *out)
-{
-	switch (v->t) {
-	case T_POS:
-	case T_NEG:
-		*out = v->u;
-		return 0;
-	case T_BIN:
-	case T_STR:
-		if (!v->len)
-			return -EBADMSG;
-		*out = events_hash_u64(v->s, v->len);
-		return 0;
-	default:
-		return -EBADMSG;
-	}
-}
-
-static int v_int(const struct mpv *v, int64_t *out)
-{
-	if ((v->t == T_POS && v->u <= INT64_MAX) || v->t == T_NEG) {
-		*out = (int64_t)v->u;
-		return 0;
-	}
-	return -EBADMSG;
-}
-
-/* The value at f (NULL: absent) is nil or absent. Sets *v when present. */
-static bool f_nil(const uint8_t *f, const uint8_t *end, struct mpv *v, int *err)
-{
-	if (!f)
-		return true;
-	if (at(f, end, v)) {
-		*err = -EBADMSG;
-		return true;
-	}
-	return v->t == T_NIL;
-}
-
-static int cur_hashes(struct events_decoder *d, const uint8_t *f, const uint8_t *end,
-		      struct events_event *ev)
-{
-	struct cur c = {f, end};
-	struct mpv v;
-
-	if (!f || cur_read(&c, &v) || v.t != T_ARRAY)
-		return -EBADMSG;
-	if (v.u > (uint64_t)(end - c.p))
-		return -EBADMSG;
-	if (grow((void **)&d->hashes, &d->hcap, v.u + 1, sizeof(*d->hashes)))
-		return -ENOMEM;
-	for (uint64_t i = 0; i < v.u; i++) {
-		struct mpv x;
-		if (cur_read(&c, &x) || v_hash(&x, &d->hashes[i]))
-			return -EBADMSG;
-	}
-	ev->hashes = d->hashes;
-	ev->n_hashes = v.u;
-	return 0;
-}
-
-/* token_ids: n positive integers <= UINT32_MAX (msgpack-c's POSITIVE_INTEGER: unsigned ints of
- * any width and signed ints >= 0). The hot loop of the decoder. */
-static int cur_tokens(struct events_decoder *d, struct cur *c, uint64_t n)
-{
-	const uint8_t *p = c->p, *end = c->end;
-	uint32_t *t;
-
-	if (grow((void **)&d->tokens, &d->tcap, n + 1, sizeof(*d->tokens)))
-		return -ENOMEM;
-	t = d->tokens;
-	for (uint64_t i = 0; i < n; i++) {
-		unsigned b;
-		uint64_t x;
-
-		if (p >= end)
-			return -EBADMSG;
-		b = *p++;
-		if (__builtin_expect(b - 0xccu < 3 && end - p >= 4, 1)) {
-			/* uint8/16/32 (token ids are mostly 16 or 17 bits): one load, no branch on
-			 * the width, which varies from token to token */
-			unsigned w = 1u << (b - 0xcc);
-			uint32_t raw;
-			memcpy(&raw, p, 4);
-			t[i] = __builtin_bswap32(raw) >> (32 - 8 * w);
-			p += w;
-			continue;
-		}
-		if (b <= 0x7f) {
-			t[i] = b;
-			continue;
-		}
-		switch (b) {
-		case 0xcc:
-			if (end - p < 1)
-				return -EBADMSG;
-			t[i] = p[0];
-			p += 1;
-			continue;
-		case 0xcd:
-			if (end - p < 2)
-				return -EBADMSG;
-			t[i] = (uint32_t)p[0] << 8 | p[1];
-			p += 2;
-			continue;
-		case 0xce:
-			if (end - p < 4)
-				return -EBADMSG;
-			t[i] = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
-			       p[3];
-			p += 4;
-			continue;
-		case 0xcf:
-			if (end - p < 8)
-				return -EBADMSG;
-			x = rd_be(p, 8);
-			p += 8;
-			break;
-		case 0xd0:
-		case 0xd1:
-		case 0xd2:
-		case 0xd3: {
-			unsigned w = 1u << (b - 0xd0);
-			int64_t s;
-			if ((size_t)(end - p) < w)
-				return -EBADMSG;
-			s = (int64_t)(rd_be(p, w) << (64 - 8 * w)) >> (64 - 8 * w);
-			if (s < 0)
-				return -EBADMSG;
-			x = (uint64_t)s;
-			p += w;
-			break;
-		}
-		default:
-			return -EBADMSG;
-		}
-		if (x > UINT32_MAX)
-			return -EBADMSG;
-		t[i] = (uint32_t)x;
-	}
-	c->p = p;
-	return 0;
-}
-
-#define FALLBACK 2
-
-/* decode_stored on field positions f (NULL: absent), the token ids already in d->tokens (tok_n
- * of them; -1 when token_ids is not an array of valid ids). FALLBACK when extra_keys hold
- * anything but nulls. */
-static int cur_stored(struct events_decoder *d, const uint8_t *const *f, int64_t tok_n,
-		      const uint8_t *end, struct events_event *ev)
-{
-	struct mpv v;
-	int64_t bs;
-	int rc, err = 0;
-
-	ev->type = EVENTS_BLOCK_STORED;
-	if ((rc = cur_hashes(d, f[F_HASHES], end, ev)))
-		return rc;
-	if (!f[F_PARENT] || !f[F_TOKENS] || !f[F_BS])
-		return -EBADMSG;
-	if (at(f[F_PARENT], end, &v))
-		return -EBADMSG;
-	if (v.t != T_NIL) {
-		if (v_hash(&v, &ev->parent))
-			return -EBADMSG;
-		ev->has_parent = true;
-	}
-	if (at(f[F_BS], end, &v) || v_int(&v, &bs) || bs < 1 || bs > BLOCKHASH_MAX_BLOCK_SIZE)
-		return -EBADMSG;
-	ev->block_size = (uint32_t)bs;
-	/* token_ids were decoded while the event's fields were located (cur_event) */
-	if (tok_n < 0 || (uint64_t)tok_n != ev->n_hashes * (uint64_t)bs)
-		return -EBADMSG;
-	ev->tokens = d->tokens;
-	ev->n_tokens = (size_t)tok_n;
-	if (!f_nil(f[F_LORA_ID], end, &v, &err)) {
-		if (v_int(&v, &ev->lora_id))
-			return -EBADMSG;
-		ev->has_lora_id = true;
-	}
-	if (!f_nil(f[F_MEDIUM], end, &v, &err)) {
-		if (v.t != T_STR)
-			return -EBADMSG;
-		ev->tier = v.len == 3 && !strncasecmp((const char *)v.s, "GPU", 3) ? INDEX_TIER_GPU
-										   : INDEX_TIER_CPU;
-	}
-	if (!f_nil(f[F_LORA_NAME], end, &v, &err)) {
-		if (v.t != T_STR)
-			return -EBADMSG;
-		ev->lora_name = (const char *)v.s;
-		ev->lora_len = v.len;
-	}
-	if (!f_nil(f[F_GROUP], end, &v, &err)) {
-		ev->has_group = true;
-		if (v_int(&v, &ev->group_idx))
-			return -EBADMSG;
-	}
-	if (!f_nil(f[F_KIND], end, &v, &err)) {
-		if (v.t != T_STR)
-			return -EBADMSG;
-		ev->other_kind = !v_is_str(&v, "full_attention", 14);
-	}
-	/* extra_keys: one null per block (what vLLM sends for text) decodes to no extra keys;
-	 * anything else is re-packed by decode_extra */
-	if (!f_nil(f[F_EXTRA], end, &v, &err)) {
-		struct cur c = {f[F_EXTRA], end};
-		if (cur_read(&c, &v) || v.t != T_ARRAY || v.u != ev->n_hashes)
-			return -EBADMSG;
-		for (uint64_t i = 0; i < v.u; i++)
-			if (c.p >= end || *c.p++ != 0xc0)
-				return FALLBACK;
-	}
-	return err;
-}
-
-/* decode_removed on positions hashes, medium, group. */
-static int cur_removed(struct events_decoder *d, const uint8_t *fh, const uint8_t *fm,
-		       const uint8_t *fg, const uint8_t *end, struct events_event *ev)
-{
-	struct mpv v;
-	int rc, err = 0;
-
-	ev->type = EVENTS_BLOCK_REMOVED;
-	if ((rc = cur_hashes(d, fh, end, ev)))
-		return rc;
-	if (!f_nil(fm, end, &v, &err)) {
-		if (v.t != T_STR)
-			return -EBADMSG;
-		ev->tier = v.len == 3 && !strncasecmp((const char *)v.s, "GPU", 3) ? INDEX_TIER_GPU
-										   : INDEX_TIER_CPU;
-	}
-	if (!f_nil(fg, end, &v, &err)) {
-		ev->has_group = true;
-		if (v_int(&v, &ev->group_idx))
-			return -EBADMSG;
-	}
-	return err;
-}
-
-/* Decodes the token_ids value at c->p into d->tokens and moves past it: returns the count, -1
- * when it is not an array of valid ids (then skipped), -ENOMEM, or -EBADMSG (malformed). */
-static int64_t cur_token_field(struct events_decoder *d, struct cur *c)
-{
-	const uint8_t *start = c->p;
-	struct mpv v;
-	int rc;
-
-	if (cur_read(c, &v))
-		return -EBADMSG;
-	if (v.t == T_ARRAY && v.u <= (uint64_t)(c->end - c->p)) {
-		rc = cur_tokens(d, c, v.u);
-		if (!rc)
-			return (int64_t)v.u;
-		if (rc == -ENOMEM)
-			return rc;
-	}
-	c->p = start;
-	return cur_skip(c) ? -EBADMSG : -1;
-}
-
-/* decode_event on the event at c->p (bounded by c->end): 0, 1 (unknown type), -EBADMSG, -ENOMEM,
- * or FALLBACK (decode it with msgpack-c). *evend is set to the end of the event once its fields
- * are located (NULL before). token_ids are decoded on the way (one pass over them). */
-static int cur_event(struct events_decoder *d, struct cur *c, struct events_event *ev,
-		     const uint8_t **evend)
-{
-	const uint8_t *f[F_NFIELDS] = {0}, *tag = NULL;
-	int64_t tok_n = -1;
-	struct mpv v, t;
-	bool map;
-
-	*evend = NULL;
-	memset(ev, 0, sizeof(*ev));
-	ev->tier = INDEX_TIER_GPU;
-	if (cur_read(c, &v))
-		return -EBADMSG;
-	if (v.t != T_ARRAY && v.t != T_MAP) {
-		if (v.t == T_STR || v.t == T_BIN || v.t == T_EXT || v.t <= T_F64)
-			*evend = c->p; /* a scalar: consumed whole */
-		return -EBADMSG;
-	}
-	map = v.t == T_MAP;
-	for (uint64_t i = 0; i < v.u; i++) {
-		int which = -1;
-
-		if (map) {
-			struct mpv k;
-			const uint8_t *kp = c->p;
-			if (cur_read(c, &k))
-				return -EBADMSG;
-			if (k.t == T_STR) {
-				if (v_is_str(&k, "type", 4))
-					which = F_NFIELDS;
-				for (int j = 0; which < 0 && j < F_NFIELDS; j++)
-					if (v_is_str(&k, stored_fields[j],
-						     strlen(stored_fields[j])))
-						which = j;
-			} else {
-				c->p = kp;
-				if (cur_skip(c))
-					return -EBADMSG;
-			}
-		} else {
-			which = i == 0 ? F_NFIELDS : i - 1 < F_NFIELDS ? (int)(i - 1) : -1;
-		}
-		if (which == F_NFIELDS)
-			tag = c->p;
-		else if (which >= 0)
-			f[which] = c->p;
-		if (which == F_TOKENS) {
-			/* array form: the third field of BlockStored only (BlockRemoved has none)
-			 */
-			tok_n = cur_token_field(d, c);
-			if (tok_n == -ENOMEM || tok_n == -EBADMSG)
-				return (int)tok_n;
-		} else if (cur_skip(c)) {
-			return -EBADMSG;
-		}
-	}
-	*evend = c->p;
-	if (!tag || at(tag, c->p, &t) || t.t != T_STR)
-		return -EBADMSG;
-	if (v_is_str(&t, "BlockStored", 11))
-		return cur_stored(d, f, tok_n, c->p, ev);
-	if (v_is_str(&t, "BlockRemoved", 12)) {
-		if (map)
-			return cur_removed(d, f[F_HASHES], f[F_MEDIUM], f[F_GROUP], c->p, ev);
-		return cur_removed(d, f[R_HASHES], f[R_MEDIUM], f[R_GROUP], c->p, ev);
-	}
-	if (v_is_str(&t, "AllBlocksCleared", 16)) {
-		ev->type = EVENTS_ALL_CLEARED;
-		return 0;
-	}
-	return 1;
-}
-
-int events_decode(struct events_decoder *d, const void *payload, size_t n,
-		  int (*fn)(void *arg, const struct events_event *ev), void *arg,
-		  struct events_decode_counts *c, double *batch_ts)
-{
-	struct events_decode_counts dummy = {0};
-	const uint8_t *p = payload;
-	struct cur cu = {p, p + n}, ts_at;
-	struct mpv root, v;
-	int delivered = 0, rc;
-
-	if (!c)
-		c = &dummy;
-	if (!n || n > EVENTS_MAX_PAYLOAD || mp_prescan(p, n))
-		goto bad;
-	if (cur_read(&cu, &root))
-		goto bad;
-	if (root.t == T_MAP)
-		return decode_unpacked(d, p, n, fn, arg, c, batch_ts);
-	if (root.t != T_ARRAY || root.u < 2)
-		goto bad;
-	ts_at = cu;
-	if (cur_skip(&cu) || cur_read(&cu, &v) || v.t != T_ARRAY)
-		goto bad;
-	if (batch_ts) {
-		struct mpv t;
-		*batch_ts = 0;
-		if (!cur_read(&ts_at, &t)) {
-			if (t.t == T_F64 || t.t == T_F32)
-				*batch_ts = t.f;
-			else if (t.t == T_POS)
-				*batch_ts = (double)t.u;
-		}
-	}
-	c->batches++;
-	for (uint64_t i = 0; i < v.u; i++) {
-		const uint8_t *ep = cu.p, *evend;
-		struct events_event ev;
-
-		rc = cur_event(d, &cu, &ev, &evend);
-		cu.p = ep;
-		if (!evend && cur_skip(&cu)) /* malformed inside: cannot happen after mp_prescan */
-			break;
-		if (evend)
-			cu.p = evend;
-		if (rc == FALLBACK) {
-			msgpack_object o;
-			size_t off = 0;
-			msgpack_zone_clear(&d->zone);
-			if (msgpack_unpack((const char *)ep, (size_t)(cu.p - ep), &off, &d->zone,
-					   &o) != MSGPACK_UNPACK_SUCCESS)
-				rc = -EBADMSG;
-			else
-				rc = decode_event(d, &o, &ev);
-		}
-		if (rc == 1) {
-			c->unknown_events++;
-			continue;
-		}
-		if (rc == -ENOMEM)
-			return rc;
-		if (rc) {
-			c->bad_events++;
-			continue;
-		}
-		c->events++;
-		delivered++;
-		if (fn && (rc = fn(arg, &ev)))
-			return rc;
-	}
-	return delivered;
-bad:
-	c->bad_batches++;
-	return -EBADMSG;
-}
-
-uint64_t events_event_root(const struct events_event *ev, uint64_t seed)
-{
-	if (ev->lora_name && ev->lora_len)
-		return blockhash_root(seed, ev->lora_name, ev->lora_len);
-	if (ev->has_lora_id)
-		return blockhash_root_lora_id(seed, ev->lora_id);
-	return 0;
-}
-
-int events_apply_event(struct index *idx, uint32_t w, const struct events_event *ev)
-{
-	struct index_stored s;
-
-	if (ev->other_kind)
-		return 0;
-	switch (ev->type) {
-	case EVENTS_BLOCK_STORED:
-		s = (struct index_stored){
-		    .engine = ev->hashes,
-		    .n = ev->n_hashes,
-		    .has_parent = ev->has_parent,
-		    .parent = ev->parent,
-		    .tokens = ev->tokens,
-		    .n_tokens = ev->n_tokens,
-		    .block_size = ev->block_size,
-		    .root = events_event_root(ev, index_seed(idx)),
-		    .extra = ev->extra,
-		    .extra_len = ev->extra_len,
-		    .tier = ev->tier,
-		};
-		return index_block_stored(idx, w, &s);
-	case EVENTS_BLOCK_REMOVED:
-		return index_block_removed(idx, w, ev->tier, ev->hashes, ev->n_hashes);
-	case EVENTS_ALL_CLEARED:
-		return index_worker_clear(idx, w);
-	}
-	return -EINVAL;
-}
-
-/* ==== runtime ============================================================================ */
 
 /* Replayed batches remembered per worker (payload hashes, 8 bytes each) to recognise their live
  * copies arriving after the replay. */
 #ifndef EVENTS_REPLAY_RECALL
 #define EVENTS_REPLAY_RECALL 1024
 #endif
+
+/* How long a socket may stay disconnected with no reconnect announced by libzmq before events
+ * reconnects it itself, ms (libzmq announces its own reconnect right after the drop). */
+#ifndef EVENTS_RELINK_MS
+#define EVENTS_RELINK_MS 200
+#endif
+
+/* Monitor events watched on every socket (evsock). */
+#define EVSOCK_EVENTS                                                                              \
+	(ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_DELAYED | ZMQ_EVENT_CONNECT_RETRIED |             \
+	 ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |                           \
+	 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 
 /* A live batch kept while the worker's replay runs. */
 struct pend {
@@ -1327,10 +47,27 @@ struct pend {
 	unsigned char *data;
 };
 
+/* One SUB or DEALER with the PAIR that receives its libzmq monitor events.
+ * Why the monitor: every socket refuses frames above EVENTS_MAX_PAYLOAD (ZMQ_MAXMSGSIZE), and
+ * libzmq (4.3) treats such a frame as a protocol error: it closes the connection and, unlike
+ * for any other loss, never reconnects. A SUB would then hear nothing from its worker again
+ * while the index kept the worker's last blocks for ever. A connection lost otherwise (peer
+ * restarted, network) is announced as DISCONNECTED followed at once by CONNECT_RETRIED; a
+ * DISCONNECTED with no retry within EVENTS_RELINK_MS is therefore a refused peer, and events
+ * reconnects the socket itself (zmq_disconnect + zmq_connect keeps what is already queued) and
+ * counts it. */
+struct evsock {
+	void *s;	 /* the SUB or DEALER; NULL when closed */
+	void *mon;	 /* PAIR connected to s's monitor */
+	bool lost;	 /* disconnected, and libzmq has announced no reconnect (yet) */
+	bool hs_failed;	 /* the connection failed its handshake (not ZMTP): not a size matter */
+	int64_t lost_ms; /* when lost was set */
+};
+
 struct evw {
 	bool used;
 	char *name, *pub, *replay, *topic;
-	void *sub, *dealer;
+	struct evsock sub, dealer;
 	bool have_seq;	   /* next_seq is meaningful */
 	uint64_t next_seq; /* the seq expected next */
 	bool replaying;
@@ -1341,6 +78,7 @@ struct evw {
 	int64_t deadline_ms;
 	struct pend *pend;
 	size_t pend_head, pend_n, pend_cap;
+	size_t pend_bytes; /* payload bytes in pend, at most max_pending_bytes */
 	/* The last replayed batches' payload hashes, seqs [recall_end - recall_n, recall_end), ring
 	 * indexed by seq (allocated on first use). The replay (DEALER) and the live stream (SUB)
 	 * are two connections with no order between them: a batch the worker published just
@@ -1358,9 +96,13 @@ struct events {
 	struct index *idx;
 	int replay_timeout_ms;
 	size_t max_pending;
+	size_t max_pending_bytes;
+	size_t max_pending_total_bytes;
+	size_t pend_total; /* bytes queued over all workers, at most max_pending_total_bytes */
 	int rcvhwm;
 	bool initial_replay;
 	void *zctx;
+	uint64_t mon_seq; /* names the monitors' inproc endpoints */
 	int epfd, tfd;
 	struct events_decoder *dec;
 	struct evw *w;
@@ -1399,6 +141,11 @@ struct events *events_create(const struct events_cfg *cfg)
 	ev->replay_timeout_ms =
 	    cfg->replay_timeout_ms > 0 ? cfg->replay_timeout_ms : EVENTS_DEFAULT_REPLAY_TIMEOUT_MS;
 	ev->max_pending = cfg->max_pending ? cfg->max_pending : EVENTS_DEFAULT_MAX_PENDING;
+	ev->max_pending_bytes =
+	    cfg->max_pending_bytes ? cfg->max_pending_bytes : EVENTS_DEFAULT_MAX_PENDING_BYTES;
+	ev->max_pending_total_bytes = cfg->max_pending_total_bytes
+					  ? cfg->max_pending_total_bytes
+					  : EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES;
 	ev->rcvhwm = cfg->rcvhwm > 0 ? cfg->rcvhwm : EVENTS_DEFAULT_RCVHWM;
 	ev->initial_replay = !cfg->no_initial_replay;
 	ev->epfd = ev->tfd = -1;
@@ -1408,6 +155,13 @@ struct events *events_create(const struct events_cfg *cfg)
 	ev->zctx = zmq_ctx_new();
 	if (!ev->w || !ev->dec || !ev->zctx)
 		goto cleanup;
+	{
+		/* per worker a SUB and a DEALER, each with a monitor: libzmq's PAIR and ours */
+		int want = 6 * (int)ev->nw + 16, limit = zmq_ctx_get(ev->zctx, ZMQ_SOCKET_LIMIT);
+		if (want > ZMQ_MAX_SOCKETS_DFLT)
+			zmq_ctx_set(ev->zctx, ZMQ_MAX_SOCKETS,
+				    limit > 0 && want > limit ? limit : want);
+	}
 	ev->epfd = epoll_create1(EPOLL_CLOEXEC);
 	ev->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (ev->epfd < 0 || ev->tfd < 0)
@@ -1423,32 +177,57 @@ cleanup:
 	return NULL;
 }
 
-static void pend_clear(struct evw *w)
+static void pend_clear(struct events *ev, struct evw *w)
 {
 	for (size_t i = 0; i < w->pend_n; i++)
 		free(w->pend[(w->pend_head + i) % w->pend_cap].data);
 	w->pend_head = w->pend_n = 0;
+	ev->pend_total -= w->pend_bytes;
+	w->pend_bytes = 0;
 }
 
-static void close_sock(struct events *ev, void **s)
+/* Removes ZMQ socket s's fd from the epoll set. */
+static void epoll_del_sock(struct events *ev, void *s)
 {
 	int fd = -1;
 	size_t fl = sizeof(fd);
 	struct epoll_event dummy = {0};
 
-	if (!*s)
-		return;
-	if (!zmq_getsockopt(*s, ZMQ_FD, &fd, &fl) && fd >= 0)
+	if (s && !zmq_getsockopt(s, ZMQ_FD, &fd, &fl) && fd >= 0)
 		epoll_ctl(ev->epfd, EPOLL_CTL_DEL, fd, &dummy);
-	zmq_close(*s);
-	*s = NULL;
+}
+
+/* Adds ZMQ socket s's fd to the epoll set. 0 or -1. */
+static int epoll_add_sock(struct events *ev, void *s)
+{
+	int fd;
+	size_t fl = sizeof(fd);
+	struct epoll_event ee = {.events = EPOLLIN};
+
+	if (zmq_getsockopt(s, ZMQ_FD, &fd, &fl) || epoll_ctl(ev->epfd, EPOLL_CTL_ADD, fd, &ee))
+		return -1;
+	return 0;
+}
+
+/* Closes sk's socket and monitor (either may be missing); sk is left all zero. */
+static void close_sock(struct events *ev, struct evsock *sk)
+{
+	epoll_del_sock(ev, sk->s);
+	epoll_del_sock(ev, sk->mon);
+	if (sk->s) {
+		zmq_socket_monitor(sk->s, NULL, 0);
+		zmq_close(sk->s);
+	}
+	if (sk->mon)
+		zmq_close(sk->mon);
+	memset(sk, 0, sizeof(*sk));
 }
 
 static void worker_release(struct events *ev, struct evw *w)
 {
 	close_sock(ev, &w->sub);
 	close_sock(ev, &w->dealer);
-	pend_clear(w);
+	pend_clear(ev, w);
 	free(w->pend);
 	free(w->recall);
 	free(w->name);
@@ -1476,19 +255,28 @@ void events_free(struct events *ev)
 	free(ev);
 }
 
-/* Opens a socket of type, registered in the epoll set with tag (worker id, bit 32 = dealer). */
-static void *open_sock(struct events *ev, int type, const char *ep, uint64_t tag)
+/* Opens sk as a socket of type connected to ep, with its monitor, both in the epoll set.
+ * 0, or -1 with zmq_errno() set (sk left closed). */
+static int open_sock(struct events *ev, struct evsock *sk, int type, const char *ep)
 {
-	void *s = zmq_socket(ev->zctx, type);
-	int zero = 0, fd;
-	size_t fl = sizeof(fd);
-	struct epoll_event ee = {.events = EPOLLIN, .data.u64 = tag};
+	/* libzmq applies ZMQ_MAXMSGSIZE to each frame's body (not to the whole multipart message,
+	 * nor to the ZMTP headers): the payload frame is the largest one, so its bound is the
+	 * socket's (checked: a frame of exactly the bound passes, one byte more cuts) */
+	int64_t maxmsg = EVENTS_MAX_PAYLOAD;
+	char mon_ep[64];
+	int zero = 0, err;
 
-	if (!s)
-		return NULL;
-	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+	memset(sk, 0, sizeof(*sk));
+	snprintf(mon_ep, sizeof(mon_ep), "inproc://kvsplice-events-monitor-%llu",
+		 (unsigned long long)ev->mon_seq++);
+	sk->s = zmq_socket(ev->zctx, type);
+	if (!sk->s)
+		return -1;
+	zmq_setsockopt(sk->s, ZMQ_LINGER, &zero, sizeof(zero));
+	if (zmq_setsockopt(sk->s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)))
+		goto fail;
 	if (type == ZMQ_SUB)
-		zmq_setsockopt(s, ZMQ_RCVHWM, &ev->rcvhwm, sizeof(ev->rcvhwm));
+		zmq_setsockopt(sk->s, ZMQ_RCVHWM, &ev->rcvhwm, sizeof(ev->rcvhwm));
 	/* The join sync sends its request right after connecting, often before the worker's
 	 * replay endpoint listens (pod starting) or before the TCP handshake is done. With
 	 * ZMQ_IMMEDIATE 0 (libzmq's default, set here because the sync relies on it) the request
@@ -1496,13 +284,23 @@ static void *open_sock(struct events *ev, int type, const char *ep, uint64_t tag
 	 * ZMQ_RECONNECT_IVL; with 1, zmq_send would fail with EAGAIN and the sync never start.
 	 * The replay deadline bounds the wait for an endpoint that never comes up. */
 	if (type == ZMQ_DEALER)
-		zmq_setsockopt(s, ZMQ_IMMEDIATE, &zero, sizeof(zero));
-	if (zmq_connect(s, ep) || zmq_getsockopt(s, ZMQ_FD, &fd, &fl) ||
-	    epoll_ctl(ev->epfd, EPOLL_CTL_ADD, fd, &ee)) {
-		zmq_close(s);
-		return NULL;
-	}
-	return s;
+		zmq_setsockopt(sk->s, ZMQ_IMMEDIATE, &zero, sizeof(zero));
+	/* the monitor is connected before the socket, so no event of its connection is missed */
+	if (zmq_socket_monitor(sk->s, mon_ep, EVSOCK_EVENTS))
+		goto fail;
+	sk->mon = zmq_socket(ev->zctx, ZMQ_PAIR);
+	if (!sk->mon)
+		goto fail;
+	zmq_setsockopt(sk->mon, ZMQ_LINGER, &zero, sizeof(zero));
+	if (zmq_connect(sk->mon, mon_ep) || epoll_add_sock(ev, sk->mon) || zmq_connect(sk->s, ep) ||
+	    epoll_add_sock(ev, sk->s))
+		goto fail;
+	return 0;
+fail:
+	err = zmq_errno();
+	close_sock(ev, sk);
+	errno = err;
+	return -1;
 }
 
 static void join_sync(struct events *ev, uint32_t id);
@@ -1529,8 +327,8 @@ int events_worker_add(struct events *ev, uint32_t id, const char *name, const ch
 		worker_release(ev, w);
 		return -ENOMEM;
 	}
-	w->sub = open_sock(ev, ZMQ_SUB, pub, id);
-	if (!w->sub || zmq_setsockopt(w->sub, ZMQ_SUBSCRIBE, t, strlen(t))) {
+	if (open_sock(ev, &w->sub, ZMQ_SUB, pub) ||
+	    zmq_setsockopt(w->sub.s, ZMQ_SUBSCRIBE, t, strlen(t))) {
 		log_warn("events", "worker %s: cannot subscribe to %s: %s", name, pub,
 			 zmq_strerror(zmq_errno()));
 		worker_release(ev, w);
@@ -1716,14 +514,30 @@ static void apply_batch(struct events *ev, uint32_t id, const void *p, size_t n)
 	w->skip_initial = false;
 }
 
+/* The earliest replay deadline or socket reconnect time, INT64_MAX when none. */
+static int64_t next_deadline(const struct events *ev)
+{
+	int64_t first = INT64_MAX;
+
+	for (uint32_t i = 0; i < ev->nw; i++) {
+		const struct evw *w = &ev->w[i];
+		if (!w->used)
+			continue;
+		if (w->replaying && w->deadline_ms < first)
+			first = w->deadline_ms;
+		if (w->sub.lost && w->sub.lost_ms + EVENTS_RELINK_MS < first)
+			first = w->sub.lost_ms + EVENTS_RELINK_MS;
+		if (w->dealer.lost && w->dealer.lost_ms + EVENTS_RELINK_MS < first)
+			first = w->dealer.lost_ms + EVENTS_RELINK_MS;
+	}
+	return first;
+}
+
 static void arm_timer(struct events *ev)
 {
-	int64_t first = INT64_MAX, now = now_ms();
+	int64_t first = next_deadline(ev), now = now_ms();
 	struct itimerspec its = {0};
 
-	for (uint32_t i = 0; i < ev->nw; i++)
-		if (ev->w[i].used && ev->w[i].replaying && ev->w[i].deadline_ms < first)
-			first = ev->w[i].deadline_ms;
 	if (first != INT64_MAX) {
 		int64_t d = first > now ? first - now : 1;
 		its.it_value.tv_sec = d / 1000;
@@ -1732,17 +546,27 @@ static void arm_timer(struct events *ev)
 	timerfd_settime(ev->tfd, 0, &its, NULL);
 }
 
-static int pend_push(struct events *ev, struct evw *w, uint64_t seq, const void *p, size_t n)
+/* What pend_push refused on. */
+enum pend_full { PEND_OK, PEND_FULL_BATCHES, PEND_FULL_BYTES, PEND_FULL_TOTAL, PEND_NOMEM };
+
+/* Queues live batch seq, p[0..n), for after worker w's replay. Every bound is checked before
+ * anything is allocated or copied. PEND_OK or what refused it. */
+static enum pend_full pend_push(struct events *ev, struct evw *w, uint64_t seq, const void *p,
+				size_t n)
 {
 	struct pend *pe;
 
 	if (w->pend_n >= ev->max_pending)
-		return -ENOBUFS;
+		return PEND_FULL_BATCHES;
+	if (n > ev->max_pending_bytes - w->pend_bytes)
+		return PEND_FULL_BYTES;
+	if (n > ev->max_pending_total_bytes - ev->pend_total)
+		return PEND_FULL_TOTAL;
 	if (w->pend_n == w->pend_cap) {
 		size_t ncap = w->pend_cap ? w->pend_cap * 2 : 16;
 		struct pend *np = malloc(ncap * sizeof(*np));
 		if (!np)
-			return -ENOMEM;
+			return PEND_NOMEM;
 		for (size_t i = 0; i < w->pend_n; i++)
 			np[i] = w->pend[(w->pend_head + i) % w->pend_cap];
 		free(w->pend);
@@ -1753,12 +577,14 @@ static int pend_push(struct events *ev, struct evw *w, uint64_t seq, const void 
 	pe = &w->pend[(w->pend_head + w->pend_n) % w->pend_cap];
 	pe->data = malloc(n ? n : 1);
 	if (!pe->data)
-		return -ENOMEM;
+		return PEND_NOMEM;
 	memcpy(pe->data, p, n);
 	pe->len = n;
 	pe->seq = seq;
 	w->pend_n++;
-	return 0;
+	w->pend_bytes += n;
+	ev->pend_total += n;
+	return PEND_OK;
 }
 
 static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void *p, size_t n);
@@ -1792,14 +618,12 @@ static int start_replay(struct events *ev, uint32_t id, uint64_t from, bool init
 	struct evw *w = &ev->w[id];
 	unsigned char req[8];
 
-	if (!w->dealer)
-		w->dealer = open_sock(ev, ZMQ_DEALER, w->replay, (1ULL << 32) | id);
-	if (!w->dealer)
+	if (!w->dealer.s && open_sock(ev, &w->dealer, ZMQ_DEALER, w->replay))
 		return -EIO;
 	for (int i = 0; i < 8; i++)
 		req[i] = (unsigned char)(from >> (56 - 8 * i));
-	if (zmq_send(w->dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-	    zmq_send(w->dealer, req, 8, ZMQ_DONTWAIT) < 0) {
+	if (zmq_send(w->dealer.s, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+	    zmq_send(w->dealer.s, req, 8, ZMQ_DONTWAIT) < 0) {
 		close_sock(ev, &w->dealer);
 		return -EIO;
 	}
@@ -1848,7 +672,7 @@ int events_worker_resync(struct events *ev, uint32_t id)
 	/* replay answers carry no request id: only a new DEALER keeps the answers to a replay
 	 * asked before (from the old process, or from another start seq) out of the new sync */
 	close_sock(ev, &w->dealer);
-	pend_clear(w); /* queued for a replay that is abandoned; the new sync covers them */
+	pend_clear(ev, w); /* queued for a replay that is abandoned; the new sync covers them */
 	w->replaying = w->initial = w->got_replay = w->skip_initial = false;
 	w->have_seq = false;
 	w->next_seq = w->replay_from = 0;
@@ -1868,6 +692,8 @@ static void drain_pending(struct events *ev, uint32_t id)
 		struct pend pe = w->pend[w->pend_head];
 		w->pend_head = (w->pend_head + 1) % w->pend_cap;
 		w->pend_n--;
+		w->pend_bytes -= pe.len;
+		ev->pend_total -= pe.len;
 		/* already delivered by the replay: skip (a real restart shows a seq below the
 		 * replay's start, and goes through handle_seq's restart rule) */
 		if (w->have_seq && pe.seq < w->next_seq && pe.seq >= w->replay_from)
@@ -1911,18 +737,47 @@ static void replay_done(struct events *ev, uint32_t id, bool ok, const char *why
 	drain_pending(ev, id);
 }
 
+/* Queues live batch seq for after worker id's running replay. When it does not fit (a bound, or
+ * out of memory), the queue is full: discarded (counted), the replay given up (replay_done's
+ * failure: blocks dropped unless an initial sync applied nothing), and the batch handled again
+ * with the replay over: the newest batch is where the live stream is taken from. */
+static void queue_live(struct events *ev, uint32_t id, uint64_t seq, const void *p, size_t n)
+{
+	struct evw *w = &ev->w[id];
+	const char *why;
+
+	switch (pend_push(ev, w, seq, p, n)) {
+	case PEND_OK:
+		return;
+	case PEND_FULL_BATCHES:
+		w->st.overflow_batches++;
+		why = "live queue full (batches)";
+		break;
+	case PEND_FULL_BYTES:
+		w->st.overflow_bytes++;
+		why = "live queue full (bytes)";
+		break;
+	case PEND_FULL_TOTAL:
+		w->st.overflow_total++;
+		why = "live queues of all workers full (bytes)";
+		break;
+	default:
+		why = "out of memory for the live queue";
+		break;
+	}
+	w->st.dropped_queued += w->pend_n;
+	pend_clear(ev, w);
+	replay_done(ev, id, false, why);
+	handle_seq(ev, id, seq, p, n);
+}
+
 /* Sequence rules for one live batch (see events.h). */
 static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void *p, size_t n)
 {
 	struct evw *w = &ev->w[id];
 
 	if (w->replaying) {
-		if (pend_push(ev, w, seq, p, n)) {
-			pend_clear(w);
-			replay_done(ev, id, false, "live queue full");
-			/* the batch that did not fit is the newest: start again from it */
-			handle_seq(ev, id, seq, p, n);
-		}
+		queue_live(ev, id, seq, p, n);
 		return;
 	}
 	if (w->have_seq && seq < w->next_seq && recalled(w, seq, p, n))
@@ -1941,7 +796,7 @@ static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void 
 	if (!w->have_seq) {
 		if (seq > 0 && w->replay && ev->initial_replay && !w->skip_initial &&
 		    !start_replay(ev, id, 0, true)) {
-			pend_push(ev, w, seq, p, n);
+			queue_live(ev, id, seq, p, n);
 			return;
 		}
 		w->have_seq = true;
@@ -1951,7 +806,7 @@ static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void 
 		log_warn("events", "worker %s: seq gap, expected %llu got %llu", w->name,
 			 (unsigned long long)w->next_seq, (unsigned long long)seq);
 		if (w->replay && !start_replay(ev, id, w->next_seq, false)) {
-			pend_push(ev, w, seq, p, n);
+			queue_live(ev, id, seq, p, n);
 			return;
 		}
 		/* nothing can fill the gap: the blocks held may be wrong, so none is kept */
@@ -1962,11 +817,25 @@ static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void 
 	w->next_seq = seq + 1;
 }
 
+/* The size of payload frame m, checked before anything reads or copies it: one above
+ * EVENTS_MAX_PAYLOAD (possible only if ZMQ_MAXMSGSIZE did not hold it back) is counted and
+ * handled as an empty payload: a batch that does not decode, its seq consumed. */
+static size_t payload_size(struct evw *w, zmq_msg_t *m)
+{
+	size_t n = zmq_msg_size(m);
+
+	if (n <= EVENTS_MAX_PAYLOAD)
+		return n;
+	w->st.oversized++;
+	return 0;
+}
+
 /* One replay answer [(empty)][seq][payload] for worker id. */
 static void handle_replay_msg(struct events *ev, uint32_t id, zmq_msg_t *parts, int np)
 {
 	struct evw *w = &ev->w[id];
 	uint64_t seq;
+	size_t n;
 	int k = 0;
 
 	if (np >= 1 && zmq_msg_size(&parts[0]) == 0)
@@ -2011,9 +880,10 @@ static void handle_replay_msg(struct events *ev, uint32_t id, zmq_msg_t *parts, 
 		replay_done(ev, id, false, "replay buffer no longer holds the gap");
 		return;
 	}
-	apply_batch(ev, id, zmq_msg_data(&parts[k + 1]), zmq_msg_size(&parts[k + 1]));
+	n = payload_size(w, &parts[k + 1]);
+	apply_batch(ev, id, zmq_msg_data(&parts[k + 1]), n);
 	w->next_seq = seq + 1;
-	recall_add(w, seq, zmq_msg_data(&parts[k + 1]), zmq_msg_size(&parts[k + 1]));
+	recall_add(w, seq, zmq_msg_data(&parts[k + 1]), n);
 }
 
 /* Receives one whole multipart message (at most 4 parts kept, the rest discarded). Returns the
@@ -2051,6 +921,85 @@ static bool readable(void *s)
 	return s && !zmq_getsockopt(s, ZMQ_EVENTS, &e, &l) && (e & ZMQ_POLLIN);
 }
 
+/* One monitor event of sk (see struct evsock): [event u16, value u32][endpoint]. */
+static void sock_event(struct events *ev, struct evsock *sk, zmq_msg_t *parts, int np)
+{
+	uint16_t e;
+
+	if (np < 1 || zmq_msg_size(&parts[0]) < sizeof(e))
+		return;
+	memcpy(&e, zmq_msg_data(&parts[0]), sizeof(e));
+	switch (e) {
+	case ZMQ_EVENT_DISCONNECTED:
+		if (!sk->lost) {
+			sk->lost = true;
+			sk->lost_ms = now_ms();
+			arm_timer(ev);
+		}
+		break;
+	case ZMQ_EVENT_CONNECTED:
+		sk->hs_failed = false;
+		/* fall through */
+	case ZMQ_EVENT_CONNECT_DELAYED:
+	case ZMQ_EVENT_CONNECT_RETRIED:
+		sk->lost = false; /* libzmq reconnects by itself */
+		break;
+	case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+	case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+	case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+		sk->hs_failed = true;
+		break;
+	}
+}
+
+/* Handles up to *budget monitor events of sk. */
+static void drain_monitor(struct events *ev, struct evsock *sk, int *budget)
+{
+	zmq_msg_t parts[2];
+	int np, total;
+
+	while (*budget > 0 && readable(sk->mon)) {
+		np = recv_parts(sk->mon, parts, 2, &total);
+		if (!total)
+			break;
+		(*budget)--;
+		sock_event(ev, sk, parts, np);
+		for (int i = 0; i < np; i++)
+			zmq_msg_close(&parts[i]);
+	}
+}
+
+/* Worker id's socket sk lost its connection EVENTS_RELINK_MS ago and libzmq does not reconnect
+ * (see struct evsock): the peer sent a frame above EVENTS_MAX_PAYLOAD (counted as oversized) or
+ * failed the handshake (a bad frame). The SUB is reconnected; the batch it lost shows as a gap.
+ * The DEALER is closed (the next replay opens a new one), failing the replay it served. */
+static void relink(struct events *ev, uint32_t id, struct evsock *sk)
+{
+	struct evw *w = &ev->w[id];
+	bool sub = sk == &w->sub;
+	const char *why = sk->hs_failed ? "its handshake failed" : "a message above the size bound";
+
+	sk->lost = false;
+	if (sk->hs_failed)
+		w->st.bad_frames++;
+	else
+		w->st.oversized++;
+	log_warn("events", "worker %s: ZMQ closed the connection to %s (%s): %s", w->name,
+		 sub ? w->pub : w->replay, why, sub ? "reconnecting" : "replay socket closed");
+	if (!sub) {
+		if (w->replaying)
+			replay_done(ev, id, false, "replay answer refused by ZMQ");
+		else
+			close_sock(ev, sk);
+		return;
+	}
+	sk->hs_failed = false;
+	zmq_disconnect(sk->s, w->pub); /* may fail: libzmq may have forgotten the endpoint */
+	if (zmq_connect(sk->s, w->pub))
+		log_warn("events", "worker %s: cannot reconnect to %s: %s", w->name, w->pub,
+			 zmq_strerror(zmq_errno()));
+}
+
 /* Handles up to *budget messages of worker id's sockets. */
 static void drain_worker(struct events *ev, uint32_t id, int *budget)
 {
@@ -2058,8 +1007,10 @@ static void drain_worker(struct events *ev, uint32_t id, int *budget)
 	zmq_msg_t parts[4];
 	int np, total;
 
-	while (*budget > 0 && w->used && readable(w->dealer)) {
-		np = recv_parts(w->dealer, parts, 4, &total);
+	drain_monitor(ev, &w->sub, budget);
+	drain_monitor(ev, &w->dealer, budget);
+	while (*budget > 0 && w->used && readable(w->dealer.s)) {
+		np = recv_parts(w->dealer.s, parts, 4, &total);
 		if (!total)
 			break;
 		(*budget)--;
@@ -2067,8 +1018,8 @@ static void drain_worker(struct events *ev, uint32_t id, int *budget)
 		for (int i = 0; i < np; i++)
 			zmq_msg_close(&parts[i]);
 	}
-	while (*budget > 0 && w->used && readable(w->sub)) {
-		np = recv_parts(w->sub, parts, 4, &total);
+	while (*budget > 0 && w->used && readable(w->sub.s)) {
+		np = recv_parts(w->sub.s, parts, 4, &total);
 		if (!total)
 			break;
 		(*budget)--;
@@ -2077,7 +1028,8 @@ static void drain_worker(struct events *ev, uint32_t id, int *budget)
 		} else {
 			uint64_t seq = be64(zmq_msg_data(&parts[1]));
 			w->st.last_seq_seen = seq;
-			handle_seq(ev, id, seq, zmq_msg_data(&parts[2]), zmq_msg_size(&parts[2]));
+			handle_seq(ev, id, seq, zmq_msg_data(&parts[2]),
+				   payload_size(w, &parts[2]));
 		}
 		for (int i = 0; i < np; i++)
 			zmq_msg_close(&parts[i]);
@@ -2104,9 +1056,14 @@ int events_poll(struct events *ev, int budget)
 		if (!w->used)
 			continue;
 		drain_worker(ev, i, &budget); /* answers already here count, even if late */
+		if (w->used && w->sub.lost && now >= w->sub.lost_ms + EVENTS_RELINK_MS)
+			relink(ev, i, &w->sub);
+		if (w->used && w->dealer.lost && now >= w->dealer.lost_ms + EVENTS_RELINK_MS)
+			relink(ev, i, &w->dealer);
 		if (w->used && w->replaying && now >= w->deadline_ms)
 			replay_done(ev, i, false, "timeout");
-		if (w->used && (readable(w->sub) || readable(w->dealer)))
+		if (w->used && (readable(w->sub.s) || readable(w->dealer.s) ||
+				readable(w->sub.mon) || readable(w->dealer.mon)))
 			more = true;
 		if (budget <= 0) {
 			ev->rr = (i + 1) % ev->nw;
@@ -2119,11 +1076,8 @@ int events_poll(struct events *ev, int budget)
 
 int events_timeout_ms(const struct events *ev)
 {
-	int64_t first = INT64_MAX, now = now_ms();
+	int64_t first = next_deadline(ev), now = now_ms();
 
-	for (uint32_t i = 0; i < ev->nw; i++)
-		if (ev->w[i].used && ev->w[i].replaying && ev->w[i].deadline_ms < first)
-			first = ev->w[i].deadline_ms;
 	if (first == INT64_MAX)
 		return -1;
 	return first > now ? (int)(first - now) : 0;
@@ -2141,6 +1095,7 @@ int events_worker_stats(const struct events *ev, uint32_t id, struct events_work
 	st->have_seq = w->have_seq;
 	st->replaying = w->replaying;
 	st->pending = w->pend_n;
+	st->pending_bytes = w->pend_bytes;
 	return 0;
 }
 
@@ -2201,6 +1156,18 @@ int events_metrics(const struct events *ev, struct buf *out)
 	     F(unknown_events), NULL},
 	    {"kvsplice_kv_last_seq", "Last sequence number received.", "gauge", F(last_seq_seen),
 	     NULL},
+	    {"kvsplice_kv_dropped_total",
+	     "Input dropped unread: messages above the size bound, live batches discarded with a "
+	     "full replay queue.",
+	     "counter", F(oversized), "what=\"oversized\""},
+	    {"kvsplice_kv_dropped_total", NULL, NULL, F(dropped_queued), "what=\"queued\""},
+	    {"kvsplice_kv_queue_overflows_total",
+	     "Replays given up because the live queue hit a bound.", "counter", F(overflow_batches),
+	     "bound=\"batches\""},
+	    {"kvsplice_kv_queue_overflows_total", NULL, NULL, F(overflow_bytes),
+	     "bound=\"worker_bytes\""},
+	    {"kvsplice_kv_queue_overflows_total", NULL, NULL, F(overflow_total),
+	     "bound=\"total_bytes\""},
 #undef F
 	};
 	const char **names;
@@ -2232,6 +1199,17 @@ int events_metrics(const struct events *ev, struct buf *out)
 		rc |= buf_puts(out, "kvsplice_kv_replaying{worker=\"");
 		rc |= put_name(out, ev->w[i].name);
 		rc |= buf_printf(out, "\"} %d\n", ev->w[i].replaying);
+	}
+	rc |= buf_puts(out,
+		       "# HELP kvsplice_kv_queued_bytes Payload bytes of the live batches queued "
+		       "during a replay.\n"
+		       "# TYPE kvsplice_kv_queued_bytes gauge\n");
+	for (uint32_t i = 0; i < ev->nw; i++) {
+		if (!ev->w[i].used)
+			continue;
+		rc |= buf_puts(out, "kvsplice_kv_queued_bytes{worker=\"");
+		rc |= put_name(out, ev->w[i].name);
+		rc |= buf_printf(out, "\"} %zu\n", ev->w[i].pend_bytes);
 	}
 	names = name_table(ev);
 	if (!names)
@@ -2266,7 +1244,8 @@ int events_debug_json(const struct events *ev, struct buf *out)
 		    "\"blocks_cpu\":%llu,\"stale\":%s,\"batches\":%llu,\"events\":%llu,"
 		    "\"gaps\":%llu,\"replays_ok\":%llu,\"replays_failed\":%llu,\"restarts\":%llu,"
 		    "\"drops\":%llu,\"bad_frames\":%llu,\"bad_batches\":%llu,\"bad_events\":%llu,"
-		    "\"unknown_events\":%llu}",
+		    "\"unknown_events\":%llu,\"pending_bytes\":%zu,\"oversized\":%llu,"
+		    "\"queue_overflows\":%llu,\"dropped_queued\":%llu}",
 		    w->replaying && w->initial ? "syncing"
 		    : w->replaying	       ? "replaying"
 		    : w->have_seq	       ? "live"
@@ -2278,7 +1257,11 @@ int events_debug_json(const struct events *ev, struct buf *out)
 		    (unsigned long long)w->st.replays_failed, (unsigned long long)w->st.restarts,
 		    (unsigned long long)w->st.drops, (unsigned long long)w->st.bad_frames,
 		    (unsigned long long)w->st.bad_batches, (unsigned long long)w->st.bad_events,
-		    (unsigned long long)w->st.unknown_events);
+		    (unsigned long long)w->st.unknown_events, w->pend_bytes,
+		    (unsigned long long)w->st.oversized,
+		    (unsigned long long)(w->st.overflow_batches + w->st.overflow_bytes +
+					 w->st.overflow_total),
+		    (unsigned long long)w->st.dropped_queued);
 		first = 0;
 	}
 	rc |= buf_puts(out, "],\"index\":");

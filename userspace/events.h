@@ -2,13 +2,10 @@
 /* events: vLLM KV-cache events from every worker into the index (FACTS.md §1).
  *
  * Per worker: a ZMQ SUB connected to its publisher (tcp://IP:PORT, topic filter) and, if it has
- * one, a DEALER to its replay endpoint. A message is [topic][seq u64 BE][msgpack batch]. Batches
- * are decoded (a bounds-checked cursor over the payload bytes for the common shapes, msgpack-c
- * for the rest) in both encodings (array-tagged and map-tagged events, batch as array
- * or map, optional trailing fields omitted, unknown fields and trailing elements ignored); engine
- * block hashes may be unsigned ints, signed ints or raw bytes and are normalised to u64 (see
- * events_hash_u64). BlockStored token ids are re-hashed with blockhash (own hash), so the index
- * never depends on the engine's hashing.
+ * one, a DEALER to its replay endpoint. A message is [topic][seq u64 BE][msgpack batch]. Batch
+ * payloads are decoded by events_decode.h (both encodings, every hash encoding) and applied to
+ * the index with events_apply_event; this module is the runtime around it: sockets, sequence
+ * rules, replay, the sync with discovery, counters.
  *
  * Sequence rules, per worker:
  *   - on joining (events_worker_add, events_worker_resync) with a replay endpoint: replay from 0
@@ -27,10 +24,22 @@
  * A removed worker's blocks are dropped and its sockets closed. Whatever does not decode (frames,
  * batch, single events) is counted and skipped; nothing here blocks or aborts.
  *
+ * Memory bound: no message is copied before its size is checked. Every socket refuses frames
+ * above EVENTS_MAX_PAYLOAD bytes (ZMQ_MAXMSGSIZE: libzmq closes the connection without reading
+ * the frame; events notices that libzmq does not reconnect, reconnects the socket itself and
+ * counts the message as oversized; the batch is then missing: a gap, handled as above, and a
+ * replay answer refused that way fails the replay). The live queue kept during a replay is
+ * bounded per worker by max_pending batches and max_pending_bytes payload bytes, and over all
+ * workers by max_pending_total_bytes; a batch that does not fit is "a full queue" above: the
+ * queue is discarded (counted), the replay given up, the worker's blocks dropped (not for an
+ * initial sync that applied nothing), and the live stream taken from that batch. Not bounded
+ * here: libzmq's own receive queue per SUB (rcvhwm messages, each up to EVENTS_MAX_PAYLOAD),
+ * which only fills while events_poll is not called.
+ *
  * Threading: one thread owns a struct events and calls every function on it; it is the index's
  * writer thread (index.h). Drive it from an epoll loop: add events_fd() for EPOLLIN and call
  * events_poll() when it is readable (it is an epoll fd over the ZMQ_FDs and a timerfd for replay
- * deadlines), and again at once while events_poll() returns 1. */
+ * and reconnect deadlines), and again at once while events_poll() returns 1. */
 #ifndef KVS_EVENTS_H
 #define KVS_EVENTS_H
 
@@ -39,6 +48,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "events_decode.h" /* the decoder; EVENTS_MAX_PAYLOAD */
 #include "index.h"
 
 /* Replay answer deadline, ms. */
@@ -49,97 +59,32 @@
 #ifndef EVENTS_DEFAULT_MAX_PENDING
 #define EVENTS_DEFAULT_MAX_PENDING 10000
 #endif
+/* Payload bytes of the live batches queued per worker while its replay runs. */
+#ifndef EVENTS_DEFAULT_MAX_PENDING_BYTES
+#define EVENTS_DEFAULT_MAX_PENDING_BYTES (128u << 20)
+#endif
+/* Payload bytes of the live batches queued over all workers while their replays run. */
+#ifndef EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES
+#define EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES (512u << 20)
+#endif
 /* SUB receive high-water mark, messages (vLLM's PUB uses 100000). */
 #ifndef EVENTS_DEFAULT_RCVHWM
 #define EVENTS_DEFAULT_RCVHWM 100000
-#endif
-/* Largest batch payload accepted, bytes. */
-#ifndef EVENTS_MAX_PAYLOAD
-#define EVENTS_MAX_PAYLOAD (64u << 20)
 #endif
 /* Messages handled per events_poll() call when the caller passes budget 0. */
 #ifndef EVENTS_DEFAULT_BUDGET
 #define EVENTS_DEFAULT_BUDGET 1024
 #endif
 
-/* ---- decoder (no sockets; used by the runtime, the golden tests and the fuzzer) ---------- */
-
-enum events_type { EVENTS_BLOCK_STORED, EVENTS_BLOCK_REMOVED, EVENTS_ALL_CLEARED };
-
-/* One decoded event. Pointers are valid during the callback only. */
-struct events_event {
-	enum events_type type;
-	const uint64_t *hashes; /* engine block hashes, normalised to u64 */
-	size_t n_hashes;
-	bool has_parent; /* BlockStored: parent_block_hash not null */
-	uint64_t parent;
-	const uint32_t *tokens; /* BlockStored: token ids, n_hashes * block_size of them */
-	size_t n_tokens;
-	uint32_t block_size;
-	unsigned tier;	       /* INDEX_TIER_GPU (medium null or "GPU") or INDEX_TIER_CPU */
-	const char *lora_name; /* NULL when null/absent; not NUL-terminated */
-	size_t lora_len;
-	bool has_lora_id;
-	int64_t lora_id;
-	bool has_group;
-	int64_t group_idx;
-	bool other_kind; /* kv_cache_spec_kind present and not "full_attention" */
-	/* BlockStored: per block, the msgpack bytes of its extra keys other than the LoRA name
-	 * (NULL/0 when none); NULL when the event carries no extra keys at all. */
-	const void *const *extra;
-	const size_t *extra_len;
-};
-
-struct events_decode_counts {
-	uint64_t batches;	 /* batch payloads that decoded */
-	uint64_t bad_batches;	 /* payloads that did not (nothing delivered) */
-	uint64_t events;	 /* events delivered to the callback */
-	uint64_t bad_events;	 /* events skipped: wrong shape or types */
-	uint64_t unknown_events; /* events of a type this decoder does not know (skipped) */
-};
-
-struct events_decoder;
-
-/* A decoder with its scratch memory (reused across batches). NULL on ENOMEM. */
-struct events_decoder *events_decoder_new(void);
-void events_decoder_free(struct events_decoder *d);
-
-/* Decodes one batch payload p[0..n) and calls fn(arg, ev) for every event that decodes, in order;
- * a non-zero return from fn stops the batch and is returned. Returns the number of events
- * delivered, or -EBADMSG when the payload is not a batch (c->bad_batches counted). c may be NULL.
- * batch_ts (may be NULL) receives the batch timestamp. */
-int events_decode(struct events_decoder *d, const void *p, size_t n,
-		  int (*fn)(void *arg, const struct events_event *ev), void *arg,
-		  struct events_decode_counts *c, double *batch_ts);
-
-/* The same contract as events_decode, decoded entirely by msgpack-c's unpacker (one object per
- * value). events_decode reads the common shapes straight from the bytes and uses this path for the
- * rest; kept public so tests and the fuzzer can check that both give the same events. */
-int events_decode_msgpackc(struct events_decoder *d, const void *p, size_t n,
-			   int (*fn)(void *arg, const struct events_event *ev), void *arg,
-			   struct events_decode_counts *c, double *batch_ts);
-
-/* An engine hash given as raw bytes, as u64: the last 8 bytes read big-endian (what vLLM sends
- * as the int form), or all of them when fewer than 8. */
-uint64_t events_hash_u64(const void *bytes, size_t len);
-
-/* The own-hash root (blockhash_root) of a decoded BlockStored: from lora_name, else lora_id, else
- * the base model's 0. */
-uint64_t events_event_root(const struct events_event *ev, uint64_t seed);
-
-/* Applies one decoded event to worker w of idx (caller holds the index write lock). Events of a
- * non-full-attention KV group are skipped. Returns index_block_stored/removed/clear's result. */
-int events_apply_event(struct index *idx, uint32_t w, const struct events_event *ev);
-
-/* ---- runtime ---------------------------------------------------------------------------- */
-
 struct events;
 
 struct events_cfg {
-	struct index *index;	/* required; events is its writer */
-	int replay_timeout_ms;	/* 0: EVENTS_DEFAULT_REPLAY_TIMEOUT_MS */
-	size_t max_pending;	/* 0: EVENTS_DEFAULT_MAX_PENDING */
-	int rcvhwm;		/* 0: EVENTS_DEFAULT_RCVHWM */
+	struct index *index;		/* required; events is its writer */
+	int replay_timeout_ms;		/* 0: EVENTS_DEFAULT_REPLAY_TIMEOUT_MS */
+	size_t max_pending;		/* 0: EVENTS_DEFAULT_MAX_PENDING */
+	size_t max_pending_bytes;	/* 0: EVENTS_DEFAULT_MAX_PENDING_BYTES */
+	size_t max_pending_total_bytes; /* 0: EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES */
+	int rcvhwm;			/* 0: EVENTS_DEFAULT_RCVHWM */
 	bool no_initial_replay; /* do not replay from 0 when first joining a running worker */
 };
 
@@ -183,10 +128,11 @@ int events_sync_services(struct events *ev, const struct services *s, const char
 
 /* The fd to watch for EPOLLIN. */
 int events_fd(const struct events *ev);
-/* Handles up to budget messages (0 = EVENTS_DEFAULT_BUDGET) and expired replay deadlines,
- * without blocking. Returns 1 when input is left (call again), 0 when drained. */
+/* Handles up to budget messages (0 = EVENTS_DEFAULT_BUDGET) and expired replay and reconnect
+ * deadlines, without blocking. Returns 1 when input is left (call again), 0 when drained. */
 int events_poll(struct events *ev, int budget);
-/* Milliseconds until the next replay deadline, or -1 when none (for a poll() based loop). */
+/* Milliseconds until the next replay or reconnect deadline, or -1 when none (for a poll() based
+ * loop). */
 int events_timeout_ms(const struct events *ev);
 
 /* Per-worker counters. */
@@ -195,8 +141,16 @@ struct events_worker_stats {
 	uint64_t gaps, replays_ok, replays_failed, restarts, drops;
 	uint64_t bad_frames, bad_batches, bad_events, unknown_events, other_group_events;
 	uint64_t next_seq, last_seq_seen;
+	/* messages refused for size: a frame above EVENTS_MAX_PAYLOAD (the connection libzmq
+	 * closed for it, publisher or replay), or a payload above it caught before any copy */
+	uint64_t oversized;
+	/* replays given up because the live queue was full: by count (max_pending), by this
+	 * worker's bytes (max_pending_bytes), by all workers' bytes (max_pending_total_bytes) */
+	uint64_t overflow_batches, overflow_bytes, overflow_total;
+	uint64_t dropped_queued; /* live batches discarded with those queues */
 	bool have_seq, replaying;
-	size_t pending;
+	size_t pending;	      /* live batches queued now */
+	size_t pending_bytes; /* their payload bytes */
 };
 /* Counters of worker id. 0 or -ENOENT. */
 int events_worker_stats(const struct events *ev, uint32_t id, struct events_worker_stats *st);

@@ -9,7 +9,11 @@ restart (seq back to 0) clearing the worker, a replay that cannot fill the gap a
 without replay endpoint both dropping the worker's blocks, malformed input counted and skipped,
 a removed worker disappearing. Then the sync on joining: an idle worker's buffered batches loaded
 with no live batch, a replay endpoint that listens only after the join or never (deadline, then
-the live stream), and a resync after a restart that publishes nothing. Prints TAP lines.
+the live stream), and a resync after a restart that publishes nothing. Last the size bounds: a
+message above EVENTS_MAX_PAYLOAD from the publisher and from the replay endpoint (libzmq cuts the
+connection: kvevents survives, counts it, reconnects, goes on), and big batches arriving during a
+replay (the live queue's byte bound gives the replay up, counted; the queued bytes never pass the
+bound). Prints TAP lines.
 Usage: events_live.py PATH_TO_KVEVENTS
 """
 import json
@@ -176,10 +180,10 @@ class Chains:
 
 
 class Kvevents:
-    def __init__(self, path, specs, replay_timeout_ms=3000):
+    def __init__(self, path, specs, replay_timeout_ms=3000, extra=()):
         self.p = subprocess.Popen([path, "watch", "--seed", str(g.SEED), "--topic", "kv",
                                    "--replay-timeout-ms", str(replay_timeout_ms), "--log-level",
-                                   os.environ.get("KVEVENTS_LOG", "warn")] + specs,
+                                   os.environ.get("KVEVENTS_LOG", "warn")] + list(extra) + specs,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def cmd(self, c):
@@ -383,6 +387,7 @@ def main():
             w.close()
     try:
         join_sync_tests(kvevents, ctx, rng)
+        size_bound_tests(kvevents, ctx, rng)
     finally:
         ctx.term()
     return 1 if FAILS else 0
@@ -488,6 +493,103 @@ def join_sync_tests(kvevents, ctx, rng):
     finally:
         kv.close()
         for w in (wa, wb, wc):
+            w.close()
+
+
+MAX_PAYLOAD = 64 << 20  # EVENTS_MAX_PAYLOAD
+
+
+def wait_until(f, timeout):
+    t = time.time() + timeout
+    while time.time() < t:
+        v = f()
+        if v:
+            return v
+        time.sleep(0.02)
+    return f()
+
+
+def size_bound_tests(kvevents, ctx, rng):
+    """Messages above EVENTS_MAX_PAYLOAD, and the live queue's byte bound during a replay."""
+    # four batches of ~400 KB for the queue: the bound holds three of them, not four
+    wq = Worker(ctx, "wq", listen=False)  # its replay endpoint never listens: a long sync
+    cq = Chains(wq, rng)
+    big = [cq.stored_batch(6000) for _ in range(4)]
+    sizes = [len(p) for p, _ in big]
+    bound = sum(sizes[:3]) + 1000
+    wq.model = g.Model()  # rebuilt below with what kvevents can hold
+    wo = Worker(ctx, "wo")
+    kv = Kvevents(kvevents, [wo.spec()], replay_timeout_ms=5000,
+                  extra=["--max-pending-bytes", str(bound)])
+    try:
+        # a. a publisher message one byte above the bound
+        co = Chains(wo, rng)
+        ok = wo.wait_subscribed()
+        for _ in range(3):
+            wo.publish(co.stored_batch(2)[0])
+        ok = ok and kv.wait_seq(0, 3)
+        wo.publish(b"\0" * (MAX_PAYLOAD + 1))  # kept in the replay buffer as seq 3 too
+        resub = wo.wait_subscribed(timeout=5.0)
+        over = wait_until(lambda: kv.metric("kvsplice_kv_dropped_total",
+                                            ['worker="wo"', 'what="oversized"']) == 1, 3.0)
+        w = kv.worker("wo")
+        tap(ok and kv.p.poll() is None and over and w["next_seq"] == 3 and
+            w["bad_batches"] == 0 and resub,
+            "publisher message of EVENTS_MAX_PAYLOAD + 1 bytes: not read, kvevents alive, "
+            "counted as oversized, the SUB reconnected and subscribed again")
+
+        # b. the next batch shows the gap; the replay answer holds the big message again
+        wo.model = g.Model()  # the replay will fail: only batches 4 and 5 can be held
+        t0 = time.time()
+        wo.publish(co.stored_batch(2)[0])
+        ok = wait_until(lambda: kv.worker("wo")["replays_failed"] == 1, 4.0)
+        took = time.time() - t0
+        w = kv.worker("wo")
+        tap(ok and took < 2.0 and w.get("oversized") == 2 and w["drops"] == 1 and
+            w["next_seq"] == 5 and wo.replays[-1:] == [3],
+            "replay answer above the bound: counted, the replay failed after %.2f s (deadline "
+            "5 s), the worker's blocks dropped, batch 4 taken live" % took)
+        wo.publish(co.stored_batch(2)[0])
+        ok = kv.wait_seq(0, wo.seq)
+        blocks, _ = kv.held(0)
+        tap(ok and blocks == model_blocks(wo),
+            "the stream goes on: batches 4 and 5 in the index, equal to the model")
+
+        # c. big batches while a sync waits: three fit the byte bound, the fourth does not
+        r = kv.cmd("add " + wq.spec())
+        subscribed = wq.wait_subscribed()
+        peak = 0
+        for i, (p, _) in enumerate(big[:3]):
+            wq.publish(p)
+            n = sum(sizes[:i + 1])
+            ok = wait_until(lambda: kv.worker("wq").get("pending_bytes") == n, 3.0)
+            peak = max(peak, kv.worker("wq").get("pending_bytes") or 0)
+        w = kv.worker("wq")
+        tap(r.get("add") == 0 and subscribed and ok and w["state"] == "syncing" and
+            w["pending"] == 3 and w.get("pending_bytes") == sum(sizes[:3]) <= bound,
+            "3 batches (%d bytes) queued during the sync, within the %d-byte bound"
+            % (sum(sizes[:3]), bound))
+        hs4 = big[3][1]
+        wq.publish(big[3][0])
+        ok = wait_until(lambda: kv.worker("wq")["state"] == "live", 3.0)
+        w = kv.worker("wq")
+        peak = max(peak, w.get("pending_bytes") or 0)
+        blocks, _ = kv.held(1)
+        held = set(b[0] for b in blocks)
+        tap(ok and w.get("queue_overflows") == 1 and w.get("dropped_queued") == 3 and
+            w.get("pending_bytes") == 0 and w["next_seq"] == 4 and w["drops"] == 0 and
+            held == set(h & g.MASK for h in hs4) and peak <= bound,
+            "the 4th (%d bytes) overflows the bound: sync given up, 3 queued batches dropped "
+            "and counted, the live stream taken from it (%d blocks); queued bytes peaked at "
+            "%d <= %d" % (sizes[3], len(blocks), peak, bound))
+        tap(kv.metric("kvsplice_kv_queue_overflows_total",
+                      ['worker="wq"', 'bound="worker_bytes"']) == 1 and
+            kv.metric("kvsplice_kv_dropped_total", ['worker="wq"', 'what="queued"']) == 3 and
+            kv.metric("kvsplice_kv_queued_bytes", ['worker="wq"']) == 0,
+            "metrics: the overflow by bound, the dropped batches, the queued bytes")
+    finally:
+        kv.close()
+        for w in (wo, wq):
             w.close()
 
 

@@ -4,14 +4,15 @@
 // resolution and the memory bound see fuzzed input too). Must never crash, leak or read out of
 // bounds; the index must stay consistent (entries never above the bound). Differential too: the
 // cursor decoder (events_decode) must give exactly what msgpack-c's (events_decode_msgpackc)
-// gives: same return value, counters, timestamp and events.
+// gives: same return value, counters, timestamp and events. Only the decoder (events_decode.h)
+// is involved: no sockets.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <xxhash.h>
 
-#include "events.h"
+#include "events_decode.h"
 #include "events_trace.h"
 #include "index.h"
 

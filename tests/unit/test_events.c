@@ -2,7 +2,9 @@
 // events: the decoder on payloads built with msgpack-c's packer (both encodings, every hash
 // encoding, optional and unknown fields, malformed input), and the runtime against real ZMQ
 // sockets on 127.0.0.1 (a PUB and a ROUTER played by this test): in-order ingest, a gap
-// recovered by replay, a gap with a replay that cannot fill it, a restart, bad frames.
+// recovered by replay, a gap with a replay that cannot fill it, a restart, bad frames; the size
+// bounds: frames above EVENTS_MAX_PAYLOAD from the publisher and from the replay endpoint, and
+// the live queue bounded in bytes per worker and over all workers during replays.
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -571,14 +573,18 @@ struct peer {
 	size_t len[64];
 };
 
-static void peer_open(struct peer *p)
+/* A publisher of type pub_type (ZMQ_PUB, or ZMQ_XPUB passing on every subscription) and a
+ * replay ROUTER, both bound on 127.0.0.1. */
+static void peer_open_as(struct peer *p, int pub_type)
 {
 	size_t l;
-	int zero = 0;
+	int zero = 0, one = 1;
 
 	p->ctx = zmq_ctx_new();
-	p->pub = zmq_socket(p->ctx, ZMQ_PUB);
+	p->pub = zmq_socket(p->ctx, pub_type);
 	p->router = zmq_socket(p->ctx, ZMQ_ROUTER);
+	if (pub_type == ZMQ_XPUB)
+		zmq_setsockopt(p->pub, ZMQ_XPUB_VERBOSE, &one, sizeof(one));
 	zmq_setsockopt(p->pub, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_setsockopt(p->router, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_bind(p->pub, "tcp://127.0.0.1:*");
@@ -587,6 +593,11 @@ static void peer_open(struct peer *p)
 	zmq_getsockopt(p->pub, ZMQ_LAST_ENDPOINT, p->pub_ep, &l);
 	l = sizeof(p->rep_ep);
 	zmq_getsockopt(p->router, ZMQ_LAST_ENDPOINT, p->rep_ep, &l);
+}
+
+static void peer_open(struct peer *p)
+{
+	peer_open_as(p, ZMQ_PUB);
 }
 
 static void peer_close(struct peer *p)
@@ -1166,6 +1177,248 @@ static void sync_services_tests(void)
 	peer_close(&q);
 }
 
+/* Publishes under seq a valid batch of exactly len bytes (>= 17) holding no event:
+ * [ts, [], rank, bin(len - 17)] (a trailing element, ignored by the decoder). */
+static void publish_pad(struct peer *p, uint64_t seq, size_t len)
+{
+	unsigned char b[8], *m = calloc(1, len);
+	uint32_t body = (uint32_t)(len - 17);
+
+	m[0] = 0x94;
+	m[1] = 0xcb; /* f64 ts, 0.0 */
+	m[10] = 0x90;
+	m[11] = 0x00;
+	m[12] = 0xc6;
+	be(b, body);
+	memcpy(m + 13, b + 4, 4);
+	be(b, seq);
+	zmq_send(p->pub, "kv", 2, ZMQ_SNDMORE);
+	zmq_send(p->pub, b, 8, ZMQ_SNDMORE);
+	zmq_send(p->pub, m, len, 0);
+	free(m);
+}
+
+/* Pumps ev until the XPUB of p passes on a subscription (the SUB is connected and subscribed). */
+static bool wait_subscribed(struct events *ev, struct peer *p, int ms)
+{
+	for (int t = 0; t < ms; t += 20) {
+		zmq_pollitem_t it = {.socket = p->pub, .events = ZMQ_POLLIN};
+		unsigned char b[64];
+		if (zmq_poll(&it, 1, 0) > 0) {
+			int n = zmq_recv(p->pub, b, sizeof(b), 0);
+			if (n > 0 && b[0] == 1)
+				return true;
+			continue;
+		}
+		pump(ev, 20);
+	}
+	return false;
+}
+
+static bool metrics_has(const struct events *ev, const char *what)
+{
+	struct buf m = {0};
+	bool has = !events_metrics(ev, &m) && m.data && strstr(m.data, what);
+
+	buf_free(&m);
+	return has;
+}
+
+/* Frames above EVENTS_MAX_PAYLOAD: libzmq (ZMQ_MAXMSGSIZE) closes the connection without reading
+ * them and does not reconnect; events must notice, count it, reconnect, and go on. */
+static void oversized_tests(void)
+{
+	struct index_cfg icfg = {.max_workers = 4};
+	struct index *idx = index_create(&icfg);
+	struct events_cfg ecfg = {
+	    .index = idx, .replay_timeout_ms = 5000, .no_initial_replay = true};
+	struct events *ev = events_create(&ecfg);
+	struct events_worker_stats st;
+	struct peer p = {0};
+	struct timespec t0, t1;
+	long ms;
+
+	peer_open_as(&p, ZMQ_XPUB);
+	for (uint64_t s = 0; s < 6; s++)
+		make_batch(&p, s);
+	free(p.buf[3]);
+	p.buf[3] = calloc(1, (size_t)EVENTS_MAX_PAYLOAD + 1); /* one byte above the bound */
+	p.len[3] = (size_t)EVENTS_MAX_PAYLOAD + 1;
+	EQ(events_worker_add(ev, 0, "big", p.pub_ep, p.rep_ep, "kv"), 0, "worker added");
+	CHECK(wait_subscribed(ev, &p, 3000), "subscribed");
+	for (uint64_t s = 0; s < 3; s++)
+		publish(&p, s);
+	pump(ev, 150);
+	events_worker_stats(ev, 0, &st);
+	EQ(st.next_seq, 3, "batches 0..2 applied");
+
+	/* the publisher sends a frame one byte above the bound */
+	publish(&p, 3);
+	for (ms = 0; ms < 3000; ms += 20) {
+		pump(ev, 20);
+		events_worker_stats(ev, 0, &st);
+		if (st.oversized || st.bad_batches || st.next_seq != 3)
+			break;
+	}
+	pump(ev, 100); /* anything else it might do */
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.oversized == 1 && st.bad_batches == 0 && st.next_seq == 3,
+	      "publisher frame above EVENTS_MAX_PAYLOAD: not received, counted as oversized "
+	      "(oversized %llu, bad batches %llu, next seq %llu)",
+	      (unsigned long long)st.oversized, (unsigned long long)st.bad_batches,
+	      (unsigned long long)st.next_seq);
+	CHECK(wait_subscribed(ev, &p, 3000),
+	      "the SUB reconnected by itself (libzmq does not after such a frame)");
+	CHECK(metrics_has(ev, "kvsplice_kv_dropped_total{worker=\"big\",what=\"oversized\"} 1"),
+	      "metrics: kvsplice_kv_dropped_total what=oversized");
+
+	/* the stream goes on: 4 shows the gap, the replay answer holds the big frame again */
+	publish(&p, 4);
+	pump(ev, 150);
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.gaps == 1 && st.replaying && st.pending == 1,
+	      "batch 4 after the reconnect: gap seen, replay running");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	EQ(serve_replay(&p, 5, 1000), 3, "replay asked from seq 3, answered with the big frame");
+	for (ms = 0; ms < 3000; ms += 20) {
+		pump(ev, 20);
+		events_worker_stats(ev, 0, &st);
+		if (!st.replaying)
+			break;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	CHECK(!st.replaying && st.oversized == 2 && st.replays_failed == 1 && st.drops == 1,
+	      "replay frame above the bound: counted, the replay failed, the blocks dropped "
+	      "(oversized %llu, failed %llu, drops %llu)",
+	      (unsigned long long)st.oversized, (unsigned long long)st.replays_failed,
+	      (unsigned long long)st.drops);
+	CHECK(ms < 2000, "the refused replay fails in %ld ms, not at its 5000 ms deadline", ms);
+	EQ(st.next_seq, 5, "the live stream taken: queued batch 4 applied");
+	publish(&p, 5);
+	pump(ev, 150);
+	events_worker_stats(ev, 0, &st);
+	EQ(st.next_seq, 6, "batch 5 applied");
+
+	/* exactly EVENTS_MAX_PAYLOAD bytes is accepted (the bound is inclusive) */
+	publish_pad(&p, 6, EVENTS_MAX_PAYLOAD);
+	pump(ev, 1000);
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.next_seq == 7 && st.oversized == 2 && st.bad_batches == 0,
+	      "a batch of exactly EVENTS_MAX_PAYLOAD bytes is applied (next seq %llu)",
+	      (unsigned long long)st.next_seq);
+	events_free(ev);
+	index_free(idx);
+	peer_close(&p);
+}
+
+/* The live queue kept during a replay, bounded in payload bytes per worker and over all of
+ * them: the batch that does not fit gives the replay up (the existing "queue full" path),
+ * counted; the counters never pass the bounds. */
+static void queue_bytes_tests(void)
+{
+	enum { KB = 1024, BATCH = 16 * KB };
+	struct index_cfg icfg = {.max_workers = 4};
+	struct index *idx = index_create(&icfg);
+	struct events_cfg ecfg = {.index = idx,
+				  .replay_timeout_ms = 5000,
+				  .max_pending_bytes = 64 * KB,
+				  .max_pending_total_bytes = 96 * KB};
+	struct events *ev = events_create(&ecfg);
+	struct events_worker_stats a, b;
+	struct peer p = {0}, q = {0};
+	size_t worst = 0, worst_total = 0;
+
+	peer_open(&p);
+	peer_open(&q);
+#define BOTH()                                                                                     \
+	do {                                                                                       \
+		events_worker_stats(ev, 0, &a);                                                    \
+		events_worker_stats(ev, 1, &b);                                                    \
+		if (a.pending_bytes > worst)                                                       \
+			worst = a.pending_bytes;                                                   \
+		if (b.pending_bytes > worst)                                                       \
+			worst = b.pending_bytes;                                                   \
+		if (a.pending_bytes + b.pending_bytes > worst_total)                               \
+			worst_total = a.pending_bytes + b.pending_bytes;                           \
+	} while (0)
+	/* both join; their replay endpoints never answer: the initial syncs keep running */
+	events_worker_add(ev, 0, "a", p.pub_ep, p.rep_ep, "kv");
+	events_worker_add(ev, 1, "b", q.pub_ep, q.rep_ep, "kv");
+	pump(ev, 300);
+	for (uint64_t s = 10; s < 13; s++) {
+		publish_pad(&p, s, BATCH);
+		publish_pad(&q, s, BATCH);
+	}
+	pump(ev, 200);
+	BOTH();
+	CHECK(a.replaying && b.replaying && a.pending == 3 && b.pending == 3 &&
+		  a.pending_bytes == 3 * BATCH && b.pending_bytes == 3 * BATCH,
+	      "3 batches of 16 KiB queued per worker during the syncs (%zu, %zu bytes)",
+	      a.pending_bytes, b.pending_bytes);
+	CHECK(metrics_has(ev, "kvsplice_kv_queued_bytes{worker=\"a\"} 49152"),
+	      "metrics: kvsplice_kv_queued_bytes");
+
+	/* b's 4th: within its own 64 KiB, but all workers' would reach 112 KiB > 96 KiB */
+	publish_pad(&q, 13, BATCH);
+	pump(ev, 200);
+	BOTH();
+	CHECK(!b.replaying && b.overflow_total == 1 && b.overflow_bytes == 0 &&
+		  b.dropped_queued == 3 && b.pending_bytes == 0 && b.replays_failed == 1 &&
+		  b.drops == 0 && b.next_seq == 14,
+	      "total bound: b's sync given up, its 3 queued batches dropped and counted, live "
+	      "stream taken from 13 (next seq %llu)",
+	      (unsigned long long)b.next_seq);
+	CHECK(a.replaying && a.pending_bytes == 3 * BATCH && a.overflow_total == 0,
+	      "a's queue untouched");
+
+	/* a's queue up to its own bound (64 KiB: fits), then one more */
+	publish_pad(&p, 13, BATCH);
+	pump(ev, 200);
+	BOTH();
+	CHECK(a.replaying && a.pending_bytes == 4 * BATCH, "a: 64 KiB queued, exactly its bound");
+	publish_pad(&p, 14, BATCH);
+	pump(ev, 200);
+	BOTH();
+	CHECK(!a.replaying && a.overflow_bytes == 1 && a.dropped_queued == 4 &&
+		  a.pending_bytes == 0 && a.drops == 0 && a.next_seq == 15,
+	      "worker bound: a's sync given up, 4 batches dropped, live from 14 (next seq %llu)",
+	      (unsigned long long)a.next_seq);
+
+	/* a gap replay overflowing: the worker's blocks are dropped (never trusted) */
+	(void)serve_replay(&p, 0, 10); /* the old request, if it is still there */
+	publish_pad(&p, 17, BATCH);    /* 15, 16 lost */
+	pump(ev, 200);
+	BOTH();
+	CHECK(a.gaps == 1 && a.replaying && a.pending_bytes == BATCH, "a: gap, replay running");
+	for (uint64_t s = 18; s < 22; s++)
+		publish_pad(&p, s, BATCH);
+	pump(ev, 300);
+	BOTH();
+	CHECK(!a.replaying && a.overflow_bytes == 2 && a.drops == 1 && a.dropped_queued == 8 &&
+		  a.next_seq == 22 && a.replays_failed == 2,
+	      "gap replay overflowing: given up, a's blocks dropped, live from 21 (next seq %llu)",
+	      (unsigned long long)a.next_seq);
+	CHECK(worst <= 64 * KB && worst_total <= 96 * KB,
+	      "queued bytes never above the bounds (worst %zu per worker, %zu over all)", worst,
+	      worst_total);
+	CHECK(metrics_has(ev,
+			  "kvsplice_kv_queue_overflows_total{worker=\"a\",bound=\"worker_bytes\"} "
+			  "2") &&
+		  metrics_has(
+		      ev, "kvsplice_kv_queue_overflows_total{worker=\"b\",bound=\"total_bytes\"}"
+			  " 1") &&
+		  metrics_has(ev, "kvsplice_kv_dropped_total{worker=\"b\",what=\"queued\"} 3"),
+	      "metrics: overflows by bound, dropped queued batches");
+	CHECK(debug_has(ev, "\"pending_bytes\":0,\"oversized\":0,\"queue_overflows\":2"),
+	      "debug JSON: pending_bytes and queue_overflows");
+#undef BOTH
+	events_free(ev);
+	index_free(idx);
+	peer_close(&p);
+	peer_close(&q);
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++)
@@ -1176,5 +1429,7 @@ int main(void)
 	initial_replay_tests();
 	join_sync_tests();
 	sync_services_tests();
+	oversized_tests();
+	queue_bytes_tests();
 	return tap_done();
 }

@@ -5,8 +5,10 @@
 //       prints one JSON line per decoded event, {"file":..,"error":..} for a payload that does
 //       not decode, and a last line {"index":[[engine,own,tiers],...],"stats":{..}}.
 //   kvevents watch [--block-size N] [--seed N] [--topic T] [--replay-timeout-ms N]
-//                  [--no-initial-replay] NAME=PUB_ENDPOINT[,REPLAY_ENDPOINT] ...
-//       subscribes to each worker and reads commands on stdin, one per line:
+//                  [--no-initial-replay] [--max-pending-bytes N] [--max-pending-total-bytes N]
+//                  NAME=PUB_ENDPOINT[,REPLAY_ENDPOINT] ...
+//       subscribes to each worker (the --max-pending-* options set events_cfg's live queue
+//       bounds, bytes) and reads commands on stdin, one per line:
 //       dump | metrics | debug | add NAME=PUB[,REPLAY] | remove NAME | resync NAME | quit |
 //       query [LORA:]T1,T2,...   (token ids: chain-hash them, query the index; prints
 //                                 {"depth":[..],"gpu_depth":[..]} by worker id)
@@ -31,9 +33,12 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: kvevents decode [--block-size N] [--seed N] FILE...\n"
-			"       kvevents watch [--block-size N] [--seed N] [--topic T] "
-			"[--replay-timeout-ms N] [--no-initial-replay] NAME=PUB[,REPLAY]...\n");
+	fprintf(stderr,
+		"usage: kvevents decode [--block-size N] [--seed N] FILE...\n"
+		"       kvevents watch [--block-size N] [--seed N] [--topic T] "
+		"[--replay-timeout-ms N] [--no-initial-replay]\n"
+		"                      [--max-pending-bytes N] [--max-pending-total-bytes N] "
+		"NAME=PUB[,REPLAY]...\n");
 }
 
 struct decode_ctx {
@@ -321,6 +326,8 @@ int main(int argc, char **argv)
 	    {"topic", required_argument, NULL, 't'},
 	    {"replay-timeout-ms", required_argument, NULL, 'r'},
 	    {"no-initial-replay", no_argument, NULL, 'n'},
+	    {"max-pending-bytes", required_argument, NULL, 'p'},
+	    {"max-pending-total-bytes", required_argument, NULL, 'P'},
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -353,6 +360,12 @@ int main(int argc, char **argv)
 			break;
 		case 'n':
 			ecfg.no_initial_replay = true;
+			break;
+		case 'p':
+			ecfg.max_pending_bytes = strtoull(optarg, NULL, 0);
+			break;
+		case 'P':
+			ecfg.max_pending_total_bytes = strtoull(optarg, NULL, 0);
 			break;
 		case 'l':
 			if (log_parse_level(optarg) < 0) {
