@@ -254,8 +254,8 @@ static void worker_collector(struct buf *out, void *arg)
 	    "Requests routed to the worker.",
 	    "Consecutive failed scrapes of the worker's metrics.",
 	    "New worker processes seen in its metrics (its index is then synced again).",
-	    "KV blocks this kvsplice's requests on the worker still have to prefill (sent, "
-	    "no response byte yet)."};
+	    "KV blocks its requests from here owe before their first response byte."};
+	_Static_assert(sizeof(names) == sizeof(help), "a help line per worker metric");
 
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
 		buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", names[k], help[k], names[k],
