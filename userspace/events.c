@@ -683,23 +683,36 @@ int events_worker_resync(struct events *ev, uint32_t id)
 	return 0;
 }
 
-/* Applies the queued live batches in order, until drained or a new replay starts. */
+/* Applies the queued live batches in order, until drained or a new replay starts. A batch that
+ * starts a new replay (a second gap, a restart) is queued again by handle_seq, at the back:
+ * it goes back to the front, ahead of the later batches still queued, so that the queue stays in
+ * seq order. */
 static void drain_pending(struct events *ev, uint32_t id)
 {
 	struct evw *w = &ev->w[id];
 
 	while (w->pend_n && !w->replaying) {
 		struct pend pe = w->pend[w->pend_head];
+		size_t before;
+
 		w->pend_head = (w->pend_head + 1) % w->pend_cap;
 		w->pend_n--;
 		w->pend_bytes -= pe.len;
 		ev->pend_total -= pe.len;
+		before = w->pend_n;
 		/* already delivered by the replay: skip (a real restart shows a seq below the
 		 * replay's start, and goes through handle_seq's restart rule) */
 		if (w->have_seq && pe.seq < w->next_seq && pe.seq >= w->replay_from)
 			;
 		else
 			handle_seq(ev, id, pe.seq, pe.data, pe.len);
+		if (w->replaying && w->pend_n == before + 1 && before) {
+			size_t tail = (w->pend_head + w->pend_n - 1) % w->pend_cap;
+			struct pend again = w->pend[tail];
+
+			w->pend_head = (w->pend_head + w->pend_cap - 1) % w->pend_cap;
+			w->pend[w->pend_head] = again;
+		}
 		free(pe.data);
 	}
 }

@@ -867,6 +867,55 @@ static void runtime_tests(void)
 	peer_close(&p);
 }
 
+/* A second gap met while the batches queued during a replay are applied: the batch that shows it
+ * waits for the second replay ahead of the later queued batches, so both gaps are filled. */
+static void second_gap_tests(void)
+{
+	struct index_cfg icfg = {.max_workers = 4};
+	struct index *idx = index_create(&icfg);
+	struct events_cfg ecfg = {
+	    .index = idx, .replay_timeout_ms = 1000, .no_initial_replay = true};
+	struct events *ev = events_create(&ecfg);
+	struct events_worker_stats st;
+	zmq_pollitem_t it;
+	struct peer p = {0};
+
+	peer_open(&p);
+	for (uint64_t s = 0; s < 40; s++)
+		make_batch(&p, s);
+	EQ(events_worker_add(ev, 1, "w1", p.pub_ep, p.rep_ep, "kv"), 0, "2nd gap: worker added");
+	pump(ev, 300);
+	for (uint64_t s = 0; s < 3; s++)
+		publish(&p, s);
+	pump(ev, 150);
+	publish(&p, 4); /* 3 lost: a replay from 3 */
+	pump(ev, 150);
+	publish(&p, 5);
+	publish(&p, 7); /* 6 lost too, while the first replay runs */
+	publish(&p, 8);
+	pump(ev, 150);
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.replaying && st.pending == 4, "2nd gap: 4, 5, 7, 8 queued during the replay (%llu)",
+	      (unsigned long long)st.pending);
+	EQ(serve_replay(&p, 4, 1000), 3, "2nd gap: first replay from 3, answers 3");
+	pump(ev, 200);
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.replaying && st.gaps == 2, "2nd gap: 7 after 5 seen while draining, a replay again");
+	EQ(serve_replay(&p, 7, 1000), 6, "2nd gap: second replay from 6, answers 6");
+	pump(ev, 200);
+	events_worker_stats(ev, 1, &st);
+	CHECK(st.replays_ok == 2 && st.replays_failed == 0 && !st.replaying && st.next_seq == 9 &&
+		  st.pending == 0,
+	      "2nd gap: both replays ok, 7 and 8 applied in order (next %llu, failed %llu)",
+	      (unsigned long long)st.next_seq, (unsigned long long)st.replays_failed);
+	EQ(depth_of(idx, 1, 40), 9, "2nd gap: depth 9, nothing dropped");
+	it = (zmq_pollitem_t){.socket = p.router, .events = ZMQ_POLLIN};
+	CHECK(zmq_poll(&it, 1, 200) == 0, "2nd gap: no third replay asked");
+	events_free(ev);
+	index_free(idx);
+	peer_close(&p);
+}
+
 static bool debug_has(const struct events *ev, const char *what)
 {
 	struct buf m = {0};
@@ -1426,6 +1475,7 @@ int main(void)
 	decoder_tests();
 	differential_tests();
 	runtime_tests();
+	second_gap_tests();
 	initial_replay_tests();
 	join_sync_tests();
 	sync_services_tests();
