@@ -15,9 +15,22 @@
 #include "log.h"
 
 /* Largest admin request head, bytes. */
+#ifndef ADMIN_MAX_HEAD
 #define ADMIN_MAX_HEAD 8192
+#endif
 /* An admin connection is closed after this long, ms. */
+#ifndef ADMIN_TIMEOUT_MS
 #define ADMIN_TIMEOUT_MS 10000
+#endif
+/* Admin connections open at once; a new one beyond closes the oldest (probes and scrapers need a
+ * handful; a flood must not lock the liveness probe out). */
+#ifndef ADMIN_MAX_CONNS
+#define ADMIN_MAX_CONNS 32
+#endif
+/* Accepts pause this long when out of descriptors and no admin connection can be closed, ms. */
+#ifndef ADMIN_ACCEPT_PAUSE_MS
+#define ADMIN_ACCEPT_PAUSE_MS 100
+#endif
 #define ADMIN_MAX_PATHS 16
 
 struct admin_conn {
@@ -34,7 +47,9 @@ struct admin {
 	struct metrics *m;
 	struct sockaddr_in addr;
 	bool ready;
-	struct admin_conn *conns, *dead;
+	struct admin_conn *conns, *dead; /* conns: newest first */
+	int nconns;
+	uint64_t accept_resume; /* ms; accepts paused until then (0: not paused) */
 	struct {
 		char *path;
 		admin_handler_fn fn;
@@ -57,26 +72,53 @@ static void ac_close(struct admin_conn *c)
 			*pp = c->next;
 			break;
 		}
+	a->nconns--;
 	c->next = a->dead;
 	a->dead = c;
 }
 
-static void respond(struct admin_conn *c, int status, const char *ctype, const struct buf *body)
+/* Closes the oldest admin connection. Returns false when there is none. */
+static bool ac_evict_oldest(struct admin *a)
 {
-	buf_printf(&c->out,
-		   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-		   "Connection: close\r\n\r\n",
-		   status, http_reason(status), ctype, body->len);
-	buf_append(&c->out, body->data ? body->data : "", body->len);
+	struct admin_conn *c = a->conns;
+
+	if (!c)
+		return false;
+	while (c->next)
+		c = c->next;
+	ac_close(c);
+	return true;
 }
 
-static void route(struct admin_conn *c, const struct http_msg *m)
+/* Queues the whole response, head only when head_only. Returns 0, or -ENOMEM with nothing
+ * queued. */
+static int respond(struct admin_conn *c, int status, const char *ctype, const struct buf *body,
+		   bool head_only)
+{
+	size_t len0 = c->out.len;
+
+	if (buf_printf(&c->out,
+		       "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+		       "Connection: close\r\n\r\n",
+		       status, http_reason(status), ctype, body->len) < 0 ||
+	    (!head_only && buf_append(&c->out, body->data ? body->data : "", body->len) < 0)) {
+		if (c->out.data) {
+			c->out.len = len0;
+			c->out.data[len0] = '\0';
+		}
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Answers request m. Returns 0, or -ENOMEM when no answer could be queued. */
+static int route(struct admin_conn *c, const struct http_msg *m)
 {
 	struct admin *a = c->a;
 	struct buf body = {0};
 	char path[256], *q;
 	const char *ctype = "text/plain; charset=utf-8", *query = "";
-	int status = 200;
+	int status = 200, rc;
 
 	snprintf(path, sizeof(path), "%.*s", (int)m->target_len, m->target);
 	q = strchr(path, '?');
@@ -108,12 +150,11 @@ static void route(struct admin_conn *c, const struct http_msg *m)
 		if (status == 404 && !body.len)
 			buf_puts(&body, "not found\n");
 	}
-	respond(c, status, ctype, &body);
-	if (m->method_len == 4) { /* HEAD: no body */
-		c->out.len -= body.len;
-		c->out.data[c->out.len] = '\0';
-	}
+	/* a handler out of memory may leave a partial body: its status says so (500), not the
+	 * bytes; HEAD gets no body */
+	rc = respond(c, status, ctype, &body, m->method_len == 4);
 	buf_free(&body);
+	return rc;
 }
 
 static void ac_flush(struct admin_conn *c)
@@ -162,9 +203,13 @@ static void ac_cb(struct loop_ev *ev, uint32_t events)
 	if (rc == 0)
 		return;
 	if (rc < 0)
-		http_write_error(&c->out, -rc, "invalid_request_error", "bad request", true);
+		rc = http_write_error(&c->out, -rc, "invalid_request_error", "bad request", true);
 	else
-		route(c, &m);
+		rc = route(c, &m);
+	if (rc < 0) { /* out of memory: nothing to say */
+		ac_close(c);
+		return;
+	}
 	ac_flush(c);
 }
 
@@ -176,8 +221,22 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 		int fd = accept4(ev->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct admin_conn *c;
 
-		if (fd < 0)
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE) && ac_evict_oldest(a))
+			continue; /* a descriptor freed: the probe behind the flood gets its turn */
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				/* the listener stays readable (level-triggered): without a pause
+				 * this would spin */
+				log_warn("admin", "accept: %s: pausing accepts for %d ms",
+					 strerror(errno), ADMIN_ACCEPT_PAUSE_MS);
+				loop_set(a->loop, &a->lev, 0);
+				a->accept_resume = clock_ms() + ADMIN_ACCEPT_PAUSE_MS;
+			}
 			return;
+		}
+		if (a->nconns >= ADMIN_MAX_CONNS)
+			ac_evict_oldest(a);
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(fd);
@@ -189,6 +248,7 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 		c->deadline = clock_ms() + ADMIN_TIMEOUT_MS;
 		c->next = a->conns;
 		a->conns = c;
+		a->nconns++;
 		if (loop_set(a->loop, &c->ev, EPOLLIN) < 0)
 			ac_close(c);
 	}
@@ -235,6 +295,10 @@ void admin_tick(struct admin *a)
 	uint64_t now = clock_ms();
 	struct admin_conn *c, *next;
 
+	if (a->accept_resume && now >= a->accept_resume) {
+		a->accept_resume = 0;
+		loop_set(a->loop, &a->lev, EPOLLIN);
+	}
 	for (c = a->conns; c; c = next) {
 		next = c->next;
 		if (c->deadline <= now)

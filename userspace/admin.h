@@ -2,7 +2,10 @@
 /* admin: the daemon's small HTTP server on a local address (127.0.0.1:PORT): GET /healthz (200
  * while the loop runs), /readyz (200 when ready and not draining, else 503), /metrics (the
  * registry in Prometheus text format), and paths other modules register (e.g. /debug/route).
- * One request per connection, answered then closed. Runs on the proxy's loop; never blocks. */
+ * One request per connection, answered then closed. Runs on the proxy's loop; never blocks.
+ * Bounded: a few dozen connections at once (a new one closes the oldest, so a flood of idle
+ * connections does not lock the liveness probe out), each for 10 s at most; out of descriptors,
+ * the oldest connection makes room, else accepts pause for a moment (no spin). */
 #ifndef KVS_ADMIN_H
 #define KVS_ADMIN_H
 

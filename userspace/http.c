@@ -468,6 +468,7 @@ int http_sniff_request(const char *buf, size_t len)
 enum {
 	CH_SIZE0, /* first hex digit of a chunk size */
 	CH_SIZE,  /* more hex digits, or the end of the size */
+	CH_BWS,	  /* whitespace after the size: more of it, ';' or CR */
 	CH_EXT,	  /* chunk extensions up to CR */
 	CH_SIZE_LF,
 	CH_DATA,
@@ -529,13 +530,24 @@ ssize_t http_chunked_feed(struct http_chunked *c, const char *p, size_t n, struc
 				if (c->remaining >> 52) /* would pass 2^56: refuse */
 					return -1;
 				c->remaining = c->remaining * 16 + (uint64_t)hv;
-			} else if (ch == ';' || ch == ' ' || ch == '\t') {
-				c->state = CH_EXT; /* BWS then chunk-ext */
+			} else if (ch == ';') {
+				c->state = CH_EXT;
+			} else if (ch == ' ' || ch == '\t') {
+				c->state = CH_BWS;
 			} else if (ch == '\r') {
 				c->state = CH_SIZE_LF;
 			} else {
 				return -1;
 			}
+			break;
+		case CH_BWS:
+			/* BWS before ";" only: "5 5" must not read as 5 (or 0x55) */
+			if (ch == ';')
+				c->state = CH_EXT;
+			else if (ch == '\r')
+				c->state = CH_SIZE_LF;
+			else if (ch != ' ' && ch != '\t')
+				return -1;
 			break;
 		case CH_EXT:
 			/* chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS value ] ): any visible
@@ -630,12 +642,16 @@ const char *http_reason(int status)
 	}
 }
 
-int http_write_error(struct buf *out, int status, const char *type, const char *message,
-		     bool close)
+int http_write_error_retry(struct buf *out, int status, const char *type, const char *message,
+			   bool close, int retry_after_s)
 {
 	struct buf body = {0};
+	size_t len0 = out->len;
+	char ra[48] = "";
 	int rc = -ENOMEM;
 
+	if (retry_after_s > 0)
+		snprintf(ra, sizeof(ra), "Retry-After: %d\r\n", retry_after_s);
 	if (buf_puts(&body, "{\"error\":{\"message\":") ||
 	    buf_json_str(&body, message, strlen(message)) || buf_puts(&body, ",\"type\":") ||
 	    buf_json_str(&body, type, strlen(type)) ||
@@ -643,14 +659,25 @@ int http_write_error(struct buf *out, int status, const char *type, const char *
 		goto cleanup;
 	if (buf_printf(out,
 		       "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-		       "%s\r\n",
-		       status, http_reason(status), body.len, close ? "Connection: close\r\n" : "") ||
+		       "%s%s\r\n",
+		       status, http_reason(status), body.len, ra,
+		       close ? "Connection: close\r\n" : "") ||
 	    buf_append(out, body.data, body.len))
 		goto cleanup;
 	rc = 0;
 cleanup:
+	if (rc < 0 && out->data) { /* nothing half-written */
+		out->len = len0;
+		out->data[len0] = '\0';
+	}
 	buf_free(&body);
 	return rc;
+}
+
+int http_write_error(struct buf *out, int status, const char *type, const char *message,
+		     bool close)
+{
+	return http_write_error_retry(out, status, type, message, close, 0);
 }
 
 /* Hop-by-hop and framing headers the proxy regenerates. Names are compared with '_' equal to '-'

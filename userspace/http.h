@@ -89,6 +89,10 @@ ssize_t http_chunked_feed(struct http_chunked *c, const char *p, size_t n, struc
  * when close is true. */
 int http_write_error(struct buf *out, int status, const char *type, const char *message,
 		     bool close);
+/* The same with "Retry-After: retry_after_s" when retry_after_s > 0 (load shed). Both return 0,
+ * or -ENOMEM with out as it was (nothing half-written). */
+int http_write_error_retry(struct buf *out, int status, const char *type, const char *message,
+			   bool close, int retry_after_s);
 
 /* Appends the head of request m as the proxy forwards it upstream: the request line, every
  * end-to-end header (hop-by-hop and framing headers dropped: Connection and the headers it names,

@@ -4,8 +4,10 @@
  * whole body, bounded), asks the router for an endpoint per request, forwards the request over a
  * pooled upstream connection (SO_MARK set, so BPF never intercepts it) and relays the response as
  * it arrives. Bytes that are not HTTP/1.x are relayed unchanged to one endpoint (pass-through).
- * Errors the proxy answers itself use the OpenAI JSON error shape. Not thread-safe: everything
- * runs on the caller's thread through proxy_loop(). */
+ * Errors the proxy answers itself use the OpenAI JSON error shape. Memory and connections are
+ * bounded (see the limits below): per-connection buffers, the bytes buffered by all connections
+ * (beyond: 503 + Retry-After), connections overall and per client address. Not thread-safe:
+ * everything runs on the caller's thread through proxy_loop(). */
 #ifndef KVS_PROXY_H
 #define KVS_PROXY_H
 
@@ -21,6 +23,26 @@
 
 #define PROXY_MAX_LISTEN 8
 
+/* Default limits (0 turns a limit off), sized from a measurement on loopback (build -O2, python
+ * upstream, 8000 keep-alive connections after one small request each, 8 bodies of 31 MiB held):
+ *   - an idle keep-alive connection costs about 3.8 KiB of RSS (struct conn is 640 bytes; its
+ *     buffers are released after PROXY_IDLE_TRIM_MS) plus about 1.9 KiB of kernel socket
+ *     memory, and 1 descriptor (up to 4 while relaying: client, upstream, a splice pipe pair);
+ *   - a held request body costs its size in RSS (0.83x measured: buffers are exact, pages are
+ *     touched as bytes arrive), on top of a base RSS of about 87 MiB (tokenizer loaded).
+ * So 16384 connections idle cost about 100 MiB and need 16-64 K descriptors; a quarter of them
+ * per client address leaves room for the others; 512 MiB of bodies (16 of --max-body's 32 MiB,
+ * or thousands of usual prompts) keeps the daemon under about 0.7 GiB. */
+#ifndef PROXY_DEFAULT_MAX_CONNS
+#define PROXY_DEFAULT_MAX_CONNS 16384 /* client connections at once */
+#endif
+#ifndef PROXY_DEFAULT_MAX_CONNS_PER_IP
+#define PROXY_DEFAULT_MAX_CONNS_PER_IP 4096 /* client connections at once from one address */
+#endif
+#ifndef PROXY_DEFAULT_MAX_BUFFERED
+#define PROXY_DEFAULT_MAX_BUFFERED ((size_t)512 << 20) /* bytes buffered over all connections */
+#endif
+
 struct bpfctl;
 
 /* How response bodies and pass-through bytes are moved between the two sockets. */
@@ -34,16 +56,20 @@ struct proxy_opts {
 	struct sockaddr_in listen[PROXY_MAX_LISTEN];
 	int nlisten;
 	int backlog;
-	size_t max_head;	      /* bytes; longer request heads get 431 */
-	size_t max_body;	      /* bytes; larger request bodies get 413 */
-	int header_timeout_ms;	      /* to receive a whole request (head + body) once it started */
-	int idle_timeout_ms;	      /* keep-alive wait for the next request; silence in a relay */
-	int connect_timeout_ms;	      /* per upstream connect attempt */
-	int drain_timeout_ms;	      /* after proxy_stop, then everything is closed */
-	int pool_idle_timeout_ms;     /* idle upstream connections are closed after this */
-	int pool_max;		      /* idle upstream connections kept per endpoint */
-	uint32_t mark;		      /* SO_MARK of upstream sockets (0: none) */
+	size_t max_head;	  /* bytes; longer request heads get 431 */
+	size_t max_body;	  /* bytes; larger request bodies get 413 */
+	int header_timeout_ms;	  /* to receive a whole request (head + body) once it started */
+	int idle_timeout_ms;	  /* keep-alive wait for the next request; silence in a relay */
+	int connect_timeout_ms;	  /* per upstream connect attempt */
+	int drain_timeout_ms;	  /* after proxy_stop, then everything is closed */
+	int pool_idle_timeout_ms; /* idle upstream connections are closed after this */
+	int pool_max;		  /* idle upstream connections kept per endpoint */
+	uint32_t mark;		  /* SO_MARK of upstream sockets (0: none) */
 	enum proxy_relay relay;
+	int max_conns;	      /* client connections at once; more: 503 and closed (0: off) */
+	int max_conns_per_ip; /* the same per client address (0: off) */
+	size_t max_buffered;  /* bytes of all connections' buffers; a request that would pass it:
+				 503 + Retry-After (0: off) */
 };
 
 /* Fills o with the defaults (no listener). */

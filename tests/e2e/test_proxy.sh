@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # kvsplice on loopback (--no-bpf) in front of small real HTTP/1.1 upstreams (tests/e2e/upstream.py,
 # each on a port the kernel picked), driven by curl and raw sockets: keep-alive re-routing,
-# chunked bodies, SSE streaming, pass-through, every error answer while another client streams,
-# retries, timeouts, SIGTERM drain, reload, metrics.
+# chunked bodies, SSE streaming, pass-through, Upgrade (a tunnel only after the 101) and CONNECT
+# (405), every error answer while another client streams, retries, timeouts, SIGTERM drain,
+# reload, metrics. Limits under abuse: tests/e2e/test_proxy_limits.sh.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -118,6 +119,22 @@ assert j["router"]=="round-robin" and len(r)>=4, j
 assert [x["endpoint"] for x in r[:4]]==["e2","e1","e2","e1"], r[:4]
 assert all(x["status"]==200 and x["method"]=="GET" and x["target"]=="/who" and x["service"]=="qwen" and x["attempts"]==1 for x in r[:4]), r[:4]' "$MADM"
 
+check "an Upgrade the upstream ignores (200) leaves the connection HTTP: the next request is parsed and routed" "$PY" -c '
+import socket,sys
+s=socket.create_connection(("127.0.0.1",int(sys.argv[1]))); s.settimeout(5)
+s.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nGET /who HTTP/1.1\r\nHost: x\r\n\r\n")
+buf=b""
+while buf.count(b"\nw")<2: buf+=s.recv(65536)
+names=[l.split(b": ")[1] for l in buf.split(b"\r\n") if l.startswith(b"X-Upstream")]
+assert buf.count(b"HTTP/1.1 200")==2 and len(names)==2 and names[0]!=names[1], buf' "$MAIN"
+
+check "/debug/route records the path without its query string" "$PY" -c '
+import json,sys,urllib.request
+urllib.request.urlopen("http://127.0.0.1:%s/who?api_key=s3cret&x=1" % sys.argv[1]).read()
+raw=urllib.request.urlopen("http://127.0.0.1:%s/debug/route" % sys.argv[2]).read()
+r=json.loads(raw)["routes"][0]
+assert r["target"]=="/who" and b"s3cret" not in raw, r' "$MAIN" "$MADM"
+
 # --- request bodies ----------------------------------------------------------------------------
 resp=$(curl -s -H 'Transfer-Encoding: chunked' --data-binary 'hello chunked world' "$base/echo")
 check "chunked request body arrives whole, re-framed with Content-Length" "$PY" -c '
@@ -228,6 +245,19 @@ import json,sys; e=json.load(open(sys.argv[1]))["error"]
 assert e["code"]==413 and e["type"]=="invalid_request_error" and e["message"] and e["param"] is None' "$tmp/413.json"
 expect_eq "unsupported transfer coding: 501" "HTTP/1.1 501 Not Implemented |closed" \
 	"$(raw "$MAIN" 'POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n')"
+expect_eq "CONNECT: 405 then close" "HTTP/1.1 405 Method Not Allowed |closed" \
+	"$(raw "$MAIN" 'CONNECT 10.0.0.1:443 HTTP/1.1\r\nHost: 10.0.0.1:443\r\n\r\n\x16\x03\x01')"
+check "CONNECT's 405 is an OpenAI error object" "$PY" -c '
+import json,socket,sys
+s=socket.create_connection(("127.0.0.1",int(sys.argv[1]))); s.settimeout(5)
+s.sendall(b"CONNECT 10.0.0.1:443 HTTP/1.1\r\nHost: 10.0.0.1:443\r\n\r\n")
+buf=b""
+while True:
+    d=s.recv(65536)
+    if not d: break
+    buf+=d
+e=json.loads(buf.split(b"\r\n\r\n",1)[1])["error"]
+assert e["code"]==405 and e["type"]=="invalid_request_error" and e["param"] is None and e["message"], e' "$MAIN"
 t0=$(date +%s%N)
 expect_eq "request head not finished within --header-timeout: 408" "HTTP/1.1 408 Request Timeout |closed" \
 	"$(raw "$MAIN" 'GET / HTTP/1.1\r\nHost: x\r\n')"
@@ -378,17 +408,20 @@ s.sendall(b"more"); got=b""
 while len(got) < 4: got+=s.recv(100)
 assert got==b"more", got' "$RAW"
 expect_eq "pass-through connections counted" 3 "$(metric "$RADM" kvsplice_passthrough_connections_total)"
-check "Upgrade request: head forwarded, then bytes flow both ways (tunnel)" "$PY" -c '
+check "Upgrade: a tunnel only after the upstream's 101; bytes sent early wait for it, then flow both ways" "$PY" -c '
 import socket,sys
 s=socket.create_connection(("127.0.0.1",int(sys.argv[1]))); s.settimeout(3)
-s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+# a client that does not wait for the 101: its early bytes must not reach the upstream before it
+s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n\x81\x05early")
 got=b""
-while b"\r\n\r\n" not in got: got+=s.recv(1000)
-assert got.startswith(b"r1:GET /ws HTTP/1.1\r\n") and b"Upgrade: websocket" in got, got
+while b"\n" not in got.partition(b"early=")[2] or len(got.partition(b"early=")[2].partition(b"\n")[2]) < 7:
+    got+=s.recv(1000)
+head,_,rest=got.partition(b"\r\n\r\n")
+assert head.startswith(b"HTTP/1.1 101 ") and rest==b"early=0\n\x81\x05early", got
 s.sendall(b"\x81\x05hello"); got=b""
 while len(got) < 7: got+=s.recv(100)
 assert got==b"\x81\x05hello", got' "$RAW"
-expect_eq "upgrades counted" 1 "$(metric "$RADM" kvsplice_upgrades_total)"
+expect_eq "upgrades counted (at the 101)" 1 "$(metric "$RADM" kvsplice_upgrades_total)"
 
 
 # --- out of file descriptors: accepts pause, nothing spins, service resumes ----------------------

@@ -10,9 +10,20 @@
 #   GET  /close          -> a response then the connection closes
 #   GET  /eof            -> a body delimited by close (no length)
 #   GET  /slow?ms=M      -> answers after M ms
-# Raw mode (--echo-raw): a TCP echo server that prefixes "NAME:" once (pass-through tests).
+#   GET  /rst            -> a head announcing 1 GiB, bytes until the proxy stops reading for
+#                           0.5 s, then a reset (SO_LINGER 0)
+#   HEAD /stray?ms=M     -> a head with Content-Length: 6, then M ms later a stray response on
+#                           the same connection (a worker out of step with its framing)
+#   POST /die?key=K      -> reads the body, counts it under K, closes without a response
+#   GET  /count?key=K    -> how many /die requests K saw
+# Raw mode (--echo-raw): a TCP echo server that prefixes "NAME:" once (pass-through tests), with
+# two special openings:
+#   "\x00finrst"         -> "NAME:", then FIN, then 0.3 s later a reset
+#   "GET /ws..." + "Upgrade" -> waits 0.3 s, answers 101 and "early=N\n" (N: bytes that came after
+#                           the request head before the 101), then echoes
 import json
 import socket
+import struct
 import sys
 import threading
 import time
@@ -20,6 +31,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 NAME = sys.argv[1] if len(sys.argv) > 1 else "up"
+COUNTS = {}
+COUNTS_LOCK = threading.Lock()
+
+
+def reset(sock):
+    """Closes sock with a reset instead of a FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
 
 
 class H(BaseHTTPRequestHandler):
@@ -43,6 +62,18 @@ class H(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def do_HEAD(self):
+        if urlparse(self.path).path == "/stray":
+            self.send(200, b"x" * 6)
+            conn, ms = self.connection, self.q("ms", 300)
+
+            def stray():
+                time.sleep(ms / 1000.0)
+                try:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nSTRAY\n")
+                except OSError:
+                    pass
+            threading.Thread(target=stray, daemon=True).start()
+            return
         self.do_GET()
 
     def do_GET(self):
@@ -97,12 +128,37 @@ class H(BaseHTTPRequestHandler):
         elif p == "/slow":
             time.sleep(self.q("ms", 500) / 1000.0)
             self.send(200, (NAME + "\n").encode())
+        elif p == "/rst":
+            self.send_response(200)
+            self.send_header("Content-Length", str(1 << 30))
+            self.end_headers()
+            self.wfile.flush()
+            self.connection.settimeout(0.5)
+            blk = b"r" * 65536
+            try:
+                while True:
+                    self.connection.sendall(blk)
+            except OSError:
+                pass
+            reset(self.connection)
+            self.close_connection = True
+        elif p == "/count":
+            key = parse_qs(urlparse(self.path).query).get("key", [""])[0]
+            with COUNTS_LOCK:
+                n = COUNTS.get(key, 0)
+            self.send(200, b"%d\n" % n)
         else:
             self.send(404, b"not found\n")
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(n) if n else b""
+        if urlparse(self.path).path == "/die":
+            key = parse_qs(urlparse(self.path).query).get("key", [""])[0]
+            with COUNTS_LOCK:
+                COUNTS[key] = COUNTS.get(key, 0) + 1
+            self.close_connection = True
+            return
         out = json.dumps({"name": NAME, "method": self.command, "path": self.path,
                           "body_len": len(body), "body": body.decode("latin-1")[:4096],
                           "headers": {k.lower(): v for k, v in self.headers.items()}}).encode()
@@ -116,8 +172,42 @@ def echo_raw():
     s.listen(64)
     print(s.getsockname()[1], flush=True)
 
+    def upgrade(c, got):
+        while b"\r\n\r\n" not in got:
+            d = c.recv(65536)
+            if not d:
+                return
+            got += d
+        time.sleep(0.3)
+        early = len(got.split(b"\r\n\r\n", 1)[1])
+        try:
+            early += len(c.recv(65536, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except BlockingIOError:
+            pass
+        c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                  b"Connection: Upgrade\r\n\r\nearly=%d\n" % early)
+        rest = got.split(b"\r\n\r\n", 1)[1]
+        if rest:
+            c.sendall(rest)
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            c.sendall(d)
+        c.close()
+
     def serve(c):
+        first = c.recv(65536, socket.MSG_PEEK)
+        if first.startswith(b"GET /ws"):
+            upgrade(c, b"")
+            return
         c.sendall((NAME + ":").encode())
+        if first.startswith(b"\x00finrst"):
+            c.recv(65536)
+            c.shutdown(socket.SHUT_WR)
+            time.sleep(0.3)
+            reset(c)
+            return
         while True:
             d = c.recv(65536)
             if not d:

@@ -355,6 +355,9 @@ static const struct chunk_case chunk_cases[] = {
 	{"0x5\r\nhello\r\n", -1, "", 0, "0x prefix"},
 	{"\r\nhello\r\n", -1, "", 0, "missing size"},
 	{" 5\r\nhello\r\n", -1, "", 0, "space before size"},
+	{"5 5\r\nhello\r\n", -1, "", 0, "space inside the size"},
+	{"5\t5\r\nhello\r\n", -1, "", 0, "tab inside the size"},
+	{"5 \r\nhello\r\n0\r\n\r\n", 16, "hello", 1, "whitespace after the size (BWS)"},
 	{"5\x00\r\nhello\r\n", -1, "", 0, "NUL after size"},
 	{"fffffffffffffffff\r\n", -1, "", 0, "size overflow"},
 	{"5;a\x01\r\nhello\r\n", -1, "", 0, "control byte in extension"},
@@ -509,6 +512,14 @@ static void test_write_error(void)
 	rc = http_parse_response(b.data, b.len, MAXH, "GET", &m);
 	CHECK(rc > 0 && m.keep_alive && strstr(b.data, "503 Service Unavailable"),
 	      "keep-alive error with the standard reason");
+	CHECK(!strstr(b.data, "Retry-After"), "no Retry-After unless asked");
+	buf_reset(&b);
+	http_write_error_retry(&b, 503, "server_error", "over the limit", true, 2);
+	rc = http_parse_response(b.data, b.len, MAXH, "GET", &m);
+	CHECK(rc > 0 && !m.keep_alive && http_find_header(&m, "retry-after") &&
+		      strncmp(http_find_header(&m, "retry-after")->value, "2", 1) == 0 &&
+		      m.content_length == b.len - (size_t)rc,
+	      "shed answer: Retry-After, close, exact length");
 	buf_free(&b);
 	CHECK_STREQ(http_reason(431), "Request Header Fields Too Large", "reason 431");
 	CHECK_STREQ(http_reason(799), "Unknown", "unknown reason");

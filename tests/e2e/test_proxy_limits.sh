@@ -1,0 +1,375 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# kvsplice's bounds under abuse, on loopback (--no-bpf) in front of tests/e2e/upstream.py: no CPU
+# spin on a dead upstream (pass-through and response relay) and the idle timeout honoured; bounded
+# memory while a client pipelines requests kvsplice answers itself; buffers released after a
+# request; the total buffered bytes bounded (503 + Retry-After beyond); connections capped
+# overall and per client address; the admin port under a connection flood with few descriptors;
+# pooled upstream connections checked before reuse; a POST not retried once it reached a worker;
+# out-of-range flag values refused.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/tap.sh
+
+KVS=${KVS:-build-asan/kvsplice}
+[ -x "$KVS" ] || KVS=build/kvsplice
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+UP=tests/e2e/upstream.py
+TCK=$(getconf CLK_TCK)
+tmp=$(mktemp -d /tmp/kvs-limits-test.XXXXXX)
+pids=()
+kvs=() # NAME:PID of every kvsplice started
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+start_up() { # start_up NAME [--echo-raw]: sets $port
+	"$PY" "$UP" "$@" >"$tmp/$1.port" 2>"$tmp/$1.err" &
+	pids+=($!)
+	for _ in $(seq 100); do
+		[ -s "$tmp/$1.port" ] && break
+		sleep 0.05
+	done
+	port=$(cat "$tmp/$1.port")
+}
+
+start_kvs() { # start_kvs NAME SERVICES_FILE [flags...]: sets $lport $aport $kpid
+	local name=$1 svc=$2
+	shift 2
+	rm -f "$tmp/$name.ports"
+	"$KVS" --no-bpf --services "$svc" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
+		--port-file "$tmp/$name.ports" "$@" >"$tmp/$name.log" 2>&1 &
+	kpid=$!
+	pids+=($kpid)
+	kvs+=("$name:$kpid")
+	for _ in $(seq 100); do
+		[ -s "$tmp/$name.ports" ] && break
+		sleep 0.05
+	done
+	lport="" aport=""
+	read -r lport aport <"$tmp/$name.ports"
+	ok $? "kvsplice $name started" || cat "$tmp/$name.log"
+}
+
+metric() { # metric ADMIN_PORT 'name{labels}' -> value ("absent" when the series does not exist)
+	curl -s "http://127.0.0.1:$1/metrics" |
+		awk -v k="$2" '$1 == k { print $2; f=1 } END { if (!f) print "absent" }'
+}
+
+svc_json() { # svc_json NAME PORT...: one Service with endpoints on 127.0.0.1
+	local name=$1 sep="" i=0
+	shift
+	printf '{"services":[{"name":"%s","cluster_ip":"10.96.0.50","port":8000,"endpoints":[' "$name"
+	for p in "$@"; do
+		i=$((i + 1))
+		printf '%s{"name":"e%d","ip":"127.0.0.1","port":%s}' "$sep" "$i" "$p"
+		sep=,
+	done
+	printf ']}]}\n'
+}
+
+cpu_ms() { # cpu_ms PID: user+system CPU time so far, ms
+	awk -v t="$TCK" '{ print int(($14 + $15) * 1000 / t) }' "/proc/$1/stat"
+}
+
+rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+
+# wait_metric ADMIN NAME VALUE SECS: until the metric equals VALUE; returns 1 on timeout
+wait_metric() {
+	for _ in $(seq $(($4 * 20))); do
+		[ "$(metric "$1" "$2")" = "$3" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+[ -x "$KVS" ] || { echo "not ok - $KVS not built"; exit 1; }
+
+# --- 1. no spin on a dead upstream; the idle timeout honoured ------------------------------------
+start_up r1 --echo-raw; R1=$port
+svc_json raw "$R1" >"$tmp/raw.json"
+start_kvs raw "$tmp/raw.json" --idle-timeout 1.5
+RAW=$lport RADM=$aport RPID=$kpid
+"$PY" -c '
+import socket,sys,time
+s=socket.create_connection(("127.0.0.1",int(sys.argv[1]))); s.settimeout(3)
+s.sendall(b"\x00finrst")
+got=b""
+while True:
+    d=s.recv(100)
+    if not d: break
+    got+=d
+assert got==b"r1:", got
+open(sys.argv[2],"w").write("eof\n")
+time.sleep(8)' "$RAW" "$tmp/finrst.state" &
+holder=$!
+for _ in $(seq 60); do [ -s "$tmp/finrst.state" ] && break; sleep 0.05; done
+sleep 0.6 # the upstream's reset has arrived
+c0=$(cpu_ms "$RPID")
+sleep 2
+c1=$(cpu_ms "$RPID")
+check "pass-through, upstream closed then reset, client idle: no CPU spin ($((c1 - c0)) ms of CPU in 2 s)" \
+	test $((c1 - c0)) -lt 300
+check "... and the connection is closed by --idle-timeout (1.5 s)" wait_metric "$RADM" kvsplice_connections_active 0 3
+kill "$holder" 2>/dev/null
+
+start_up w1; P1=$port
+svc_json qwen "$P1" >"$tmp/one.json"
+start_kvs resp "$tmp/one.json" --idle-timeout 2
+RESP=$lport RSADM=$aport RSPID=$kpid
+"$PY" -c '
+import socket,sys,time
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(("127.0.0.1",int(sys.argv[1])))
+s.sendall(b"GET /rst HTTP/1.1\r\nHost: x\r\n\r\n")
+time.sleep(10)' "$RESP" &
+holder=$!
+# the upstream writes until kvsplice stops reading (client not reading), waits 0.5 s, resets
+sleep 1.8
+c0=$(cpu_ms "$RSPID")
+sleep 1.5
+c1=$(cpu_ms "$RSPID")
+check "response relay, client not reading, upstream reset: no CPU spin ($((c1 - c0)) ms of CPU in 1.5 s)" \
+	test $((c1 - c0)) -lt 300
+check "... and the connection is closed by --idle-timeout (2 s)" wait_metric "$RSADM" kvsplice_connections_active 0 4
+kill "$holder" 2>/dev/null
+
+# --- 2. pipelined requests kvsplice answers itself: memory bounded ---------------------------------
+svc_json empty >"$tmp/empty.json"
+# a small quarantine, so that the RSS of a sanitizer build shows what kvsplice holds
+ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}:quarantine_size_mb=4" start_kvs noep "$tmp/empty.json"
+NOEP=$lport NPID=$kpid
+rss0=$(rss_kb "$NPID")
+check "200 MiB of pipelined requests at a Service with no endpoint: every one answered 503, RSS bounded" "$PY" -c '
+import socket,sys,threading,time
+port,pid,rss0=int(sys.argv[1]),sys.argv[2],int(sys.argv[3])
+req=b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a"*2000 + b"\r\n\r\n"
+total=200<<20; n=total//len(req)
+s=socket.create_connection(("127.0.0.1",port)); s.settimeout(30)
+peak=[0]; stop=[False]; got=[0]; tail=[b""]
+def rss():
+    for l in open("/proc/%s/status" % pid):
+        if l.startswith("VmRSS"): return int(l.split()[1])
+def sample():
+    while not stop[0]:
+        peak[0]=max(peak[0], rss()); time.sleep(0.05)
+def reader():
+    while True:
+        d=s.recv(1<<20)
+        if not d: break
+        b=tail[0]+d
+        got[0]+=b.count(b"HTTP/1.1 503 ")
+        tail[0]=b[-12:]
+ts=[threading.Thread(target=sample), threading.Thread(target=reader)]
+[t.start() for t in ts]
+batch=req*256
+for i in range(n//256): s.sendall(batch)
+s.sendall(req*(n%256))
+s.shutdown(socket.SHUT_WR)
+ts[1].join(); stop[0]=True; ts[0].join()
+grow=(peak[0]-rss0)//1024
+print("requests", n, "answered", got[0], "RSS growth", grow, "MiB")
+assert got[0]==n, (got[0], n)
+assert grow < 48, grow' "$NOEP" "$NPID" "$rss0"
+
+# --- 3. per-connection memory, the total bound, connection caps -----------------------------------
+# a small quarantine, so that memory freed shows in the RSS of a sanitizer build too
+ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}:quarantine_size_mb=4" \
+	start_kvs mem "$tmp/one.json" --max-body 32M --max-buffered 48M
+MEM=$lport MADM=$aport MPID=$kpid
+head -c $((32 << 20)) /dev/zero | tr '\0' a >"$tmp/body32m"
+rss0=$(rss_kb "$MPID")
+"$PY" -c '
+import socket,sys,time,json
+port,pid,body=int(sys.argv[1]),sys.argv[2],open(sys.argv[3],"rb").read()
+ss=[]
+for i in range(6):
+    s=socket.create_connection(("127.0.0.1",port)); s.settimeout(30)
+    s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    buf=b""
+    while b"\r\n\r\n" not in buf: buf+=s.recv(65536)
+    h,b=buf.split(b"\r\n\r\n",1)
+    n=int([l for l in h.split(b"\r\n") if l.lower().startswith(b"content-length")][0].split(b":")[1])
+    while len(b)<n: b+=s.recv(65536)
+    assert h.startswith(b"HTTP/1.1 200") and json.loads(b)["body_len"]==len(body), h
+    ss.append(s)
+time.sleep(1.5)
+print(open("/proc/%s/status" % pid).read().split("VmRSS:")[1].split()[0])
+time.sleep(0.1)' "$MEM" "$MPID" "$tmp/body32m" >"$tmp/mem.out" 2>&1
+ok $? "6 keep-alive connections, one 32 MiB POST each, all echoed" || cat "$tmp/mem.out"
+rss1=$(tail -n1 "$tmp/mem.out")
+check "... then idle: RSS $(((${rss1//[^0-9]/0} - rss0) / 1024)) MiB above the start (< 40): buffers released" \
+	test $((${rss1//[^0-9]/0} - rss0)) -lt $((40 << 10))
+b=$(metric "$MADM" kvsplice_buffer_bytes)
+check "... kvsplice_buffer_bytes back to small ($b)" test "$b" != absent -a "${b/absent/999999999}" -lt $((1 << 20))
+
+check "--max-buffered: a body that would pass it is shed with 503 + Retry-After, others go on" "$PY" -c '
+import socket,sys,time,json
+port=int(sys.argv[1])
+def resp(s):
+    buf=b""
+    while b"\r\n\r\n" not in buf:
+        d=s.recv(65536)
+        if not d: break
+        buf+=d
+    return buf
+a=socket.create_connection(("127.0.0.1",port)); a.settimeout(10)
+a.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (30<<20) + b"a"*1000)
+time.sleep(0.3)
+b=socket.create_connection(("127.0.0.1",port)); b.settimeout(10)
+b.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (30<<20) + b"b"*1000)
+r=resp(b)
+assert r.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: " in r and b"\"code\":503" in r.replace(b" ",b""), r[:300]
+c=socket.create_connection(("127.0.0.1",port)); c.settimeout(10)
+c.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\n\r\n")
+r=resp(c); assert r.startswith(b"HTTP/1.1 200"), r[:100]
+a.sendall(b"a"*((30<<20)-1000))
+r=resp(a); assert r.startswith(b"HTTP/1.1 200"), r[:100]
+time.sleep(0.2)
+d=socket.create_connection(("127.0.0.1",port)); d.settimeout(10)
+d.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (30<<20) + b"d"*(30<<20))
+r=resp(d); assert r.startswith(b"HTTP/1.1 200"), r[:100]' "$MEM"
+check "... counted in kvsplice_shed_total" test "$(metric "$MADM" 'kvsplice_shed_total{reason="max_buffered"}')" = 1
+
+start_kvs caps "$tmp/one.json" --max-conns 12 --max-conns-per-ip 4
+CAPS=$lport CADM=$aport
+check "--max-conns-per-ip 4 and --max-conns 12: the 5th connection of an address and the 13th overall get 503 + Retry-After" "$PY" -c '
+import socket,sys,time
+port=int(sys.argv[1])
+def conn(ip):
+    s=socket.socket(); s.bind((ip,0)); s.settimeout(5); s.connect(("127.0.0.1",port)); return s
+def ok(s):
+    s.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\n\r\n"); d=s.recv(65536)
+    assert d.startswith(b"HTTP/1.1 200"), d[:100]
+def refused(s):
+    buf=b""
+    while True:
+        d=s.recv(65536)
+        if not d: break
+        buf+=d
+    assert buf.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: " in buf, buf[:200]
+a=[conn("127.0.0.1") for i in range(4)]
+for s in a: ok(s)
+refused(conn("127.0.0.1"))
+b=[conn("127.0.0.2") for i in range(4)]+[conn("127.0.0.3") for i in range(4)]
+for s in b: ok(s)
+refused(conn("127.0.0.4"))
+a[0].close(); time.sleep(0.3)
+s=conn("127.0.0.1"); ok(s)
+for s in a[1:]+b: s.close()' "$CAPS"
+check "... refusals counted by reason" test "$(metric "$CADM" 'kvsplice_connections_refused_total{reason="max_conns_per_ip"}') $(metric "$CADM" 'kvsplice_connections_refused_total{reason="max_conns"}')" = "1 1"
+check "... and every slot is given back when connections close" wait_metric "$CADM" kvsplice_connections_active 0 3
+check "... then 4 connections from one address are accepted again" "$PY" -c '
+import socket,sys
+port=int(sys.argv[1]); ss=[]
+for i in range(4):
+    s=socket.create_connection(("127.0.0.1",port)); s.settimeout(5)
+    s.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\n\r\n"); d=s.recv(65536)
+    assert d.startswith(b"HTTP/1.1 200"), d[:100]; ss.append(s)' "$CAPS"
+
+# --- 4. the admin port under a connection flood, few descriptors ---------------------------------
+(
+	ulimit -n 40
+	exec "$KVS" --no-bpf --services "$tmp/one.json" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
+		--port-file "$tmp/afd.ports"
+) >"$tmp/afd.log" 2>&1 &
+AFDPID=$!
+pids+=($AFDPID)
+kvs+=("afd:$AFDPID")
+for _ in $(seq 100); do [ -s "$tmp/afd.ports" ] && break; sleep 0.05; done
+read -r _ afdadm <"$tmp/afd.ports"
+"$PY" -c '
+import socket,sys,time
+ss=[]
+for i in range(100):
+    try: ss.append(socket.create_connection(("127.0.0.1",int(sys.argv[1])), timeout=0.5))
+    except OSError: pass
+open(sys.argv[2],"w").write("%d\n" % len(ss))
+time.sleep(3)
+for s in ss: s.close()
+time.sleep(5)' "$afdadm" "$tmp/flood.n" &
+flood=$!
+for _ in $(seq 100); do [ -s "$tmp/flood.n" ] && break; sleep 0.05; done
+sleep 0.3
+c0=$(cpu_ms "$AFDPID")
+sleep 1.5
+c1=$(cpu_ms "$AFDPID")
+check "admin flood ($(cat "$tmp/flood.n") idle connections, 40 descriptors): no CPU spin ($((c1 - c0)) ms of CPU in 1.5 s)" \
+	test $((c1 - c0)) -lt 300
+check "... /healthz answers during the flood" \
+	bash -c "[ \"\$(curl -s -m 3 -o /dev/null -w '%{http_code}' http://127.0.0.1:$afdadm/healthz)\" = 200 ]"
+sleep 1.5 # the flood's connections close
+check "... and after it" \
+	bash -c "[ \"\$(curl -s -m 3 -o /dev/null -w '%{http_code}' http://127.0.0.1:$afdadm/healthz)\" = 200 ]"
+kill "$flood" 2>/dev/null
+
+# --- 6. pooled upstream connections checked before reuse; no blind retry of a POST ---------------
+start_kvs pool "$tmp/one.json" --router round-robin
+POOL=$lport PADM=$aport PPID_=$kpid
+check "stray bytes on a pooled connection (a body after HEAD): the connection is discarded, not reused" "$PY" -c '
+import socket,sys,time,os,signal
+port,pid=int(sys.argv[1]),int(sys.argv[2])
+s=socket.create_connection(("127.0.0.1",port)); s.settimeout(5)
+s.sendall(b"HEAD /stray?ms=400 HTTP/1.1\r\nHost: x\r\n\r\n")
+d=b""
+while b"\r\n\r\n" not in d: d+=s.recv(65536)
+assert d.startswith(b"HTTP/1.1 200"), d
+# the upstream connection is in the pool now; stop kvsplice so that the next request and the stray
+# bytes are seen in one batch, the request first
+time.sleep(0.1)
+os.kill(pid, signal.SIGSTOP)
+try:
+    s.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.7)
+finally:
+    os.kill(pid, signal.SIGCONT)
+d=b""
+while b"\r\n\r\n" not in d: d+=s.recv(65536)
+n=int([l for l in d.split(b"\r\n\r\n")[0].split(b"\r\n") if l.lower().startswith(b"content-length")][0].split(b":")[1])
+while len(d.split(b"\r\n\r\n",1)[1]) < n: d+=s.recv(65536)
+assert d.startswith(b"HTTP/1.1 200") and d.endswith(b"\r\n\r\nw1\n"), d' "$POOL" "$PPID_"
+check "... counted as stale" test "$(metric "$PADM" kvsplice_upstream_stale_total)" -ge 1
+check "a POST whose reused connection dies after the request was written: 502, not sent twice" "$PY" -c '
+import socket,sys,urllib.request
+port=int(sys.argv[1])
+s=socket.create_connection(("127.0.0.1",port)); s.settimeout(5)
+s.sendall(b"GET /who HTTP/1.1\r\nHost: x\r\n\r\n"); d=b""
+while not d.endswith(b"\r\n\r\nw1\n"): d+=s.recv(65536)
+assert d.startswith(b"HTTP/1.1 200"), d
+s.sendall(b"POST /die?key=p1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+d=b""
+while b"\r\n\r\n" not in d:
+    x=s.recv(65536)
+    if not x: break
+    d+=x
+assert d.startswith(b"HTTP/1.1 502"), d[:100]
+n=urllib.request.urlopen("http://127.0.0.1:%d/count?key=p1" % port).read()
+assert n==b"1\n", n' "$POOL"
+
+# --- 8. out-of-range flag values are refused ------------------------------------------------------
+for f in "--max-body 1e30" "--max-body nan" "--max-body inf" "--max-head -1" "--max-buffered 1e300" \
+	"--idle-timeout 1e30ms" "--idle-timeout nan" "--idle-timeout infms" "--idle-timeout -1" \
+	"--connect-timeout 1e30" "--drain-timeout nanms" "--max-conns -1" "--max-conns-per-ip 1x"; do
+	# shellcheck disable=SC2086
+	"$KVS" --no-bpf --services /nonexistent $f >"$tmp/flag.out" 2>&1
+	rc=$?
+	check "$f refused (exit 2, 'bad value')" \
+		bash -c "[ $rc = 2 ] && grep -q 'bad value' '$tmp/flag.out' || { cat '$tmp/flag.out'; exit 1; }"
+done
+
+# --- every kvsplice drains and exits cleanly (a sanitizer build reports nothing) ------------------
+for k in "${kvs[@]}"; do
+	name=${k%%:*} pid=${k#*:}
+	kill -TERM "$pid" 2>/dev/null
+	wait "$pid"
+	rc=$?
+	check "kvsplice $name: exit status 0, no sanitizer report" \
+		bash -c "[ $rc = 0 ] && ! grep -E 'Sanitizer|runtime error' '$tmp/$name.log' || { tail -40 '$tmp/$name.log'; exit 1; }"
+done
+
+tap_done
