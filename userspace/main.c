@@ -105,6 +105,7 @@ enum {
 	O_BALANCE_SLACK,
 	O_REPLICA_GAP,
 	O_SPILL_GAP,
+	O_BACKLOG,
 	O_TOKCACHE,
 };
 static const struct option longopts[] = {
@@ -147,6 +148,7 @@ static const struct option longopts[] = {
     {"kv-balance-slack", required_argument, 0, O_BALANCE_SLACK},
     {"kv-replica-gap", required_argument, 0, O_REPLICA_GAP},
     {"kv-spill-gap", required_argument, 0, O_SPILL_GAP},
+    {"kv-backlog", required_argument, 0, O_BACKLOG},
     {"tokenizer-cache", required_argument, 0, O_TOKCACHE},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
@@ -166,6 +168,8 @@ static double *kv_opt(struct policy_kv_opts *k, int opt)
 		return &k->balance_slack;
 	case O_REPLICA_GAP:
 		return &k->replica_gap;
+	case O_BACKLOG:
+		return &k->backlog;
 	default:
 		return &k->spill_gap;
 	}
@@ -234,6 +238,8 @@ static void usage(FILE *f)
 	    "  --kv-spill-gap N         kv: a holder short of free KV blocks spills a request "
 	    "only\n"
 	    "                           to a worker N requests less loaded (default 2)\n"
+	    "  --kv-backlog X           kv: a worker owing more than X times the request's prefill\n"
+	    "                           blocks beyond the best place counts as busy (0.25; 0: off)\n"
 	    "  --tokenizer-cache SIZE   encoding cache per tokenizer (repeated messages and "
 	    "pieces\n"
 	    "                           read once; 0: off; default 64M)\n"
@@ -698,7 +704,8 @@ int main(int argc, char **argv)
 		case O_KEY_SLACK:
 		case O_BALANCE_SLACK:
 		case O_REPLICA_GAP:
-		case O_SPILL_GAP: {
+		case O_SPILL_GAP:
+		case O_BACKLOG: {
 			char *end;
 			double x = strtod(optarg, &end);
 

@@ -42,7 +42,6 @@ void policy_kv_defaults(struct policy_kv_opts *o)
 	o->replica_gap = 4.0;
 	o->spill_gap = 2.0;
 	o->backlog = 0.25;
-	o->replica_share = 1.25;
 }
 
 uint64_t policy_hrw(uint64_t key, uint64_t id)

@@ -64,7 +64,6 @@ struct policy_cand {
 	uint32_t active;       /* distinct blocks of this router's in-flight requests on it */
 	uint32_t fresh;	       /* blocks of this request not among them (filled when
 				  POLICY_NEEDS_ACTIVE) */
-	uint32_t key_inflight; /* its in-flight requests (this router's) holding the key block */
 	uint32_t prefill;      /* blocks this router's requests there still have to prefill */
 	/* out */
 	double score; /* the policy's score, lower is better (for /debug/route) */
@@ -97,7 +96,6 @@ struct policy_kv_opts {
 	double balance_slack; /* a holder is balanced up to this many requests above the average */
 	double replica_gap;   /* a cheap new replica must be this many requests below the holders */
 	double spill_gap;     /* a holder short of KV blocks spills only to one this much lighter */
-	double replica_share; /* a prefix gets one more worker past this times its holders' share */
 	double backlog;	      /* a worker whose prefill backlog would delay this request's first
 				 token by more than this many times its own prefill, compared with the
 				 best, counts as pressed (0: off) */

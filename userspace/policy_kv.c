@@ -33,9 +33,8 @@
  *        it is the first near holder, else REPLICA (a replica is used only while the home is
  *        busy, so it ages out of the LRU when the prefix cools);
  *     b. else a new replica where it is cheap: the least loaded candidate with room, not
- *        pressed, either replica_gap requests below the least loaded holder or, for a prefix
- *        with more requests in flight than replica_share times its holders' share, at most at
- *        the average -> SPILL (a hot prefix gets as many workers as its traffic needs);
+ *        pressed, replica_gap requests below the least loaded holder -> SPILL (a hot prefix
+ *        gets as many workers as its traffic needs, one gap at a time);
  *     c. else the least loaded holder not pressed (near ones first) -> HOME / REPLICA;
  *     d. else (every holder pressed) the least loaded candidate not pressed -> SPILL.
  *  2. k is new: its home is the first candidate in rendezvous order (highest policy_hrw(k, id))

@@ -127,6 +127,8 @@ static int response_frame(struct conn *c)
 	}
 	if (!c->rs.head_done)
 		return 0;
+	if (c->out_hold || c->rs.framing == HTTP_BODY_NONE)
+		router_first_byte(p->router, &c->ticket);
 	switch (c->rs.framing) {
 	case HTTP_BODY_NONE:
 		break;
@@ -225,6 +227,7 @@ int response_pump(struct conn *c)
 				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n > 0) {
 				c->rs.started = true;
+				router_first_byte(p->router, &c->ticket);
 				c->pipe_bytes += (size_t)n;
 				moved += (size_t)n;
 				conn_touch(c);

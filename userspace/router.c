@@ -778,7 +778,6 @@ static int fill_view(struct router *r, struct flight *f, size_t n, struct policy
 		if (r->pol->needs & POLICY_NEEDS_ACTIVE) {
 			c->active = workers_active(r->ws, w);
 			c->fresh = (uint32_t)f->n - workers_active_depth(r->ws, w, f->chain, f->n);
-			c->key_inflight = v->nblocks ? workers_active_count(r->ws, w, v->key) : 0;
 		}
 	}
 	v->c = r->cand;

@@ -131,8 +131,10 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 /* Should the response of t be read for its usage (openai_usage_feed)? */
 bool router_wants_usage(const struct router *r, const struct router_ticket *t);
 
-/* The first response byte of t arrived: its prefill is done, so its blocks no longer stand in the
- * prefill queue of its worker (what the policies read as prefill backlog). Idempotent. */
+/* The first byte of t's response body arrived: its prefill is done (vLLM sends the head of a
+ * stream at once, its first chunk with the first token; a whole response comes after the
+ * decode), so its blocks no longer stand in the prefill queue of its worker (what the policies
+ * read as prefill backlog). Idempotent; a zeroed t is a no-op. */
 void router_first_byte(struct router *r, struct router_ticket *t);
 
 /* The request of t ended (answered, failed, or the client left): releases its load accounting,

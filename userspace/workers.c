@@ -273,13 +273,6 @@ uint32_t workers_active(const struct workers *ws, const struct worker *w)
 	return (uint32_t)ws->act[w->slot].n;
 }
 
-uint32_t workers_active_count(const struct workers *ws, const struct worker *w, uint64_t h)
-{
-	long i = bs_find(&ws->act[w->slot], h);
-
-	return i < 0 ? 0 : ws->act[w->slot].c[i];
-}
-
 uint32_t workers_active_depth(const struct workers *ws, const struct worker *w,
 			      const uint64_t *chain, size_t n)
 {

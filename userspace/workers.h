@@ -92,8 +92,6 @@ void workers_flight_del(struct workers *ws, uint32_t slot, const uint64_t *chain
 
 /* Distinct blocks of w's in-flight requests. */
 uint32_t workers_active(const struct workers *ws, const struct worker *w);
-/* In-flight requests on w whose chains hold block hash h. */
-uint32_t workers_active_count(const struct workers *ws, const struct worker *w, uint64_t h);
 /* Leading blocks of chain[0..n) in w's active set (blocks in flight share whole prefixes, so the
  * request's blocks not in the set are n minus this). */
 uint32_t workers_active_depth(const struct workers *ws, const struct worker *w,

@@ -353,6 +353,26 @@ tap(out.get(("hit", "miss")) == 0 and out.get(("miss", "hit")) == 0,
 fb = re.search(r'^kvsplice_route_fallbacks_total\{cause="not_exact"\} (\d+)', m, re.M)
 tap(fb is not None and int(fb.group(1)) == 1,
     "kvsplice_route_fallbacks_total{cause=\"not_exact\"} = 1 (%s)" % (fb and fb.group(1)))
+
+# Prefill backlog: a request's blocks count in its worker's backlog until the first body byte of
+# its response (the first token), not for the whole stream.
+st = chat(140, " Tell me a very long story.")
+st.update({"stream": True, "max_tokens": 3000})
+c = http.client.HTTPConnection("127.0.0.1", LPORT, timeout=30)
+c.request("POST", "/v1/chat/completions", body=json.dumps(st),
+          headers={"Content-Type": "application/json"})
+r = c.getresponse()
+first = r.fp.readline() if r.status == 200 else b""
+while first and not first.startswith(b"data: "):
+    first = r.fp.readline()
+ws = get_json("http://127.0.0.1:%d/debug/workers" % APORT)["workers"]
+busy = [x for x in ws if x["inflight"] == 1]
+tap(first.startswith(b"data: ") and len(busy) == 1 and busy[0]["prefill_blocks"] == 0 and
+    all(x["prefill_blocks"] == 0 for x in ws),
+    "stream past its first chunk: in flight on %s, prefill backlog %s"
+    % (busy and busy[0]["name"], [x["prefill_blocks"] for x in ws]),
+    "status %d %s" % (r.status, json.dumps(ws)[:800]))
+c.close()  # the client leaves mid-stream (the chunk framing was read past above)
 sys.exit(1 if failed else 0)
 PYEOF
 rc=$?
