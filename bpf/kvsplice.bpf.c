@@ -21,11 +21,6 @@
 
 #include "kvsplice_abi.h"
 
-/* Services that can be selected at once (entries). */
-#ifndef KVS_MAX_SERVICES
-#define KVS_MAX_SERVICES 1024
-#endif
-
 /* Intercepted connections whose original destination is remembered at once (entries, LRU). */
 #ifndef KVS_MAX_CONNS
 #define KVS_MAX_CONNS 65536

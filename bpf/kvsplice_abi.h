@@ -10,6 +10,9 @@
 #include <linux/types.h>
 #endif
 
+/* Services that can be selected at once (entries of the services map). */
+#define KVS_MAX_SERVICES 1024
+
 /* Key of the services map: a selected Service's ClusterIP and port. */
 struct kvs_svc_key {
 	__u32 ip;

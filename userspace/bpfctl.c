@@ -7,6 +7,7 @@
  *          attach; a later daemon swaps its freshly loaded programs into them in place
  *          (bpf_link__update_program), so interception never goes through a detached state.
  * Nothing here ever decides to intercept: that is the proxy listener's presence in the sockmap. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -335,6 +336,85 @@ int bpfctl_service_del(struct bpfctl *b, uint32_t ip, uint16_t port)
 	if (bpf_map_delete_elem(bpf_map__fd(b->skel->maps.services), &key))
 		return -errno;
 	return 0;
+}
+
+int bpfctl_sync_services(struct bpfctl *b, const struct services *s)
+{
+	struct kvs_svc_key key, next, stale[KVS_MAX_SERVICES];
+	size_t nstale = 0;
+	int fd, rc = 0, deleted = 0;
+	void *prev = NULL;
+
+	if (!b)
+		return -EINVAL;
+	fd = bpf_map__fd(b->skel->maps.services);
+	for (size_t i = 0; s && i < s->n; i++) {
+		int r = bpfctl_service_add(b, s->v[i].vip.sin_addr.s_addr, s->v[i].vip.sin_port,
+					   s->v[i].id);
+
+		if (r < 0) {
+			log_error("bpfctl", "select service %s: %s", s->v[i].name, strerror(-r));
+			rc = rc ? rc : r;
+		}
+	}
+	/* collect first, delete after: deleting while walking would restart the walk */
+	while (nstale < KVS_MAX_SERVICES && bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (!s || !services_find_vip(s, key.ip, key.port))
+			stale[nstale++] = key;
+	}
+	for (size_t i = 0; i < nstale; i++) {
+		char a[INET_ADDRSTRLEN];
+		struct in_addr ia = {.s_addr = stale[i].ip};
+
+		inet_ntop(AF_INET, &ia, a, sizeof(a));
+		if (bpf_map_delete_elem(fd, &stale[i]) && errno != ENOENT) {
+			log_error("bpfctl", "unselect %s:%u: %s", a, ntohs(stale[i].port),
+				  strerror(errno));
+			rc = rc ? rc : -errno;
+			continue;
+		}
+		log_info("bpfctl", "unselected %s:%u (no current Service has it)", a,
+			 ntohs(stale[i].port));
+		deleted++;
+	}
+	return rc ? rc : deleted;
+}
+
+void bpfctl_metrics(struct bpfctl *b, struct buf *out)
+{
+	uint64_t v[64];
+	int n, nsvc = 0;
+	struct kvs_svc_key key, next;
+	void *prev = NULL;
+
+	if (!b)
+		return;
+	n = bpfctl_stats(b, v, 64);
+	if (n > 0) {
+		buf_puts(out, "# HELP kvsplice_bpf_events_total BPF interception decisions, by "
+			      "reason (node-wide, since the programs were first loaded).\n"
+			      "# TYPE kvsplice_bpf_events_total counter\n");
+		for (int i = 0; i < n && i < 64; i++)
+			buf_printf(out, "kvsplice_bpf_events_total{reason=\"%s\"} %llu\n",
+				   bpfctl_stat_name(i), (unsigned long long)v[i]);
+	}
+	buf_printf(out,
+		   "# HELP kvsplice_bpf_listener_registered 1 when the proxy listener is in the "
+		   "BPF sockmap (interception on).\n# TYPE kvsplice_bpf_listener_registered "
+		   "gauge\nkvsplice_bpf_listener_registered %d\n",
+		   bpfctl_listener_registered(b) == 1);
+	while (nsvc < KVS_MAX_SERVICES &&
+	       bpf_map_get_next_key(bpf_map__fd(b->skel->maps.services), prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		nsvc++;
+	}
+	buf_printf(out,
+		   "# HELP kvsplice_bpf_services ClusterIP:port entries in the BPF Service "
+		   "selection.\n# TYPE kvsplice_bpf_services gauge\nkvsplice_bpf_services %d\n",
+		   nsvc);
 }
 
 int bpfctl_origdst_take(struct bpfctl *b, const struct sockaddr_in *peer, struct sockaddr_in *orig)

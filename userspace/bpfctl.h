@@ -11,6 +11,9 @@
 #include <netinet/in.h>
 #include <stdint.h>
 
+#include "buf.h"
+#include "discovery.h"
+
 struct bpfctl;
 
 struct bpfctl_opts {
@@ -35,6 +38,12 @@ int bpfctl_listener_registered(struct bpfctl *b);
 /* Selects / unselects a Service (addresses and ports in network byte order). */
 int bpfctl_service_add(struct bpfctl *b, uint32_t ip, uint16_t port, uint32_t service_id);
 int bpfctl_service_del(struct bpfctl *b, uint32_t ip, uint16_t port);
+/* Makes the Service selection exactly s's ClusterIP:port set (s NULL: none): adds or updates s's
+ * Services first, then deletes every other entry of the map, including entries a previous
+ * process left in the pinned map for a Service removed while kvsplice was down. Returns the
+ * number of entries deleted, or the first negative errno (every failure is logged, the rest is
+ * still done). */
+int bpfctl_sync_services(struct bpfctl *b, const struct services *s);
 
 /* Original destination (ClusterIP:port) of an accepted connection whose client address is peer.
  * Removes the entry. Returns 0, or -ENOENT when the connection was not intercepted. */
@@ -47,6 +56,9 @@ int bpfctl_stats(struct bpfctl *b, uint64_t *out, int n);
 int bpfctl_stats_pinned(const char *pin_dir, uint64_t *out, int n);
 /* The name of counter i ("rewritten", "not_service", "proxy_absent", ...). */
 const char *bpfctl_stat_name(int i);
+/* Appends the Prometheus text of the counters and of the listener registration to out
+ * (kvsplice_bpf_events_total{reason}, kvsplice_bpf_listener_registered, kvsplice_bpf_services). */
+void bpfctl_metrics(struct bpfctl *b, struct buf *out);
 
 /* Closes the daemon's handles; pinned programs, maps and links stay (interception falls open
  * while no listener is registered). */

@@ -383,25 +383,8 @@ static int find_cgroup2(char *out, size_t n)
 static void bpf_collector(struct buf *out, void *arg)
 {
 	struct daemon *d = arg;
-	uint64_t v[64];
-	int n;
 
-	if (!d->bpf)
-		return;
-	n = bpfctl_stats(d->bpf, v, 64);
-	if (n <= 0)
-		return;
-	buf_puts(out, "# HELP kvsplice_bpf_events_total BPF interception decisions, by reason "
-		      "(node-wide, since the programs were first loaded).\n"
-		      "# TYPE kvsplice_bpf_events_total counter\n");
-	for (int i = 0; i < n && i < 64; i++)
-		buf_printf(out, "kvsplice_bpf_events_total{reason=\"%s\"} %llu\n",
-			   bpfctl_stat_name(i), (unsigned long long)v[i]);
-	buf_printf(out,
-		   "# HELP kvsplice_bpf_listener_registered 1 when the proxy listener is in the "
-		   "BPF sockmap (interception on).\n# TYPE kvsplice_bpf_listener_registered "
-		   "gauge\nkvsplice_bpf_listener_registered %d\n",
-		   bpfctl_listener_registered(d->bpf) == 1);
+	bpfctl_metrics(d->bpf, out);
 }
 
 static void events_cb(struct loop_ev *ev, uint32_t events)
@@ -426,27 +409,14 @@ static int debug_index(struct buf *body, const char *query, const char **content
 	return events_debug_json(d->events, body) ? 500 : 200;
 }
 
-/* Applies a new snapshot: BPF Service selection first (added, then removed), then the proxy. */
+/* Applies a new snapshot: the BPF Service selection first (exactly s's: also what a previous
+ * process left pinned), then events, the router and the proxy. */
 static void services_apply(struct daemon *d, struct services *s)
 {
 	size_t neps = 0;
 
-	if (d->bpf) {
-		for (size_t i = 0; i < s->n; i++) {
-			int rc = bpfctl_service_add(d->bpf, s->v[i].vip.sin_addr.s_addr,
-						    s->v[i].vip.sin_port, s->v[i].id);
-
-			if (rc < 0)
-				log_error("main", "select service %s: %s", s->v[i].name,
-					  strerror(-rc));
-		}
-		for (size_t i = 0; d->svcs && i < d->svcs->n; i++) {
-			const struct service *o = &d->svcs->v[i];
-
-			if (!services_find_vip(s, o->vip.sin_addr.s_addr, o->vip.sin_port))
-				bpfctl_service_del(d->bpf, o->vip.sin_addr.s_addr, o->vip.sin_port);
-		}
-	}
+	if (d->bpf)
+		bpfctl_sync_services(d->bpf, s);
 	if (d->events && events_sync_services(d->events, s, d->events_topic) != 0)
 		log_warn("main", "events: not every endpoint could be followed");
 	router_set_services(d->router, s);

@@ -177,9 +177,12 @@ void conn_touch(struct conn *c)
 	c->deadline = clock_ms() + (uint64_t)c->p->o.idle_timeout_ms;
 }
 
-/* Which Service is this connection for? BPF's original destination, else the listener's port,
- * else the only Service. */
-static void conn_find_service(struct conn *c)
+/* Which Service is this connection for? BPF's original destination; for a connection that did
+ * not come through BPF (no --cgroup, tests) the listener's port, else the only Service. Returns
+ * false for an intercepted connection whose original destination no current Service has (one
+ * removed since, or an entry a previous process left in the pinned map): it must be closed,
+ * never handed to another Service; the client's retry then takes kube-proxy's path. */
+static bool conn_find_service(struct conn *c)
 {
 	struct proxy *p = c->p;
 	const struct service *svc = NULL;
@@ -191,8 +194,12 @@ static void conn_find_service(struct conn *c)
 			char a[INET_ADDRSTRLEN];
 
 			inet_ntop(AF_INET, &orig.sin_addr, a, sizeof(a));
-			log_warn("proxy", "intercepted connection for %s:%u matches no Service", a,
-				 ntohs(orig.sin_port));
+			log_warn("proxy", "intercepted connection for %s:%u matches no Service: closed",
+				 a, ntohs(orig.sin_port));
+			metrics_inc(p->st.refused_unknown);
+			/* a stale selection: the client's retry must take kube-proxy's path */
+			bpfctl_service_del(p->bpf, orig.sin_addr.s_addr, orig.sin_port);
+			return false;
 		}
 	}
 	for (size_t i = 0; !svc && p->svcs && i < p->svcs->n; i++)
@@ -202,6 +209,7 @@ static void conn_find_service(struct conn *c)
 		svc = &p->svcs->v[0];
 	if (svc)
 		snprintf(c->svc_name, sizeof(c->svc_name), "%s", svc->name);
+	return true;
 }
 
 /* Is a new connection from peer over a connection limit? Returns the refusal's message (and
@@ -273,7 +281,10 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 		p->nlive++;
 		metrics_inc(p->st.accepted);
 		metrics_gauge_add(p->st.active, 1);
-		conn_find_service(c);
+		if (!conn_find_service(c)) {
+			conn_close(c);
+			continue;
+		}
 		conn_update(c);
 	}
 }
@@ -724,12 +735,16 @@ static void stats_init(struct proxy *p, struct metrics *m)
 				      "Client connections accepted.");
 	s->active =
 	    metrics_gauge(m, "kvsplice_connections_active", NULL, "Client connections open now.");
-	s->refused_conns = metrics_counter(
-	    m, "kvsplice_connections_refused_total", "reason=\"max_conns\"",
-	    "Client connections answered 503 and closed at once, by the limit they were over.");
-	s->refused_per_ip = metrics_counter(
-	    m, "kvsplice_connections_refused_total", "reason=\"max_conns_per_ip\"",
-	    "Client connections answered 503 and closed at once, by the limit they were over.");
+	static const char refused_help[] =
+	    "Client connections closed at once, by reason: over a limit (answered 503), or "
+	    "intercepted for an address no current Service has (closed: the retry takes "
+	    "kube-proxy's path).";
+	s->refused_conns = metrics_counter(m, "kvsplice_connections_refused_total",
+					   "reason=\"max_conns\"", refused_help);
+	s->refused_per_ip = metrics_counter(m, "kvsplice_connections_refused_total",
+					    "reason=\"max_conns_per_ip\"", refused_help);
+	s->refused_unknown = metrics_counter(m, "kvsplice_connections_refused_total",
+					     "reason=\"unknown_destination\"", refused_help);
 	s->requests = metrics_counter(m, "kvsplice_requests_total", NULL,
 				      "HTTP requests read from clients (complete heads).");
 	for (int i = 1; i < 6; i++) {

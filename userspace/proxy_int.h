@@ -173,7 +173,7 @@ struct stats {
 	uint64_t *accepted, *requests, *passthrough, *resp[6], *err_bad, *err_431, *err_413,
 	    *err_405, *err_501, *err_503, *err_502, *err_504, *err_408, *idle_timeouts,
 	    *client_aborts, *up_connects, *up_connect_fail, *up_reused, *up_retries, *up_reset,
-	    *up_bad_resp, *up_stale, *bytes_up, *bytes_down, *upgrades, *refused_conns,
+	    *up_bad_resp, *up_stale, *bytes_up, *bytes_down, *upgrades, *refused_conns, *refused_unknown,
 	    *refused_per_ip, *shed_buffered;
 	int64_t *active, *idle_pool, *draining, *buffer_bytes;
 	struct metrics_hist *duration;

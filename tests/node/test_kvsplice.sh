@@ -7,6 +7,8 @@
 #     the DNAT way); a restarted kvsplice takes the connections back, reusing the pinned links
 #     and maps;
 #  4. two requests on one keep-alive connection can go to two different workers.
+# Also: the pinned Service selection reconciled at start and a stale entry's connection closed
+# (issue 11); kvsplice's own connects never intercepted.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh
@@ -114,6 +116,48 @@ kvs_intercepting
 ok $((! $?)) "after SIGTERM interception is off"
 w=$(tests/node/client.sh curl -s -m 5 -D - -o /dev/null "http://$SVC_IP:$SVC_PORT/health" | hdr x-kvsim-worker)
 ok $([[ $w == w[12] ]] && echo 0 || echo 1) "and the Service is still served (DNAT)"
+kvs_stop_kvsplice TERM
+
+# --- the pinned Service selection is reconciled at start; a stale entry's connection is closed ---
+# A second Service is selected, kvsplice is SIGKILLed (its map entries stay pinned), the Service is
+# removed meanwhile: the next kvsplice must unselect it (issue 11), and a connection intercepted
+# for an address no current Service has must be closed, never served by another Service.
+other_ip=10.96.0.60
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["services"].append(dict(d["services"][0], name="other", cluster_ip=sys.argv[2]))
+print(json.dumps(d))' "$RUN_DIR/services.json" "$other_ip" >"$RUN_DIR/services-two.json"
+svc_entries() { # the ClusterIPs in the pinned services map, sorted
+	bpftool -j map dump pinned "$(pin_dir)/services" 2>/dev/null | python3 -c '
+import json, sys
+print(" ".join(sorted(".".join(str(int(b, 16)) for b in e["key"][:4]) for e in json.load(sys.stdin))))'
+}
+KVSPLICE_SERVICES=$RUN_DIR/services-two.json kvs_start_kvsplice
+expect_eq "two Services selected in the pinned map" "$SVC_IP $other_ip" "$(svc_entries)"
+kvs_stop_kvsplice KILL
+expect_eq "after SIGKILL both entries stay pinned" "$SVC_IP $other_ip" "$(svc_entries)"
+kvs_start_kvsplice
+expect_eq "restarted without the second Service: its entry is removed at start" "$SVC_IP" "$(svc_entries)"
+expect_eq "kvsplice_bpf_services = 1" 1 "$(metric kvsplice_bpf_services)"
+# the stale entry again, as if its Service went away between two snapshots
+key=$(python3 -c 'import sys; print(" ".join("%02x" % int(b) for b in sys.argv[1].split(".")) + " 1f 40 00 00")' "$other_ip")
+# shellcheck disable=SC2086
+bpftool map update pinned "$(pin_dir)/services" key hex $key value hex 63 00 00 00 00 00 00 00
+expect_eq "a stale entry put back by hand" "$SVC_IP $other_ip" "$(svc_entries)"
+unknown='kvsplice_connections_refused_total{reason="unknown_destination"}'
+u0=$(metric "$unknown") r0=$(kvs_bpf_stat rewritten)
+out=$(tests/node/client.sh curl -s -m 5 -o /dev/null -w '%{http_code}' "http://$other_ip:$SVC_PORT/health")
+rc=$?
+ok $([ "$rc" -ne 0 ] && [ "$out" = 000 ] && echo 0 || echo 1) \
+	"a connection intercepted for $other_ip (no current Service) is closed, not served (curl rc $rc, status $out)"
+expect_eq "it was intercepted" $((r0 + 1)) "$(kvs_bpf_stat rewritten)"
+expect_eq "counted as unknown_destination" $((u0 + 1)) "$(metric "$unknown")"
+expect_eq "and its stale entry is removed, so a retry takes kube-proxy's path" "$SVC_IP" "$(svc_entries)"
+tests/node/client.sh curl -s -m 2 -o /dev/null "http://$other_ip:$SVC_PORT/health"
+expect_eq "the retry is not intercepted" $((r0 + 1)) "$(kvs_bpf_stat rewritten)"
+w=$(tests/node/client.sh curl -s -m 5 -D - -o /dev/null "http://$SVC_IP:$SVC_PORT/health" | hdr x-kvsim-worker)
+ok $([[ $w == w[12] ]] && echo 0 || echo 1) "the current Service is still served through kvsplice ($w)"
 kvs_stop_kvsplice TERM
 
 # --- kvsplice's own connects are never intercepted ----------------------------------------------
