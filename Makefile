@@ -33,7 +33,7 @@ endif
 
 CPPFLAGS := -D_GNU_SOURCE -Iuserspace -Itests/lib -Ibpf -I$(BUILD)/bpf
 CFLAGS   := -std=gnu11 -g $(OPT) -Wall -Wextra -Werror -Wno-unused-parameter -MMD -MP
-LDLIBS   := -lbpf -lelf -lz -lzmq -lcjson -lmsgpackc -lxxhash -lcrypto -lpthread -lm
+LDLIBS   := -lbpf -lelf -lz -lzmq -lcjson -lmsgpackc -lxxhash -lcurl -lcrypto -lpthread -lm
 
 LIB_SRCS   := $(filter-out userspace/main.c,$(wildcard userspace/*.c))
 LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)

@@ -13,6 +13,9 @@ debs=(
 	python3-jinja2 # tests/e2e/ref_chat.py: the chat template as vLLM renders it
 	python3-xxhash # tests/golden: own block hash computed independently
 	gnuplot-nox # make demo: the PNG plots of results/demo/
+	libcurl4-openssl-dev # discovery_k8s.c: the Kubernetes API over HTTPS (OpenSSL)
+	openssl # tests/e2e/k8s_api.py: the test API server's certificates, made at test time
+	yamllint # tests/deploy: the manifests are linted
 )
 missing=()
 for p in "${debs[@]}"; do

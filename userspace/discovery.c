@@ -13,11 +13,31 @@
 
 #include "discovery.h"
 #include "log.h"
+#include "policy.h"
 
 /* Largest services file read, in bytes. */
 #ifndef DISCOVERY_FILE_MAX
 #define DISCOVERY_FILE_MAX (16 << 20)
 #endif
+
+int services_new(size_t n, struct services **out)
+{
+	struct services *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->refs = 1;
+	s->v = calloc(n ? n : 1, sizeof(*s->v));
+	if (!s->v) {
+		free(s);
+		return -ENOMEM;
+	}
+	s->n = n;
+	for (size_t i = 0; i < n; i++)
+		s->v[i].id = (uint32_t)(i + 1);
+	*out = s;
+	return 0;
+}
 
 struct services *services_get(struct services *s)
 {
@@ -82,6 +102,29 @@ static int get_port(const cJSON *o, const char *key, uint16_t *out, bool require
 	return 0;
 }
 
+/* An optional string of fewer than n bytes ("" when absent). */
+static int get_str(const cJSON *o, const char *key, char *out, size_t n)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	out[0] = '\0';
+	if (!v)
+		return 0;
+	if (!cJSON_IsString(v) || strlen(v->valuestring) >= n)
+		return -1;
+	strcpy(out, v->valuestring);
+	return 0;
+}
+
+/* An optional boolean (false when absent). */
+static int get_bool(const cJSON *o, const char *key, bool *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	*out = cJSON_IsTrue(v);
+	return v && !cJSON_IsBool(v) ? -1 : 0;
+}
+
 static int get_ip(const cJSON *o, const char *key, struct in_addr *out)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -111,16 +154,8 @@ int discovery_parse(const char *json, size_t len, struct services **out, char *e
 	arr = cJSON_GetObjectItemCaseSensitive(root, "services");
 	if (!cJSON_IsArray(arr))
 		FAIL("\"services\" must be an array");
-	s = calloc(1, sizeof(*s));
-	if (!s)
+	if (services_new((size_t)cJSON_GetArraySize(arr), &s) < 0)
 		goto cleanup;
-	s->refs = 1;
-	s->n = (size_t)cJSON_GetArraySize(arr);
-	s->v = calloc(s->n ? s->n : 1, sizeof(*s->v));
-	if (!s->v) {
-		s->n = 0;
-		goto cleanup;
-	}
 	cJSON_ArrayForEach(js, arr)
 	{
 		struct service *sv = &s->v[i];
@@ -128,7 +163,6 @@ int discovery_parse(const char *json, size_t len, struct services **out, char *e
 		uint16_t port;
 		size_t k = 0;
 
-		sv->id = (uint32_t)(i + 1);
 		if (!cJSON_IsObject(js) || get_name(js, "name", sv->name, true))
 			FAIL("service %zu: \"name\" must be a non-empty string (< %d bytes)", i,
 			     DISCOVERY_NAME_MAX);
@@ -138,6 +172,12 @@ int discovery_parse(const char *json, size_t len, struct services **out, char *e
 			FAIL("service %s: \"port\" must be 1..65535", sv->name);
 		sv->vip.sin_family = AF_INET;
 		sv->vip.sin_port = htons(port);
+		if (get_str(js, "route", sv->policy, sizeof(sv->policy)) ||
+		    (sv->policy[0] && !policy_find(sv->policy)))
+			FAIL("service %s: \"route\" must be one of %s", sv->name, policy_names());
+		if (get_str(js, "model", sv->model, sizeof(sv->model)))
+			FAIL("service %s: \"model\" must be a string (< %d bytes)", sv->name,
+			     DISCOVERY_MODEL_MAX);
 		for (size_t j = 0; j < i; j++) {
 			if (strcmp(s->v[j].name, sv->name) == 0)
 				FAIL("service %s: duplicate name", sv->name);
@@ -149,7 +189,8 @@ int discovery_parse(const char *json, size_t len, struct services **out, char *e
 		if (eps && !cJSON_IsArray(eps))
 			FAIL("service %s: \"endpoints\" must be an array", sv->name);
 		sv->nendpoints = eps ? (size_t)cJSON_GetArraySize(eps) : 0;
-		sv->endpoints = calloc(sv->nendpoints ? sv->nendpoints : 1, sizeof(struct endpoint));
+		sv->endpoints =
+		    calloc(sv->nendpoints ? sv->nendpoints : 1, sizeof(struct endpoint));
 		if (!sv->endpoints)
 			goto cleanup;
 		i++;
@@ -172,11 +213,15 @@ int discovery_parse(const char *json, size_t len, struct services **out, char *e
 				FAIL("service %s endpoint %zu: events_port / replay_port must be "
 				     "1..65535",
 				     sv->name, k);
+			if (get_bool(je, "terminating", &ep->terminating))
+				FAIL("service %s endpoint %zu: \"terminating\" must be true or "
+				     "false",
+				     sv->name, k);
 			if (!ep->name[0])
 				inet_ntop(AF_INET, &ep->addr.sin_addr, ep->name, sizeof(ep->name));
 			for (size_t j = 0; j < k; j++)
 				if (sv->endpoints[j].addr.sin_addr.s_addr ==
-					    ep->addr.sin_addr.s_addr &&
+					ep->addr.sin_addr.s_addr &&
 				    sv->endpoints[j].addr.sin_port == ep->addr.sin_port)
 					FAIL("service %s: endpoint %s listed twice", sv->name,
 					     ep->name);

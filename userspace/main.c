@@ -2,7 +2,8 @@
 /* main: the kvsplice daemon. Parses flags, loads the tokenizers and the Services, opens (or takes
  * over) the BPF interception, follows the workers' KV events into the index, runs the proxy, the
  * router and the admin server on one epoll loop, reloads the Services on SIGHUP or when the file
- * changes, drains on SIGTERM/SIGINT. `kvsplice detach` removes the pinned BPF state. */
+ * changes (or, with --kubernetes, applies each snapshot the API server source hands over), drains
+ * on SIGTERM/SIGINT. `kvsplice detach` removes the pinned BPF state. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -52,6 +53,9 @@ struct daemon {
 	struct bpfctl *bpf;
 	struct discovery_source *src;
 	struct services *svcs;
+	struct loop_ev src_ev; /* the source's notify fd (Kubernetes), -1 when it has none */
+	bool synced; /* the source handed over its first snapshot: BPF selection, interception and
+		      * /readyz wait for it (Kubernetes: the first lists) */
 	struct loop_ev sig;
 	bool stop, hup;
 	uint64_t *reloads, *reload_errors;
@@ -107,6 +111,11 @@ enum {
 	O_SPILL_GAP,
 	O_BACKLOG,
 	O_TOKCACHE,
+	O_KUBERNETES,
+	O_K8S_API,
+	O_K8S_TOKEN,
+	O_K8S_CA,
+	O_K8S_NAMESPACE,
 };
 static const struct option longopts[] = {
     {"services", required_argument, 0, O_SERVICES},
@@ -150,6 +159,11 @@ static const struct option longopts[] = {
     {"kv-spill-gap", required_argument, 0, O_SPILL_GAP},
     {"kv-backlog", required_argument, 0, O_BACKLOG},
     {"tokenizer-cache", required_argument, 0, O_TOKCACHE},
+    {"kubernetes", no_argument, 0, O_KUBERNETES},
+    {"k8s-api", required_argument, 0, O_K8S_API},
+    {"k8s-token", required_argument, 0, O_K8S_TOKEN},
+    {"k8s-ca", required_argument, 0, O_K8S_CA},
+    {"k8s-namespace", required_argument, 0, O_K8S_NAMESPACE},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -195,7 +209,16 @@ static void usage(FILE *f)
 	    "\n"
 	    "Options:\n"
 	    "  --services FILE          Services and endpoints (JSON; reloaded on SIGHUP and on\n"
-	    "                           change) [required]\n"
+	    "                           change); this or --kubernetes is required\n"
+	    "  --kubernetes             Services and endpoints from the API server: Services\n"
+	    "                           annotated kvsplice.io/route, their EndpointSlices\n"
+	    "                           (in-cluster service account; see userspace/discovery.h)\n"
+	    "  --k8s-api URL            API server (default https://$KUBERNETES_SERVICE_HOST:\n"
+	    "                           $KUBERNETES_SERVICE_PORT)\n"
+	    "  --k8s-token FILE         bearer token, read again on each (re)connect and 401\n"
+	    "                           (default: the service account's token)\n"
+	    "  --k8s-ca FILE            CA bundle (default: the service account's ca.crt)\n"
+	    "  --k8s-namespace NS       only Services of namespace NS (default: all)\n"
 	    "  --listen ADDR:PORT       proxy address connects are handed to; repeatable\n"
 	    "                           (default " DEFAULT_LISTEN ")\n"
 	    "  --admin ADDR:PORT        admin HTTP: /healthz /readyz /metrics /debug/route\n"
@@ -238,8 +261,10 @@ static void usage(FILE *f)
 	    "  --kv-spill-gap N         kv: a holder short of free KV blocks spills a request "
 	    "only\n"
 	    "                           to a worker N requests less loaded (default 2)\n"
-	    "  --kv-backlog X           kv: a worker owing more than X times the request's prefill\n"
-	    "                           blocks beyond the best place counts as busy (0.25; 0: off)\n"
+	    "  --kv-backlog X           kv: a worker owing more than X times the request's "
+	    "prefill\n"
+	    "                           blocks beyond the best place counts as busy (0.25; 0: "
+	    "off)\n"
 	    "  --tokenizer-cache SIZE   encoding cache per tokenizer (repeated messages and "
 	    "pieces\n"
 	    "                           read once; 0: off; default 64M)\n"
@@ -276,7 +301,7 @@ static void usage(FILE *f)
 	    "  -h, --help               this text\n"
 	    "\n"
 	    "Signals: SIGTERM/SIGINT stop accepting (interception falls open at once), drain,\n"
-	    "exit; SIGHUP reloads --services.\n",
+	    "exit; SIGHUP reloads --services (with --kubernetes: lists again).\n",
 	    DEFAULT_MARK, PROXY_DEFAULT_MAX_CONNS, PROXY_DEFAULT_MAX_CONNS_PER_IP,
 	    PROXY_DEFAULT_MAX_BUFFERED >> 20);
 }
@@ -415,7 +440,7 @@ static void services_apply(struct daemon *d, struct services *s)
 {
 	size_t neps = 0;
 
-	if (d->bpf)
+	if (d->bpf && d->synced) /* before: what a previous process pinned stays as it is */
 		bpfctl_sync_services(d->bpf, s);
 	if (d->events && events_sync_services(d->events, s, d->events_topic) != 0)
 		log_warn("main", "events: not every endpoint could be followed");
@@ -431,17 +456,43 @@ static void services_apply(struct daemon *d, struct services *s)
 		 (unsigned long long)s->generation);
 }
 
+/* Once the Services are known: the listener goes into BPF's sockmap (interception starts) and
+ * /readyz says yes. A failure stops the daemon (connects keep going the kube-proxy way). */
+static void interception_start(struct daemon *d)
+{
+	int rc;
+
+	if (d->bpf && (rc = bpfctl_set_listener(d->bpf, proxy_listen_fd(d->proxy, 0))) < 0) {
+		log_error("main", "BPF listener registration: %s", strerror(-rc));
+		d->stop = true;
+		return;
+	}
+	if (d->admin && !d->stop)
+		admin_set_ready(d->admin, true);
+}
+
 static void services_poll(struct daemon *d, bool force)
 {
 	struct services *s = NULL;
 	int rc = d->src->poll(d->src, force, &s);
 
 	if (rc == 1) {
+		bool first = !d->synced;
+
 		metrics_inc(d->reloads);
+		d->synced = true;
 		services_apply(d, s);
+		if (first)
+			interception_start(d);
 	} else if (rc < 0) {
 		metrics_inc(d->reload_errors);
 	}
+}
+
+/* The source says a snapshot is waiting (Kubernetes): take it now, not at the next second. */
+static void src_cb(struct loop_ev *ev, uint32_t events)
+{
+	services_poll(container_of(ev, struct daemon, src_ev), false);
 }
 
 static void signal_cb(struct loop_ev *ev, uint32_t events)
@@ -521,7 +572,9 @@ static int cmd_detach(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	struct daemon d = {.sig.fd = -1};
+	struct daemon d = {.sig.fd = -1, .src_ev.fd = -1};
+	struct discovery_k8s_cfg kcfg = {0};
+	bool kubernetes = false;
 	struct proxy_opts po;
 	struct sockaddr_in admin_sa;
 	const char *services = NULL, *pin_dir = DEFAULT_PIN_DIR, *router = "kv", *port_file = NULL;
@@ -549,6 +602,21 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case O_SERVICES:
 			services = optarg;
+			break;
+		case O_KUBERNETES:
+			kubernetes = true;
+			break;
+		case O_K8S_API:
+			kcfg.api = optarg;
+			break;
+		case O_K8S_TOKEN:
+			kcfg.token_path = optarg;
+			break;
+		case O_K8S_CA:
+			kcfg.ca_path = optarg;
+			break;
+		case O_K8S_NAMESPACE:
+			kcfg.ns = optarg;
 			break;
 		case O_LISTEN:
 			if (po.nlisten == PROXY_MAX_LISTEN ||
@@ -736,8 +804,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvsplice: unexpected argument %s (see --help)\n", argv[optind]);
 		return 2;
 	}
-	if (!services) {
-		fprintf(stderr, "kvsplice: --services FILE is required (see --help)\n");
+	if (!services == !kubernetes) {
+		fprintf(stderr, "kvsplice: give --services FILE or --kubernetes (see --help)\n");
 		return 2;
 	}
 	if (po.nlisten == 0) {
@@ -820,8 +888,19 @@ int main(int argc, char **argv)
 	rcfg.seed = (uint64_t)getpid() ^ (uint64_t)time(NULL);
 	if ((rc = router_new(&rcfg, &d.router)) < 0)
 		goto cleanup;
-	if ((rc = discovery_file_source(services, &d.src)) < 0)
+	if (kubernetes) {
+		char err[256] = "";
+
+		rc = discovery_k8s_source(&kcfg, &d.src, err, sizeof(err));
+		if (rc < 0) {
+			fprintf(stderr, "kvsplice: --kubernetes: %s\n",
+				err[0] ? err : strerror(-rc));
+			exit_code = 2;
+			goto cleanup;
+		}
+	} else if ((rc = discovery_file_source(services, &d.src)) < 0) {
 		goto cleanup;
+	}
 	{
 		struct services *s = NULL;
 
@@ -830,6 +909,13 @@ int main(int argc, char **argv)
 			fprintf(stderr, "kvsplice: cannot load --services %s\n", services);
 			goto cleanup;
 		}
+		/* Kubernetes: nothing listed yet. Until the first snapshot the proxy and the router
+		 * have no Service, the pinned BPF selection stays as a previous process left it,
+		 * the listener is not registered (connects go the kube-proxy way) and /readyz says
+		 * no. */
+		d.synced = rc == 1;
+		if (rc == 0 && (rc = services_new(0, &s)) < 0)
+			goto cleanup;
 		if ((rc = proxy_new(&po, d.loop, d.metrics, d.router, &d.proxy)) < 0) {
 			services_put(s);
 			goto cleanup;
@@ -874,8 +960,10 @@ int main(int argc, char **argv)
 		log_error("main", "signalfd: %s", strerror(errno));
 		goto cleanup;
 	}
-	/* Interception starts now: the listener goes into BPF's sockmap. */
-	if (d.bpf && (rc = bpfctl_set_listener(d.bpf, proxy_listen_fd(d.proxy, 0))) < 0) {
+	/* Interception starts now (or with the source's first snapshot): the listener goes into
+	 * BPF's sockmap. */
+	if (d.synced && d.bpf &&
+	    (rc = bpfctl_set_listener(d.bpf, proxy_listen_fd(d.proxy, 0))) < 0) {
 		log_error("main", "BPF listener registration: %s", strerror(-rc));
 		goto cleanup;
 	}
@@ -905,7 +993,13 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	admin_set_ready(d.admin, true);
+	if (d.src->notify_fd) {
+		d.src_ev.fd = d.src->notify_fd(d.src);
+		d.src_ev.cb = src_cb;
+		if ((rc = loop_set(d.loop, &d.src_ev, EPOLLIN)) < 0)
+			goto cleanup;
+	}
+	admin_set_ready(d.admin, d.synced);
 
 	while (!proxy_done(d.proxy)) {
 		uint64_t now;
@@ -939,6 +1033,8 @@ cleanup:
 		loop_del(d.loop, &d.sig);
 		close(d.sig.fd);
 	}
+	if (d.src_ev.fd >= 0)
+		loop_del(d.loop, &d.src_ev);
 	admin_free(d.admin);
 	proxy_free(d.proxy);
 	if (d.events) {
