@@ -20,6 +20,13 @@ const char *policy_reason_name(enum policy_reason r)
 	return (unsigned)r < POLICY_REASON_MAX ? reason_names[r] : "unknown";
 }
 
+_Static_assert(sizeof(all) / sizeof(all[0]) == POLICY_COUNT, "POLICY_COUNT is the registry's size");
+
+const struct policy_ops *policy_at(size_t i)
+{
+	return i < POLICY_COUNT ? all[i] : NULL;
+}
+
 const struct policy_ops *policy_find(const char *name)
 {
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)

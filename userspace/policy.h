@@ -117,6 +117,9 @@ extern const struct policy_ops policy_kv, policy_dynamo, policy_rr, policy_rando
 
 /* The policy called name, or NULL. */
 const struct policy_ops *policy_find(const char *name);
+/* The registry in order: policy_at(0 .. POLICY_COUNT - 1). */
+#define POLICY_COUNT 5
+const struct policy_ops *policy_at(size_t i);
 /* "kv, dynamo, round-robin, random, approx" (for --help and error messages). */
 const char *policy_names(void);
 

@@ -69,6 +69,7 @@ struct flight {
 	int64_t predicted, best; /* cached tokens on the chosen worker, and the best any held */
 	uint32_t prefill;	 /* blocks it has to prefill on its worker, until its first byte */
 	uint64_t rec_seq;	 /* its record in the log (if still there) */
+	struct pinst *pol;	 /* its Service's policy */
 };
 
 struct rec_cand {
@@ -84,6 +85,7 @@ struct route_rec {
 	struct sockaddr_in client;
 	char service[DISCOVERY_NAME_MAX], endpoint[DISCOVERY_NAME_MAX];
 	char method[16], target[128], model[64];
+	const char *policy; /* its policy's name (static) */
 	int attempts, status;
 	double ms, decision_us;
 	uint32_t prompt_tokens, blocks, key_pos;
@@ -103,7 +105,6 @@ struct svc_slots {
 };
 
 struct rstats {
-	uint64_t *decisions[POLICY_REASON_MAX];
 	uint64_t *fallbacks[FB_MAX];
 	uint64_t *tok_prompt, *tok_predicted, *tok_best, *tok_reported, *tok_reported_prompt;
 	uint64_t *outcome[2][3]; /* [predicted hit][reported hit, miss, unknown] */
@@ -117,9 +118,19 @@ struct tcache {
 	struct tok_cache *cache;
 };
 
+/* A policy of this router: the default (--router) and any a Service names, created when first
+ * needed. */
+struct pinst {
+	const struct policy_ops *ops;
+	void *st;
+	bool ready;	  /* created */
+	uint64_t *decisions[POLICY_REASON_MAX];
+};
+
 struct router {
-	const struct policy_ops *pol;
-	void *pst;
+	struct pinst pi[POLICY_COUNT];
+	struct pinst *pol; /* the default */
+	struct policy_kv_opts kv;
 	struct index *idx;
 	struct events *ev;
 	const struct models *models;
@@ -171,14 +182,16 @@ static int stats_init(struct router *r)
 
 	if (!m)
 		return 0;
-	for (int i = 0; i < POLICY_REASON_MAX; i++) {
-		snprintf(lb, sizeof(lb), "policy=\"%s\",reason=\"%s\"", r->pol->name,
-			 policy_reason_name((enum policy_reason)i));
-		st->decisions[i] = metrics_counter(m, "kvsplice_route_decisions_total", lb,
-						   "Routing decisions, by policy and reason.");
-		if (!st->decisions[i])
-			return -ENOMEM;
-	}
+	for (size_t k = 0; k < POLICY_COUNT; k++)
+		for (int i = 0; i < POLICY_REASON_MAX; i++) {
+			snprintf(lb, sizeof(lb), "policy=\"%s\",reason=\"%s\"", r->pi[k].ops->name,
+				 policy_reason_name((enum policy_reason)i));
+			r->pi[k].decisions[i] =
+			    metrics_counter(m, "kvsplice_route_decisions_total", lb,
+					    "Routing decisions, by policy and reason.");
+			if (!r->pi[k].decisions[i])
+				return -ENOMEM;
+		}
 	for (int i = 0; i < FB_MAX; i++) {
 		snprintf(lb, sizeof(lb), "cause=\"%s\"", fb_names[i]);
 		st->fallbacks[i] = metrics_counter(
@@ -348,7 +361,15 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->pol = pol;
+	for (size_t k = 0; k < POLICY_COUNT; k++) {
+		r->pi[k].ops = policy_at(k);
+		if (r->pi[k].ops == pol)
+			r->pol = &r->pi[k];
+	}
+	if (cfg->kv)
+		r->kv = *cfg->kv;
+	else
+		policy_kv_defaults(&r->kv);
 	r->idx = cfg->index;
 	r->ev = cfg->events;
 	r->models = cfg->models;
@@ -358,8 +379,9 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 	r->rng = cfg->seed ^ 0x6b7673706c696365ULL;
 	r->tokcache_bytes = cfg->tokcache_bytes < 0 ? ROUTER_TOKCACHE_BYTES : cfg->tokcache_bytes;
 	r->free_fl = 0;
-	if (pol->create && (rc = pol->create(cfg->kv, &r->pst)) < 0)
+	if (pol->create && (rc = pol->create(&r->kv, &r->pol->st)) < 0)
 		goto fail;
+	r->pol->ready = true;
 	rc = -ENOMEM;
 	if (workers_new(&r->ws) < 0 || !(r->ax = approx_new(&acfg)))
 		goto fail;
@@ -386,8 +408,9 @@ void router_free(struct router *r)
 	scraper_free(r->scr);
 	for (size_t i = 0; i < sizeof(r->tc) / sizeof(r->tc[0]); i++)
 		tok_cache_free(r->tc[i].cache);
-	if (r->pol->destroy)
-		r->pol->destroy(r->pst);
+	for (size_t k = 0; k < POLICY_COUNT; k++)
+		if (r->pi[k].ready && r->pi[k].ops->destroy)
+			r->pi[k].ops->destroy(r->pi[k].st);
 	for (uint32_t i = 0; i < r->nfl; i++)
 		free(r->fl[i].chain);
 	free(r->fl);
@@ -405,7 +428,28 @@ void router_free(struct router *r)
 
 const char *router_policy(const struct router *r)
 {
-	return r->pol->name;
+	return r->pol->ops->name;
+}
+
+/* The policy of svc: the one it names (created on first use), else the default. */
+static struct pinst *policy_of(struct router *r, const struct service *svc)
+{
+	struct pinst *p = NULL;
+
+	for (size_t k = 0; svc->policy[0] && k < POLICY_COUNT; k++)
+		if (strcmp(r->pi[k].ops->name, svc->policy) == 0)
+			p = &r->pi[k];
+	if (!p)
+		return r->pol;
+	if (!p->ready) {
+		if (p->ops->create && p->ops->create(&r->kv, &p->st) < 0) {
+			log_warn("router", "service %s: policy %s: out of memory, %s used", svc->name,
+				 svc->policy, r->pol->ops->name);
+			return r->pol;
+		}
+		p->ready = true;
+	}
+	return p;
 }
 
 /* --- Services and workers ----------------------------------------------------------------------
@@ -596,9 +640,9 @@ static void read_request(struct router *r, const struct router_request *req, str
 		return;
 	f->wants_usage = true;
 	f->view =
-	    r->pol->source == POLICY_SRC_APPROX || (!r->idx && r->pol->source != POLICY_SRC_NONE)
+	    f->pol->ops->source == POLICY_SRC_APPROX || (!r->idx && f->pol->ops->source != POLICY_SRC_NONE)
 		? VIEW_APPROX
-	    : r->pol->source == POLICY_SRC_EVENTS ? VIEW_EVENTS
+	    : f->pol->ops->source == POLICY_SRC_EVENTS ? VIEW_EVENTS
 						  : VIEW_NONE;
 	mt = models_find(r->models, NULL);
 	openai_req_free(&r->oq);
@@ -628,7 +672,7 @@ static void read_request(struct router *r, const struct router_request *req, str
 	if (rec->fallback != FB_NONE) {
 		if (r->st.fallbacks[rec->fallback])
 			metrics_inc(r->st.fallbacks[rec->fallback]);
-		if (r->pol->source != POLICY_SRC_NONE && read_text(r, req, f) < 0)
+		if (f->pol->ops->source != POLICY_SRC_NONE && read_text(r, req, f) < 0)
 			f->n = 0;
 		return;
 	}
@@ -682,8 +726,9 @@ static int64_t cached_of(const struct router *r, uint32_t d, uint32_t n)
 	return (int64_t)(c < lim ? c : lim);
 }
 
-/* Fills the candidates of svc not in tried (workers known to be down are left out while others
- * are up). Returns their number, or -ENOMEM. */
+/* Fills the candidates of svc not in tried (workers known to be down and endpoints terminating are
+ * left out while others are up: kube-proxy's fallback to terminating endpoints when no other is
+ * left). Returns their number, or -ENOMEM. */
 static long candidates(struct router *r, const struct service *svc, uint64_t tried)
 {
 	size_t n = 0;
@@ -697,7 +742,7 @@ static long candidates(struct router *r, const struct service *svc, uint64_t tri
 
 			if (tried & (1ULL << (k % 64)))
 				continue;
-			if (pass == 0 && w && workers_down(w))
+			if (pass == 0 && ((w && workers_down(w)) || svc->endpoints[k].terminating))
 				continue;
 			memset(&r->cand[n], 0, sizeof(r->cand[n]));
 			r->cand[n].ep = (uint32_t)k;
@@ -775,7 +820,7 @@ static int fill_view(struct router *r, struct flight *f, size_t n, struct policy
 		c->prefill = w->prefill;
 		workers_load(r->ws, w, t, cap_floor, &c->remote, &c->waiting, &c->free_blocks,
 			     &c->capacity);
-		if (r->pol->needs & POLICY_NEEDS_ACTIVE) {
+		if (f->pol->ops->needs & POLICY_NEEDS_ACTIVE) {
 			c->active = workers_active(r->ws, w);
 			c->fresh = (uint32_t)f->n - workers_active_depth(r->ws, w, f->chain, f->n);
 		}
@@ -884,8 +929,10 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 		f = flight_new(r, &id);
 		if (!f)
 			return -ENOMEM;
+		f->pol = policy_of(r, svc);
 		rec = rec_new(r, svc, req);
 		f->rec_seq = rec->seq;
+		rec->policy = f->pol->ops->name;
 		if (req->method)
 			read_request(r, req, f, rec);
 		else if (r->st.passthrough)
@@ -905,7 +952,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 	}
 	v.service = svc->name;
 	v.nendpoints = svc->nendpoints;
-	if (fill_view(r, f, (size_t)n, &v) < 0 || r->pol->pick(r->pst, &v, &ch) < 0 ||
+	if (fill_view(r, f, (size_t)n, &v) < 0 || f->pol->ops->pick(f->pol->st, &v, &ch) < 0 ||
 	    ch.cand >= (size_t)n) {
 		ch.cand = (size_t)(rnd(r) % (uint64_t)n); /* out of memory: anywhere */
 		ch.reason = POLICY_RANDOM;
@@ -933,8 +980,8 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 				best = c;
 		}
 	}
-	if (r->st.decisions[ch.reason])
-		metrics_inc(r->st.decisions[ch.reason]);
+	if (f->pol->decisions[ch.reason])
+		metrics_inc(f->pol->decisions[ch.reason]);
 	if (rec) {
 		struct rec_cand *rc;
 
@@ -1053,7 +1100,7 @@ static int json_num(struct buf *out, const char *key, double v)
 int router_debug_json(const struct router *r, struct buf *out)
 {
 	uint64_t n = r->nlog < ROUTER_LOG ? r->nlog : ROUTER_LOG;
-	int rc = buf_printf(out, "{\"router\":\"%s\",\"routes\":[", r->pol->name);
+	int rc = buf_printf(out, "{\"router\":\"%s\",\"routes\":[", r->pol->ops->name);
 
 	for (uint64_t i = 0; i < n && !rc; i++) {
 		const struct route_rec *x = &r->log[(r->nlog - 1 - i) % ROUTER_LOG];
@@ -1067,6 +1114,7 @@ int router_debug_json(const struct router *r, struct buf *out)
 				 i ? "," : "", tm_s, x->when.tv_nsec / 1000000, a,
 				 ntohs(x->client.sin_port));
 		rc |= buf_json_str(out, x->service, strlen(x->service));
+		rc |= buf_printf(out, ",\"policy\":\"%s\"", x->policy ? x->policy : "");
 		rc |= buf_puts(out, ",\"method\":");
 		rc |= buf_json_str(out, x->method, strlen(x->method));
 		rc |= buf_puts(out, ",\"target\":");
@@ -1111,7 +1159,8 @@ int router_debug_json(const struct router *r, struct buf *out)
 int router_workers_json(const struct router *r, struct buf *out)
 {
 	uint64_t t = clock_ms();
-	int rc = buf_printf(out, "{\"router\":\"%s\",\"workers\":[", r->pol->name), first = 1;
+	int rc = buf_printf(out, "{\"router\":\"%s\",\"workers\":[", r->pol->ops->name),
+	    first = 1;
 
 	for (uint32_t i = 0; i < workers_count(r->ws); i++) {
 		struct worker *w = workers_at(r->ws, i);

@@ -436,6 +436,52 @@ int main(void)
 			CHECK_EQ(home_after, 10, "cooled: one request at a time goes home again");
 			free(b1);
 		}
+		/* a terminating endpoint gets no new request while another is up */
+		{
+			char *b1 = ids_body(ids.v, ids.n);
+			int n3 = 0;
+
+			g.eps[3].terminating = true;
+			for (int i = 0; i < 6; i++) {
+				n3 += pick(&g, "/v1/completions", b1, 0, &t) == 3;
+				done(&g, &t, 0);
+			}
+			CHECK_EQ(n3, 0, "terminating: the holder, shutting down, gets none");
+			CHECK_EQ(pick(&g, "/v1/completions", b1, 0x37, &t), 3,
+				 "terminating: the only endpoint left still serves (kube-proxy's "
+				 "fallback)");
+			done(&g, &t, 0);
+			g.eps[3].terminating = false;
+			free(b1);
+		}
+		/* a Service naming its own policy: round-robin here while the router's is kv */
+		{
+			char *b1 = ids_body(ids.v, ids.n);
+			int seen[NW] = {0}, nseen = 0;
+			bool named = true;
+
+			snprintf(g.svc.policy, sizeof(g.svc.policy), "round-robin");
+			for (int i = 0; i < NW; i++) {
+				w = pick(&g, "/v1/completions", b1, 0, &t);
+				if (w >= 0 && !seen[w]++)
+					nseen++;
+				x = last_route(&g, &root);
+				named &= !strcmp(str(x, "policy"), "round-robin");
+				cJSON_Delete(root);
+				done(&g, &t, 0);
+			}
+			CHECK(nseen == NW && named,
+			      "per-Service policy: round-robin over all %d workers (%d), recorded as such",
+			      NW, nseen);
+			g.svc.policy[0] = '\0';
+			w = pick(&g, "/v1/completions", b1, 0, &t);
+			x = last_route(&g, &root);
+			CHECK(w == 3 && !strcmp(str(x, "policy"), "kv"),
+			      "no policy named: the router's own (kv) again, to the holder (%d)", w);
+			cJSON_Delete(root);
+			done(&g, &t, 0);
+			free(b1);
+		}
 		rig_free(&g);
 		tok_ids_free(&ids);
 		buf_free(&body);
