@@ -41,8 +41,13 @@ for p in [(7, 8), (24, 8)]:
     ok(len(h) == 5 and all(res[v][p]["errors"] == 0 for v in want), "P=%d: no errors" % p[0])
     if len(h) < 5:
         continue
-    # the Service: kube-proxy's random choice, about 3.95 / P of requests hit at 6 workers
-    ok(abs(h["service"] - 100 * min(1.0, 0.95 if p[0] == 2 else 3.95 / p[0])) < 12,
+    # the Service: kube-proxy's random choice. In the long run about 3.95 / P of requests hit at
+    # 6 workers (56% at P=7); the quick run's 160 requests start from empty caches, so it lands
+    # lower and spreads wide: client-side random choice over seeds 1-8 gave P=7 42.5-56.2 (mean
+    # 49.9, sd 4.7) and P=24 11.2-21.2 (mean 15.9): `kvbench --spread random --requests 160
+    # --concurrency 8 --time-scale 10 --seed S` on 6 workers of tools/kvsim/cluster.sh. Band:
+    # that mean +- 13.
+    ok(abs(h["service"] - {7: 49.9, 24: 15.9}[p[0]]) < 13,
        "P=%d: the plain Service near random choice (%.1f%%)" % (p[0], h["service"]))
     ok(abs(h["kvsplice-dynamo"] - h["client-dynamo"]) <= 8,
        "P=%d: kvsplice's dynamo policy near the client-side anchor (%.1f vs %.1f)"
