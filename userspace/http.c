@@ -708,8 +708,27 @@ static bool is_hop_header(const struct http_header *h, const struct http_msg *m)
 	return false;
 }
 
+/* "X-Forwarded-For: " + the values of m's X-Forwarded-For headers, in order and comma-joined (a
+ * list split over several header lines is one list, RFC 9110 5.3) + ", " + client. */
+static int write_forwarded_for(struct buf *out, const struct http_msg *m, const char *client)
+{
+	if (buf_puts(out, "X-Forwarded-For: "))
+		return -ENOMEM;
+	for (size_t i = 0; i < m->nheaders; i++) {
+		const struct http_header *h = &m->headers[i];
+
+		if (!name_eq(h, "x-forwarded-for") || !h->value_len)
+			continue;
+		if (buf_append(out, h->value, h->value_len) || buf_append(out, ", ", 2))
+			return -ENOMEM;
+	}
+	if (buf_puts(out, client) || buf_append(out, "\r\n", 2))
+		return -ENOMEM;
+	return 0;
+}
+
 int http_write_request_head(struct buf *out, const struct http_msg *m, bool has_body,
-			    uint64_t body_len, bool upgrade)
+			    uint64_t body_len, bool upgrade, const char *forwarded_for)
 {
 	if (buf_append(out, m->method, m->method_len) || buf_append(out, " ", 1) ||
 	    buf_append(out, m->target, m->target_len) ||
@@ -720,10 +739,14 @@ int http_write_request_head(struct buf *out, const struct http_msg *m, bool has_
 
 		if (is_hop_header(h, m))
 			continue;
+		if (forwarded_for && name_eq(h, "x-forwarded-for"))
+			continue;
 		if (buf_append(out, h->name, h->name_len) || buf_append(out, ": ", 2) ||
 		    buf_append(out, h->value, h->value_len) || buf_append(out, "\r\n", 2))
 			return -ENOMEM;
 	}
+	if (forwarded_for && write_forwarded_for(out, m, forwarded_for))
+		return -ENOMEM;
 	if (has_body && buf_printf(out, "Content-Length: %llu\r\n", (unsigned long long)body_len))
 		return -ENOMEM;
 	if (upgrade) {

@@ -98,10 +98,12 @@ int http_write_error_retry(struct buf *out, int status, const char *type, const 
  * end-to-end header (hop-by-hop and framing headers dropped: Connection and the headers it names,
  * Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Content-Length, Expect, Upgrade, Trailer),
  * then "Content-Length: body_len" when has_body, "Connection: upgrade" + the Upgrade header when
- * upgrade, "Connection: keep-alive" for an HTTP/1.0 request, and the blank line. Returns 0 or
- * -ENOMEM. */
+ * upgrade, "Connection: keep-alive" for an HTTP/1.0 request, and the blank line. With
+ * forwarded_for (the client's address as text), m's X-Forwarded-For headers are replaced by one
+ * that lists their values and then forwarded_for ("X-Forwarded-For: 10.0.0.1, 10.0.0.2");
+ * NULL leaves them as they are. Returns 0 or -ENOMEM. */
 int http_write_request_head(struct buf *out, const struct http_msg *m, bool has_body,
-			    uint64_t body_len, bool upgrade);
+			    uint64_t body_len, bool upgrade, const char *forwarded_for);
 
 /* The standard reason phrase for a status ("Bad Request"), or "Unknown". */
 const char *http_reason(int status);

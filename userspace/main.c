@@ -90,6 +90,7 @@ enum {
 	O_MAX_CONNS,
 	O_MAX_CONNS_IP,
 	O_MAX_BUFFERED,
+	O_NO_XFF,
 	O_PORT_FILE,
 	O_LOG,
 	O_EVENTS,
@@ -137,6 +138,7 @@ static const struct option longopts[] = {
     {"pool-idle-timeout", required_argument, 0, O_POOL_TO},
     {"max-conns", required_argument, 0, O_MAX_CONNS},
     {"max-conns-per-ip", required_argument, 0, O_MAX_CONNS_IP},
+    {"no-forwarded-for", no_argument, 0, O_NO_XFF},
     {"max-buffered", required_argument, 0, O_MAX_BUFFERED},
     {"port-file", required_argument, 0, O_PORT_FILE},
     {"log-level", required_argument, 0, O_LOG},
@@ -286,6 +288,9 @@ static void usage(FILE *f)
 	    "                           bodies are held whole: RSS grows by about as much); a\n"
 	    "                           request that would pass it is answered 503 with\n"
 	    "                           Retry-After; 0: no limit (default %zuM)\n"
+	    "  --no-forwarded-for       do not tell workers the client's address (by default a\n"
+	    "                           request goes on with X-Forwarded-For: its values, then\n"
+	    "                           the client's address: workers see the node's otherwise)\n"
 	    "  --port-file FILE         write \"LISTEN_PORT ADMIN_PORT\" there once ready\n"
 	    "  --no-events              do not follow the workers' vLLM KV events (by default "
 	    "every\n"
@@ -694,6 +699,9 @@ int main(int argc, char **argv)
 		case O_MAX_CONNS_IP:
 			if ((po.max_conns_per_ip = parse_count(optarg)) < 0)
 				goto bad_arg;
+			break;
+		case O_NO_XFF:
+			po.forwarded_for = false;
 			break;
 		case O_MAX_BUFFERED:
 			if (strcmp(optarg, "0") == 0)

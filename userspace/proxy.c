@@ -76,6 +76,7 @@ void proxy_opts_default(struct proxy_opts *o)
 	o->max_conns = PROXY_DEFAULT_MAX_CONNS;
 	o->max_conns_per_ip = PROXY_DEFAULT_MAX_CONNS_PER_IP;
 	o->max_buffered = PROXY_DEFAULT_MAX_BUFFERED;
+	o->forwarded_for = true;
 }
 
 int proxy_relay_parse(const char *s)

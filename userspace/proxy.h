@@ -70,6 +70,7 @@ struct proxy_opts {
 	int max_conns_per_ip; /* the same per client address (0: off) */
 	size_t max_buffered;  /* bytes of all connections' buffers; a request that would pass it:
 				 503 + Retry-After (0: off) */
+	bool forwarded_for; /* requests go on with X-Forwarded-For ending in the client's address */
 };
 
 /* Fills o with the defaults (no listener). */

@@ -3,6 +3,7 @@
  * and checked against the limits, an endpoint chosen by the router, the request written over a
  * pooled or new upstream connection, and the retry decision when that connection fails before
  * any response byte. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,6 +40,7 @@ static int request_head(struct conn *c, const struct http_msg *m, int rc)
 {
 	struct proxy *p = c->p;
 	uint64_t need = m->body == HTTP_BODY_LENGTH ? m->content_length : 0;
+	char client[INET_ADDRSTRLEN] = "";
 
 	metrics_inc(p->st.requests);
 	c->requests++;
@@ -69,8 +71,11 @@ static int request_head(struct conn *c, const struct http_msg *m, int rc)
 		return -1;
 	}
 	c->rq.body_left = m->content_length;
+	if (p->o.forwarded_for && !inet_ntop(AF_INET, &c->peer.sin_addr, client, sizeof(client)))
+		client[0] = '\0';
 	if (http_write_request_head(&c->fwd, m, m->body == HTTP_BODY_LENGTH, m->content_length,
-				    m->upgrade) < 0)
+				    m->upgrade,
+				    p->o.forwarded_for && client[0] ? client : NULL) < 0)
 		goto nomem;
 	c->rq.target_off = m->method_len + 1;
 	c->rq.target_len = m->target_len;

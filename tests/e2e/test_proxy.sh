@@ -141,6 +141,14 @@ check "chunked request body arrives whole, re-framed with Content-Length" "$PY" 
 import json,sys; j=json.loads(sys.argv[1])
 assert j["body"]=="hello chunked world", j
 assert j["headers"].get("content-length")=="19" and "transfer-encoding" not in j["headers"], j' "$resp"
+resp=$(curl -s --data-binary x "$base/echo")
+check "the worker is told the client's address: X-Forwarded-For: 127.0.0.1" "$PY" -c '
+import json,sys; j=json.loads(sys.argv[1])
+assert j["headers"].get("x-forwarded-for")=="127.0.0.1", j["headers"]' "$resp"
+resp=$(curl -s -H 'X-Forwarded-For: 10.9.8.7, 10.1.1.1' -H 'X-Forwarded-For: 10.2.2.2' --data-binary x "$base/echo")
+check "the client's address appended to the addresses earlier proxies listed, one header" "$PY" -c '
+import json,sys; j=json.loads(sys.argv[1])
+assert j["headers"].get("x-forwarded-for")=="10.9.8.7, 10.1.1.1, 10.2.2.2, 127.0.0.1", j["headers"]' "$resp"
 head -c 40000 /dev/urandom | base64 -w0 >"$tmp/body40k"
 resp=$(curl -s -H 'Expect: 100-continue' --data-binary @"$tmp/body40k" "$base/echo")
 check "Expect: 100-continue answered by the proxy, body forwarded, Expect not" "$PY" -c '
@@ -165,13 +173,17 @@ assert first is not None and first < 0.6 and total > 1.2, (first, total)
 assert buf.count(b"data: ")==5 and buf.endswith(b"0\r\n\r\n"), buf[-100:]
 print("first %.3fs total %.3fs" % (first,total))' "$MAIN"
 for mode in splice copy; do
-	[ $mode = copy ] && { start_kvs copy "$tmp/svc.json" --relay copy; b2=http://127.0.0.1:$lport; } || b2=$base
+	[ $mode = copy ] && { start_kvs copy "$tmp/svc.json" --relay copy --no-forwarded-for; b2=http://127.0.0.1:$lport; } || b2=$base
 	expect_eq "10 MB Content-Length response intact ($mode)" "200 10000000" \
 		"$(curl -s -o "$tmp/big" -w '%{http_code} %{size_download}' "$b2/big?bytes=10000000")"
 	expect_eq "10 MB chunked response intact ($mode)" "200 10000000" \
 		"$(curl -s -o /dev/null -w '%{http_code} %{size_download}' "$b2/bigchunked?bytes=10000000")"
 	expect_eq "response delimited by close relayed ($mode)" "until-close" "$(curl -s "$b2/eof")"
 done
+resp=$(curl -s -H 'X-Forwarded-For: 10.9.8.7' --data-binary x "$b2/echo")
+check "--no-forwarded-for: X-Forwarded-For forwarded as the client sent it" "$PY" -c '
+import json,sys; j=json.loads(sys.argv[1])
+assert j["headers"].get("x-forwarded-for")=="10.9.8.7", j["headers"]' "$resp"
 
 # --- pipelining --------------------------------------------------------------------------------
 check "pipelined requests answered in order" "$PY" -c '

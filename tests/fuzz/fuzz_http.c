@@ -35,7 +35,7 @@ static void fuzz_request(const char *p, size_t n)
 	/* the head minus its last byte is incomplete */
 	check(http_parse_request(p, (size_t)rc - 1, 4096, &f) <= 0);
 	/* forwarding keeps the framing */
-	check(http_write_request_head(&b, &m, m.body != HTTP_BODY_NONE, 5, false) == 0);
+	check(http_write_request_head(&b, &m, m.body != HTTP_BODY_NONE, 5, false, "10.1.2.3") == 0);
 	rc = http_parse_request(b.data, b.len, 1 << 20, &f);
 	if (rc == -431 && m.nheaders >= HTTP_MAX_HEADERS - 1) /* + Content-Length, Connection */
 		goto cleanup;

@@ -4,6 +4,7 @@
  * split at every byte. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cjson/cJSON.h>
 
@@ -536,7 +537,7 @@ static void test_forward_head(void)
 	int rc = http_parse_request(in, strlen(in), MAXH, &m);
 
 	CHECK(rc > 0, "parse the request to forward");
-	rc = http_write_request_head(&b, &m, true, 42, false);
+	rc = http_write_request_head(&b, &m, true, 42, false, NULL);
 	CHECK_EQ(rc, 0, "write forwarded head");
 	rc = http_parse_request(b.data, b.len, MAXH, &f);
 	CHECK(rc == (int)b.len && f.body == HTTP_BODY_LENGTH && f.content_length == 42,
@@ -552,10 +553,56 @@ static void test_forward_head(void)
 	buf_reset(&b);
 	in = "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
 	http_parse_request(in, strlen(in), MAXH, &m);
-	http_write_request_head(&b, &m, false, 0, true);
+	http_write_request_head(&b, &m, false, 0, true, NULL);
 	rc = http_parse_request(b.data, b.len, MAXH, &f);
 	CHECK(rc > 0 && f.upgrade && f.body == HTTP_BODY_NONE, "upgrade request forwarded");
 	buf_free(&b);
+}
+
+/* X-Forwarded-For: the client's address appended to what earlier proxies listed, one header */
+static void test_forwarded_for(void)
+{
+	static const struct {
+		const char *headers, *want; /* want NULL: no X-Forwarded-For forwarded */
+		const char *client;
+	} t[] = {
+	    {"", "10.0.0.9", "10.0.0.9"},
+	    {"X-Forwarded-For: 1.2.3.4\r\n", "1.2.3.4, 10.0.0.9", "10.0.0.9"},
+	    {"x-forwarded-for: 1.2.3.4, 5.6.7.8\r\nX-Forwarded-For: 9.9.9.9\r\n",
+	     "1.2.3.4, 5.6.7.8, 9.9.9.9, 10.0.0.9", "10.0.0.9"},
+	    {"X-Forwarded-For:\r\n", "10.0.0.9", "10.0.0.9"},
+	    {"", NULL, NULL},
+	    {"X-Forwarded-For: 1.2.3.4\r\n", "1.2.3.4", NULL},
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		char in[256];
+		struct http_msg m, f;
+		struct buf b = {0};
+		const struct http_header *h;
+		size_t nxff = 0;
+
+		snprintf(in, sizeof(in), "GET / HTTP/1.1\r\nHost: h\r\n%sX-Keep: 1\r\n\r\n",
+			 t[i].headers);
+		CHECK(http_parse_request(in, strlen(in), MAXH, &m) > 0, "xff %zu: parse", i);
+		CHECK(http_write_request_head(&b, &m, false, 0, false, t[i].client) == 0,
+		      "xff %zu: write", i);
+		CHECK(http_parse_request(b.data, b.len, MAXH, &f) == (int)b.len, "xff %zu: reparse",
+		      i);
+		for (size_t j = 0; j < f.nheaders; j++)
+			nxff += f.headers[j].name_len == 15 &&
+				strncasecmp(f.headers[j].name, "x-forwarded-for", 15) == 0;
+		h = http_find_header(&f, "x-forwarded-for");
+		if (!t[i].want)
+			CHECK(!h, "xff %zu: none forwarded", i);
+		else
+			CHECK(h && nxff == 1 && h->value_len == strlen(t[i].want) &&
+				  memcmp(h->value, t[i].want, h->value_len) == 0,
+			      "xff %zu: \"%s\" (got \"%.*s\", %zu headers)", i, t[i].want,
+			      h ? (int)h->value_len : 0, h ? h->value : "", nxff);
+		CHECK(http_find_header(&f, "x-keep") != NULL, "xff %zu: other headers kept", i);
+		buf_free(&b);
+	}
 }
 
 int main(void)
@@ -566,6 +613,7 @@ int main(void)
 	test_pipelined();
 	test_response_table();
 	test_chunked_table();
+	test_forwarded_for();
 	test_chunked_split_everywhere();
 	test_chunked_line_limit();
 	test_sniff_table();
