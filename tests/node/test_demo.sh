@@ -49,7 +49,10 @@ for p in [(7, 8), (24, 8)]:
     # that mean +- 13.
     ok(abs(h["service"] - {7: 49.9, 24: 15.9}[p[0]]) < 13,
        "P=%d: the plain Service near random choice (%.1f%%)" % (p[0], h["service"]))
-    ok(abs(h["kvsplice-dynamo"] - h["client-dynamo"]) <= 8,
+    # Dynamo's cost depends on timing (loads), so two runs of the same 160 seeded requests differ:
+    # client-side pairs over seeds 1-4 differed by up to 5.0 points at P=7 and 9.4 at P=24
+    # (`kvbench --spread dynamo --requests 160 --seed S`, twice each). Band: 12.
+    ok(abs(h["kvsplice-dynamo"] - h["client-dynamo"]) <= 12,
        "P=%d: kvsplice's dynamo policy near the client-side anchor (%.1f vs %.1f)"
        % (p[0], h["kvsplice-dynamo"], h["client-dynamo"]))
     ok(h["kvsplice-kv"] > max(h["kvsplice-dynamo"], h["service"], h["kvsplice-round-robin"]),
