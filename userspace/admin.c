@@ -47,6 +47,7 @@ struct admin {
 	struct metrics *m;
 	struct sockaddr_in addr;
 	bool ready;
+	char not_ready_why[256];	 /* said by /readyz while not ready ("" : nothing) */
 	struct admin_conn *conns, *dead; /* conns: newest first */
 	int nconns;
 	uint64_t accept_resume; /* ms; accepts paused until then (0: not paused) */
@@ -134,7 +135,12 @@ static int route(struct admin_conn *c, const struct http_msg *m)
 		buf_puts(&body, "ok\n");
 	} else if (strcmp(path, "/readyz") == 0) {
 		status = a->ready ? 200 : 503;
-		buf_puts(&body, a->ready ? "ready\n" : "not ready\n");
+		if (a->ready)
+			buf_puts(&body, "ready\n");
+		else if (a->not_ready_why[0])
+			buf_printf(&body, "not ready: %s\n", a->not_ready_why);
+		else
+			buf_puts(&body, "not ready\n");
 	} else if (strcmp(path, "/metrics") == 0) {
 		ctype = "text/plain; version=0.0.4; charset=utf-8";
 		if (metrics_render(a->m, &body) < 0)
@@ -337,6 +343,11 @@ void admin_addr(const struct admin *a, struct sockaddr_in *out)
 void admin_set_ready(struct admin *a, bool ready)
 {
 	a->ready = ready;
+}
+
+void admin_set_not_ready_reason(struct admin *a, const char *why)
+{
+	snprintf(a->not_ready_why, sizeof(a->not_ready_why), "%s", why ? why : "");
 }
 
 int admin_handle(struct admin *a, const char *path, admin_handler_fn fn, void *arg)

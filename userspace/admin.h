@@ -31,6 +31,8 @@ void admin_free(struct admin *a);
 void admin_addr(const struct admin *a, struct sockaddr_in *out);
 /* /readyz answers 200 only when ready is true. */
 void admin_set_ready(struct admin *a, bool ready);
+/* While not ready, /readyz says why (copied; NULL or "": just "not ready"). */
+void admin_set_not_ready_reason(struct admin *a, const char *why);
 /* Registers path (exact match, e.g. "/debug/route"). Returns 0, -EEXIST or -ENOMEM. */
 int admin_handle(struct admin *a, const char *path, admin_handler_fn fn, void *arg);
 /* Frees closed connections and times out slow ones: call after every loop_run. */

@@ -539,7 +539,8 @@ int bpfctl_detach(const char *pin_dir)
 			err = -errno;
 	}
 	unpin_maps(dir);
-	if (rmdir(dir) < 0 && errno != ENOENT) {
+	/* EBUSY: a mount point (the DaemonSet's hostPath volume); emptied, it stays */
+	if (rmdir(dir) < 0 && errno != ENOENT && errno != EBUSY) {
 		log_error("bpfctl", "rmdir %s: %s", dir, strerror(errno));
 		if (!err)
 			err = -errno;

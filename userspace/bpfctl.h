@@ -64,7 +64,8 @@ void bpfctl_metrics(struct bpfctl *b, struct buf *out);
  * while no listener is registered). */
 void bpfctl_close(struct bpfctl *b);
 
-/* Detaches and unpins everything under pin_dir. Returns 0 or a negative errno. */
+/* Detaches and unpins everything under pin_dir and removes the directory (left, empty, when it is
+ * a mount point). Returns 0 or a negative errno. */
 int bpfctl_detach(const char *pin_dir);
 
 #endif

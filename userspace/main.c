@@ -3,7 +3,10 @@
  * over) the BPF interception, follows the workers' KV events into the index, runs the proxy, the
  * router and the admin server on one epoll loop, reloads the Services on SIGHUP or when the file
  * changes (or, with --kubernetes, applies each snapshot the API server source hands over), drains
- * on SIGTERM/SIGINT. `kvsplice detach` removes the pinned BPF state. */
+ * on SIGTERM/SIGINT, then takes off the node what it put there (nodesetup.h: the node address,
+ * the pinned BPF state; --keep-on-exit keeps both). When the node lacks something interception
+ * needs, it logs why and stays out of the way (run_degraded). `kvsplice detach` removes the pinned
+ * BPF state. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -27,6 +30,7 @@
 #include "loop.h"
 #include "metrics.h"
 #include "models.h"
+#include "nodesetup.h"
 #include "policy.h"
 #include "proxy.h"
 #include "router.h"
@@ -39,9 +43,6 @@
  * source tree's build/), then where the container image installs it. */
 #define TOKENIZER_REL "/../models/qwen3/tokenizer.json"
 #define TOKENIZER_SYS "/usr/share/kvsplice/models/qwen3/tokenizer.json"
-#ifndef CGROUP2_SUPER_MAGIC
-#define CGROUP2_SUPER_MAGIC 0x63677270
-#endif
 
 struct daemon {
 	struct loop *loop;
@@ -66,6 +67,11 @@ struct daemon {
 	struct loop_ev events_ev;
 	int events_more;
 	const char *events_topic;
+	/* node setup (nodesetup.h), taken off again by a final exit (node_exit) */
+	struct nodesetup *node; /* the node address, when --node-address */
+	const char *bpf_pins;	/* the pin directory once BPF is set up, else NULL */
+	bool keep_on_exit;
+	int64_t *node_ready;
 };
 
 /* Long options: one table gives getopt its options and error messages their names. */
@@ -117,6 +123,9 @@ enum {
 	O_K8S_TOKEN,
 	O_K8S_CA,
 	O_K8S_NAMESPACE,
+	O_NODE_ADDRESS,
+	O_NODE_DEVICE,
+	O_KEEP_ON_EXIT,
 };
 static const struct option longopts[] = {
     {"services", required_argument, 0, O_SERVICES},
@@ -166,6 +175,9 @@ static const struct option longopts[] = {
     {"k8s-token", required_argument, 0, O_K8S_TOKEN},
     {"k8s-ca", required_argument, 0, O_K8S_CA},
     {"k8s-namespace", required_argument, 0, O_K8S_NAMESPACE},
+    {"node-address", required_argument, 0, O_NODE_ADDRESS},
+    {"node-device", required_argument, 0, O_NODE_DEVICE},
+    {"keep-on-exit", no_argument, 0, O_KEEP_ON_EXIT},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -233,6 +245,13 @@ static void usage(FILE *f)
 	    "                           (default: the cgroup2 mount root)\n"
 	    "  --pin-dir DIR            bpffs directory of the pinned state "
 	    "(default " DEFAULT_PIN_DIR ")\n"
+	    "  --node-address A[/N]     put A (the --listen address; /32 by default) on the\n"
+	    "                           node: on --node-device, created as a dummy device when\n"
+	    "                           absent, set up; both removed again at exit\n"
+	    "  --node-device NAME       (default " NODESETUP_DEFAULT_DEVICE ")\n"
+	    "  --keep-on-exit           leave the node address and the pinned BPF state when\n"
+	    "                           exiting (by default a final exit removes both; either\n"
+	    "                           way connects go the kube-proxy way once kvsplice is gone)\n"
 	    "  --mark N                 SO_MARK of upstream sockets, never intercepted (default "
 	    "0x%x)\n"
 	    "  --router POLICY          endpoint choice per request: kv (default; capacity-aware\n"
@@ -306,7 +325,10 @@ static void usage(FILE *f)
 	    "  -h, --help               this text\n"
 	    "\n"
 	    "Signals: SIGTERM/SIGINT stop accepting (interception falls open at once), drain,\n"
-	    "exit; SIGHUP reloads --services (with --kubernetes: lists again).\n",
+	    "exit; SIGHUP reloads --services (with --kubernetes: lists again).\n"
+	    "If the node lacks what interception needs (cgroup v2, bpffs, BTF, capabilities,\n"
+	    "program types, the node address), kvsplice logs why and stays out of the way:\n"
+	    "nothing intercepted, /readyz 503 with the reason, kvsplice_node_ready 0.\n",
 	    DEFAULT_MARK, PROXY_DEFAULT_MAX_CONNS, PROXY_DEFAULT_MAX_CONNS_PER_IP,
 	    PROXY_DEFAULT_MAX_BUFFERED >> 20);
 }
@@ -395,19 +417,6 @@ static int parse_count(const char *s)
 	if (end == s || *end || errno || v < 0 || v > 1000000000)
 		return -1;
 	return (int)v;
-}
-
-static int find_cgroup2(char *out, size_t n)
-{
-	static const char *const cands[] = {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"};
-	struct statfs st;
-
-	for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++)
-		if (statfs(cands[i], &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC) {
-			snprintf(out, n, "%s", cands[i]);
-			return 0;
-		}
-	return -ENOENT;
 }
 
 static void bpf_collector(struct buf *out, void *arg)
@@ -550,6 +559,82 @@ static const char *default_tokenizer(char *buf, size_t n)
 	return access(TOKENIZER_SYS, R_OK) == 0 ? TOKENIZER_SYS : NULL;
 }
 
+/* Node setup before anything is loaded: the kernel probe when BPF is on (cgroup[n] becomes the
+ * attach point), then the node address when node_addr is given. Returns 0, or -1 with the reason
+ * in why[whylen] (logged): the caller then stays out of the way (run_degraded). */
+static int node_setup(struct daemon *d, bool bpf, char *cgroup, size_t n, const char *pin_dir,
+		      const char *node_addr, const char *node_dev, char *why, size_t whylen)
+{
+	struct nodesetup_probe_cfg pc = {.cgroup = cgroup, .pin_dir = pin_dir};
+	struct in_addr addr;
+	int prefix;
+
+	if (bpf && nodesetup_probe(&pc, cgroup, n, why, whylen) > 0)
+		return -1;
+	if (node_addr && (nodesetup_parse_address(node_addr, &addr, &prefix) < 0 ||
+			  nodesetup_address_up(node_dev, addr, prefix, &d->node, why, whylen) < 0))
+		return -1;
+	return 0;
+}
+
+/* Fail-open (nodesetup.h says why this and not an exit): nothing attached, nothing listening on
+ * the proxy address; only the admin server answers (/readyz 503 with why) until SIGTERM/SIGINT.
+ * Returns the exit code. */
+static int run_degraded(struct daemon *d, const struct sockaddr_in *admin_sa, const sigset_t *mask,
+			const char *why)
+{
+	int rc;
+
+	log_error("main", "node not ready, staying out of the way (no interception: connects go "
+			  "the kube-proxy way); fix the above and restart kvsplice");
+	metrics_gauge_set(d->node_ready, 0);
+	if ((rc = admin_new(d->loop, admin_sa, d->metrics, &d->admin)) < 0)
+		return 1;
+	admin_set_not_ready_reason(d->admin, why);
+	d->sig.fd = signalfd(-1, mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	d->sig.cb = signal_cb;
+	if (d->sig.fd < 0 || loop_set(d->loop, &d->sig, EPOLLIN) < 0) {
+		log_error("main", "signalfd: %s", strerror(errno));
+		return 1;
+	}
+	while (!d->stop) {
+		if ((rc = loop_run(d->loop, 1000)) < 0) {
+			log_error("main", "epoll: %s", strerror(-rc));
+			return 1;
+		}
+		admin_tick(d->admin);
+	}
+	log_info("main", "stopping (node was not ready)");
+	return 0;
+}
+
+/* Whether this exit takes the node setup off. The one place that decides: by default a final
+ * exit leaves nothing behind; --keep-on-exit keeps it; a process whose listeners a successor
+ * took over must keep it too (the successor runs on it). */
+static bool node_exit_undoes(const struct daemon *d)
+{
+	return !d->keep_on_exit;
+}
+
+/* Closes the BPF handles and, when node_exit_undoes, detaches and unpins the BPF state and takes
+ * the node address off (after the proxy closed its listeners). */
+static void node_exit(struct daemon *d)
+{
+	bool undo = node_exit_undoes(d);
+
+	bpfctl_close(d->bpf);
+	d->bpf = NULL;
+	if (undo && d->bpf_pins) {
+		if (bpfctl_detach(d->bpf_pins) == 0)
+			log_info("main", "BPF interception detached, %s unpinned", d->bpf_pins);
+	}
+	if (undo)
+		nodesetup_undo(d->node);
+	else
+		nodesetup_free(d->node);
+	d->node = NULL;
+}
+
 static int cmd_detach(int argc, char **argv)
 {
 	const char *pin_dir = DEFAULT_PIN_DIR;
@@ -583,6 +668,8 @@ int main(int argc, char **argv)
 	struct proxy_opts po;
 	struct sockaddr_in admin_sa;
 	const char *services = NULL, *pin_dir = DEFAULT_PIN_DIR, *router = "kv", *port_file = NULL;
+	const char *node_addr = NULL, *node_dev = NULL;
+	char why[256] = "";
 	const char *tokenizer = NULL, *model_tok[32];
 	char tokbuf[4096];
 	size_t nmodel_tok = 0;
@@ -641,6 +728,23 @@ int main(int argc, char **argv)
 			break;
 		case O_PIN_DIR:
 			pin_dir = optarg;
+			break;
+		case O_NODE_ADDRESS: {
+			struct in_addr a;
+			int p;
+
+			if (nodesetup_parse_address(optarg, &a, &p) < 0)
+				goto bad_arg;
+			node_addr = optarg;
+			break;
+		}
+		case O_NODE_DEVICE:
+			if (!*optarg || strlen(optarg) >= 16 || strchr(optarg, '/'))
+				goto bad_arg;
+			node_dev = optarg;
+			break;
+		case O_KEEP_ON_EXIT:
+			d.keep_on_exit = true;
 			break;
 		case O_MARK: {
 			char *end;
@@ -820,6 +924,16 @@ int main(int argc, char **argv)
 		parse_addr(DEFAULT_LISTEN, &po.listen[0]);
 		po.nlisten = 1;
 	}
+	if (node_addr) {
+		struct in_addr a;
+		int p, i;
+
+		nodesetup_parse_address(node_addr, &a, &p);
+		for (i = 0; i < po.nlisten && po.listen[i].sin_addr.s_addr != a.s_addr; i++)
+			;
+		if (i == po.nlisten)
+			log_warn("main", "--node-address %s is no --listen address", node_addr);
+	}
 	po.mark = mark;
 
 	/* SIGPIPE off (writes to a closed peer fail with EPIPE); the others through signalfd */
@@ -837,6 +951,17 @@ int main(int argc, char **argv)
 	if ((rc = loop_new(&d.loop)) < 0 || (rc = metrics_new(&d.metrics)) < 0 ||
 	    (rc = models_new(&d.models)) < 0)
 		goto cleanup;
+	d.node_ready =
+	    metrics_gauge(d.metrics, "kvsplice_node_ready", NULL,
+			  "1 when the node has what interception needs (kernel probe, "
+			  "node address); 0: kvsplice stays out of the way, /readyz says "
+			  "why.");
+	if (node_setup(&d, !no_bpf, cgroup, sizeof(cgroup), pin_dir, node_addr, node_dev, why,
+		       sizeof(why)) < 0) {
+		exit_code = run_degraded(&d, &admin_sa, &mask, why);
+		goto cleanup;
+	}
+	metrics_gauge_set(d.node_ready, 1);
 	if (!tokenizer && !no_tokenizer)
 		tokenizer = default_tokenizer(tokbuf, sizeof(tokbuf));
 	for (size_t i = 0; i <= nmodel_tok; i++) {
@@ -936,12 +1061,7 @@ int main(int argc, char **argv)
 			    .own_mark = mark,
 			};
 
-			if (!cgroup[0] && find_cgroup2(cgroup, sizeof(cgroup)) < 0) {
-				log_error("main",
-					  "no cgroup2 mount found: give --cgroup or --no-bpf");
-				services_put(s);
-				goto cleanup;
-			}
+			d.bpf_pins = pin_dir; /* a failure below may have pinned some */
 			rc = bpfctl_open(&bo, &d.bpf);
 			if (rc < 0) {
 				log_error("main",
@@ -1050,7 +1170,7 @@ cleanup:
 		events_free(d.events);
 	}
 	index_free(d.index);
-	bpfctl_close(d.bpf);
+	node_exit(&d);
 	services_put(d.svcs);
 	if (d.src)
 		d.src->free(d.src);

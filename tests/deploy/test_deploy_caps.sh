@@ -4,9 +4,12 @@
 # testbed with exactly the capabilities deploy/daemonset.yaml adds to the kvsplice container (read
 # from the manifest), every other one out of its bounding set, as uid 0 with no_new_privs (the
 # container's allowPrivilegeEscalation: false), the cgroup2 directory it attaches to mounted
-# read-only (a mount namespace of its own). With them it loads and attaches the BPF programs,
-# pins, registers its listener, serves a client through the ClusterIP, and a restart takes the
-# pinned links over in place. Without any one of them it cannot start: each is needed.
+# read-only (a mount namespace of its own), with the manifest's --node-address (the testbed's
+# node namespace has no proxy address of its own here). With them it puts the address on the
+# node, loads and attaches the BPF programs, pins, registers its listener, serves a client
+# through the ClusterIP; a restart after a crash takes the pinned links over in place; SIGTERM
+# leaves nothing behind. Without any one of them it does not intercept (it says which capability
+# is missing and stays out of the way, not ready): each is needed.
 # Needs root, bpffs and cgroup v2 (the testbed's requirements); skipped otherwise.
 set -u
 cd "$(dirname "$0")/../.."
@@ -32,6 +35,15 @@ PY
 )
 [ -n "$caps" ]
 ok $? "the DaemonSet adds capabilities: $caps" || exit 1
+node_address=$(python3 - <<'PY'
+import yaml
+for d in yaml.safe_load_all(open("deploy/daemonset.yaml")):
+    if d and d["kind"] == "DaemonSet":
+        c = [x for x in d["spec"]["template"]["spec"]["containers"] if x["name"] == "kvsplice"][0]
+        print([a for a in c["args"] if a.startswith("--node-address=")][0])
+PY
+)
+ok $? "the DaemonSet's kvsplice sets the node address up: $node_address" || exit 1
 
 mkdir "$tmp/cgroup2"
 # wrapper NAME CAP...: a program taking kvsplice's flags that runs it as the DaemonSet does: in a
@@ -59,9 +71,13 @@ EOF
 }
 # shellcheck disable=SC2086
 export KVSPLICE=$(wrapper manifest $caps)
-export KVS_WORKER=testworker KVSPLICE_ARGS="--router round-robin --no-events"
-check "testbed up, kvsplice started with only [$caps] and no_new_privs (listener registered)" \
-	tests/node/up.sh --workers 1 --kvsplice || exit 1
+export KVS_WORKER=testworker KVSPLICE_ARGS="--router round-robin --no-events $node_address"
+check "testbed up" tests/node/up.sh --workers 1 --no-kvsplice || exit 1
+ip -n "$NS_NODE" addr del "$PROXY_IP/32" dev lo # kvsplice puts it there
+proxy_addr() { ip -n "$NS_NODE" -o addr show | grep -c " $PROXY_IP/"; }
+check "kvsplice started with only [$caps] and no_new_privs (listener registered)" \
+	kvs_start_kvsplice || exit 1
+expect_eq "it put the proxy address on the node" 1 "$(proxy_addr)"
 pid=$(cat "$(kvs_pid_file)")
 expect_eq "kvsplice's effective capabilities are exactly those" \
 	"$(setpriv --bounding-set=-all$(printf ',+%s' $caps) --inh-caps=-all --no-new-privs -- \
@@ -74,22 +90,28 @@ out=$(tests/node/client.sh curl -s -m 10 -o /dev/null -w '%{http_code}' "http://
 expect_eq "a client pod's request to the ClusterIP is answered" 200 "$out"
 expect_eq "... through kvsplice (BPF rewrote the connect)" $((r0 + 1)) "$(kvs_bpf_stat rewritten)"
 link=$(kvs_link_id link_connect4)
-kvs_stop_kvsplice TERM
-check "restarted with the same capabilities" kvs_start_kvsplice
+kvs_stop_kvsplice KILL
+check "restarted with the same capabilities after SIGKILL" kvs_start_kvsplice
 expect_eq "the restart took the pinned connect4 link over in place" "$link" "$(kvs_link_id link_connect4)"
 bad=$(grep -ciE 'not permitted|EPERM|Failed to bump' "$(kvs_log_file)")
 expect_eq "no permission error in kvsplice's log" 0 "$bad"
 kvs_stop_kvsplice TERM
+ok $([ "$(proxy_addr)" = 0 ] && [ ! -e "$PIN_DIR" ] && echo 0 || echo 1) \
+	"SIGTERM: the address and the pinned state removed with these capabilities ($(ls "$PIN_DIR" 2>&1 | head -n 1))"
 
 for c in $caps; do
 	rest=$(tr ' ' '\n' <<<"$caps" | grep -vx "$c" | tr '\n' ' ')
 	# shellcheck disable=SC2086
 	KVSPLICE=$(wrapper "without-$c" $rest)
 	: >"$(kvs_log_file)"
-	kvs_start_kvsplice >/dev/null 2>&1
-	rc=$?
+	KVSPLICE_WAIT=admin kvs_start_kvsplice >/dev/null 2>&1
+	ready=$(kvs_in "$NS_NODE" curl -s -m 5 -w '%{http_code}' "http://$ADMIN_ADDR/readyz")
+	kvs_intercepting
+	icp=$?
 	kvs_stop_kvsplice TERM
-	ok $([ "$rc" -ne 0 ] && grep -q 'not permitted' "$(kvs_log_file)" && echo 0 || echo 1) \
-		"without $c (only: ${rest:-none}) kvsplice cannot start: $(grep -m1 -o 'BPF: [^(]*' "$(kvs_log_file)")"
+	ok $([ "$icp" -ne 0 ] && [ "$(proxy_addr)" = 0 ] &&
+		grep -q "capability CAP_${c^^} missing" "$(kvs_log_file)" &&
+		[[ $ready == "not ready: capability CAP_${c^^} missing"*503 ]] && echo 0 || echo 1) \
+		"without $c (only: ${rest:-none}) kvsplice does not intercept, sets nothing up, and says: $(grep -m1 -o 'capability CAP_[A-Z_]* missing' "$(kvs_log_file)") (/readyz ${ready: -3})"
 done
 tap_done

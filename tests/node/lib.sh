@@ -118,7 +118,8 @@ kvs_bpf_stat() {
 # attached to that node's client cgroup with that node's pin dir, and waits until its listener is
 # registered. Extra flags: $KVSPLICE_ARGS; another services file: $KVSPLICE_SERVICES;
 # $KVSPLICE_CGROUP: a cgroup to run it in (e.g. the client cgroup, to see that its own connects
-# are never intercepted, as on a node where the programs sit at the root).
+# are never intercepted, as on a node where the programs sit at the root). KVSPLICE_WAIT=admin:
+# wait for its admin server instead (a kvsplice staying out of the way registers no listener).
 kvs_start_kvsplice() {
 	local bin=${KVSPLICE:-$KVS_ROOT/build/kvsplice} i ns=$NS_NODE cg=$CG_CLIENTS pins
 	local pidf log
@@ -136,11 +137,17 @@ kvs_start_kvsplice() {
 	) >>"$log" 2>&1 </dev/null &
 	echo $! >"$pidf"
 	for i in $(seq 100); do
-		kvs_intercepting && return 0
+		if [ "${KVSPLICE_WAIT:-}" = admin ]; then
+			nsenter --net="/run/netns/$ns" -- curl -s -m 1 -o /dev/null \
+				"http://$ADMIN_ADDR/healthz" && return 0
+		else
+			kvs_intercepting && return 0
+		fi
 		kvs_alive "$(cat "$pidf")" || break
 		sleep 0.1
 	done
-	echo "kvsplice${KVS_NODE:+ of node $KVS_NODE} did not register its listener; log:" >&2
+	echo "kvsplice${KVS_NODE:+ of node $KVS_NODE} did not register its listener" \
+		"${KVSPLICE_WAIT:+(or answer on its admin address)}; log:" >&2
 	tail -n 20 "$log" >&2
 	return 1
 }
