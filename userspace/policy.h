@@ -59,7 +59,7 @@ struct policy_cand {
 	/* load */
 	uint32_t local;	       /* requests this router has in flight on it */
 	double remote;	       /* requests others have on it, estimated from its metrics */
-	double waiting;	       /* its queue from its metrics (-1: unknown) */
+	double waiting;	       /* others' requests in its queue, from its metrics (-1: unknown) */
 	double free_blocks;    /* free KV blocks, estimated (-1: unknown) */
 	uint32_t active;       /* distinct blocks of this router's in-flight requests on it */
 	uint32_t fresh;	       /* blocks of this request not among them (filled when

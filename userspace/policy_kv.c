@@ -13,7 +13,8 @@
  *
  * Terms, per candidate: load = requests in flight there (this router's and others', policy.h);
  * avg = the mean load over the candidates; balanced = load <= avg + balance_slack. Hard
- * pressure: its queue is not empty, or load + 1 > max(spill_factor x avg, avg + spill_slack).
+ * pressure: others' requests queue there (its metrics' queue beyond this router's own requests:
+ * those are its backlog, below), or load + 1 > max(spill_factor x avg, avg + spill_slack).
  * Soft pressure: its free KV blocks (estimated) cannot take this request's new blocks, so it
  * would queue it for a moment. Free blocks and the queue come first: the in-flight count alone
  * spills too early and raises TTFT (TARGETS.md). Backlog: the blocks it would compute before this

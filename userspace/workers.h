@@ -107,7 +107,9 @@ int workers_metrics(struct workers *ws, struct worker *w, const struct scrape_me
 void workers_blocks_seen(struct worker *w, uint64_t blocks);
 
 /* Load estimates for w at now_ms (from local counts and fresh metrics; see the top comment):
- * requests others have there, its queue (-1 unknown), its free KV blocks (-1 unknown), its
+ * requests others have there, the part of its queue that is others' (at most what others have
+ * there: a queue of this router's own requests is not counted; -1 unknown), its free KV blocks
+ * (-1 unknown), its
  * capacity in blocks (0 unknown). Capacity: num_gpu_blocks from its metrics, else the most
  * blocks its events showed it holding, at least cap_floor (the caller's prior: the most any
  * worker of the Service was seen holding, since a worker that never filled up shows less than
