@@ -71,9 +71,12 @@ struct evw {
 	bool have_seq;	   /* next_seq is meaningful */
 	uint64_t next_seq; /* the seq expected next */
 	bool replaying;
-	bool initial;	      /* the running replay is an initial sync (from 0) */
-	bool got_replay;      /* the running replay delivered at least one batch */
-	bool skip_initial;    /* after a failed replay: take the stream as it comes */
+	bool initial;	    /* the running replay is an initial sync (from 0) */
+	bool got_replay;    /* the running replay delivered at least one batch */
+	bool skip_initial;  /* after a failed replay: take the stream as it comes */
+	bool pub_lost;	    /* the SUB lost its publisher: blocks dropped, synced again once back */
+	bool check_restart; /* seq_at_loss holds where the stream stood when it was lost */
+	uint64_t seq_at_loss;
 	uint64_t replay_from; /* first seq asked */
 	int64_t deadline_ms;
 	struct pend *pend;
@@ -660,15 +663,12 @@ static void join_sync(struct events *ev, uint32_t id)
 			 w->replay, zmq_strerror(zmq_errno()));
 }
 
-int events_worker_resync(struct events *ev, uint32_t id)
+/* Forgets worker id's blocks and sequence state, abandoning a running replay: what is known of it
+ * can no longer be trusted, and it is to be synced again from seq 0. */
+static void worker_forget(struct events *ev, uint32_t id)
 {
-	struct evw *w;
+	struct evw *w = &ev->w[id];
 
-	if (id >= ev->nw || !ev->w[id].used)
-		return -ENOENT;
-	w = &ev->w[id];
-	log_info("events", "worker %s (id %u): resync: blocks dropped, sync from seq 0", w->name,
-		 id);
 	/* replay answers carry no request id: only a new DEALER keeps the answers to a replay
 	 * asked before (from the old process, or from another start seq) out of the new sync */
 	close_sock(ev, &w->dealer);
@@ -679,8 +679,70 @@ int events_worker_resync(struct events *ev, uint32_t id)
 	w->recall_n = 0;
 	worker_drop(ev, id); /* also lifts a stale mark left by an abandoned gap replay */
 	arm_timer(ev);
+}
+
+int events_worker_resync(struct events *ev, uint32_t id)
+{
+	struct evw *w;
+
+	if (id >= ev->nw || !ev->w[id].used)
+		return -ENOENT;
+	w = &ev->w[id];
+	log_info("events", "worker %s (id %u): resync: blocks dropped, sync from seq 0", w->name,
+		 id);
+	worker_forget(ev, id); /* a restart check pending since a lost publisher stays pending */
 	join_sync(ev, id);
 	return 0;
+}
+
+/* Worker id's SUB lost its publisher (see events.h): its blocks are dropped at once. */
+static void pub_lost(struct events *ev, uint32_t id)
+{
+	struct evw *w = &ev->w[id];
+
+	if (w->pub_lost)
+		return;
+	w->pub_lost = true;
+	w->st.disconnects++;
+	if (w->have_seq) {
+		w->check_restart = true;
+		w->seq_at_loss = w->next_seq;
+	}
+	log_info("events",
+		 "worker %s: connection to its publisher lost: its blocks are dropped "
+		 "until it is back",
+		 w->name);
+	worker_forget(ev, id);
+}
+
+/* Worker id's SUB is connected to its publisher again: synced from 0 as on joining (unless the
+ * live stream already started that). */
+static void pub_back(struct events *ev, uint32_t id)
+{
+	struct evw *w = &ev->w[id];
+
+	if (!w->pub_lost)
+		return;
+	w->pub_lost = false;
+	log_info("events", "worker %s: publisher connected again: synced from seq 0", w->name);
+	if (!w->replaying && !w->have_seq)
+		join_sync(ev, id);
+}
+
+/* Worker id's stream has a position again after its publisher was lost: one below where it stood
+ * then is a new process (a restart); one at or past it the same process (its cache still there,
+ * what it published meanwhile replayed). */
+static void loss_check(struct evw *w)
+{
+	if (!w->check_restart || !w->have_seq)
+		return;
+	w->check_restart = false;
+	if (w->next_seq < w->seq_at_loss) {
+		w->st.restarts++;
+		log_info("events", "worker %s: its sequence went back from %llu to %llu: restarted",
+			 w->name, (unsigned long long)w->seq_at_loss,
+			 (unsigned long long)w->next_seq);
+	}
 }
 
 /* Applies the queued live batches in order, until drained or a new replay starts. A batch that
@@ -724,6 +786,7 @@ static void replay_done(struct events *ev, uint32_t id, bool ok, const char *why
 	w->replaying = false;
 	if (ok) {
 		w->st.replays_ok++;
+		loss_check(w);
 		index_write_lock(ev->idx);
 		index_worker_set_stale(ev->idx, id, false);
 		index_write_unlock(ev->idx);
@@ -814,6 +877,7 @@ static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void 
 		}
 		w->have_seq = true;
 		w->next_seq = seq;
+		loss_check(w);
 	} else if (seq > w->next_seq) {
 		w->st.gaps++;
 		log_warn("events", "worker %s: seq gap, expected %llu got %llu", w->name,
@@ -934,9 +998,11 @@ static bool readable(void *s)
 	return s && !zmq_getsockopt(s, ZMQ_EVENTS, &e, &l) && (e & ZMQ_POLLIN);
 }
 
-/* One monitor event of sk (see struct evsock): [event u16, value u32][endpoint]. */
-static void sock_event(struct events *ev, struct evsock *sk, zmq_msg_t *parts, int np)
+/* One monitor event of worker id's socket sk (see struct evsock): [event u16, value u32]
+ * [endpoint]. */
+static void sock_event(struct events *ev, uint32_t id, struct evsock *sk, zmq_msg_t *parts, int np)
 {
+	bool sub = sk == &ev->w[id].sub;
 	uint16_t e;
 
 	if (np < 1 || zmq_msg_size(&parts[0]) < sizeof(e))
@@ -952,10 +1018,18 @@ static void sock_event(struct events *ev, struct evsock *sk, zmq_msg_t *parts, i
 		break;
 	case ZMQ_EVENT_CONNECTED:
 		sk->hs_failed = false;
-		/* fall through */
+		sk->lost = false;
+		if (sub)
+			pub_back(ev, id);
+		break;
 	case ZMQ_EVENT_CONNECT_DELAYED:
 	case ZMQ_EVENT_CONNECT_RETRIED:
-		sk->lost = false; /* libzmq reconnects by itself */
+		/* libzmq reconnects by itself: the peer closed the connection (its process died
+		 * or restarted, or the network cut it), not libzmq for a frame it refused (that
+		 * one it does not reconnect: relink) */
+		if (sub && sk->lost)
+			pub_lost(ev, id);
+		sk->lost = false;
 		break;
 	case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
 	case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
@@ -965,8 +1039,8 @@ static void sock_event(struct events *ev, struct evsock *sk, zmq_msg_t *parts, i
 	}
 }
 
-/* Handles up to *budget monitor events of sk. */
-static void drain_monitor(struct events *ev, struct evsock *sk, int *budget)
+/* Handles up to *budget monitor events of worker id's socket sk. */
+static void drain_monitor(struct events *ev, uint32_t id, struct evsock *sk, int *budget)
 {
 	zmq_msg_t parts[2];
 	int np, total;
@@ -976,7 +1050,7 @@ static void drain_monitor(struct events *ev, struct evsock *sk, int *budget)
 		if (!total)
 			break;
 		(*budget)--;
-		sock_event(ev, sk, parts, np);
+		sock_event(ev, id, sk, parts, np);
 		for (int i = 0; i < np; i++)
 			zmq_msg_close(&parts[i]);
 	}
@@ -1020,8 +1094,8 @@ static void drain_worker(struct events *ev, uint32_t id, int *budget)
 	zmq_msg_t parts[4];
 	int np, total;
 
-	drain_monitor(ev, &w->sub, budget);
-	drain_monitor(ev, &w->dealer, budget);
+	drain_monitor(ev, id, &w->sub, budget);
+	drain_monitor(ev, id, &w->dealer, budget);
 	while (*budget > 0 && w->used && readable(w->dealer.s)) {
 		np = recv_parts(w->dealer.s, parts, 4, &total);
 		if (!total)
@@ -1161,6 +1235,10 @@ int events_metrics(const struct events *ev, struct buf *out)
 	     F(restarts), NULL},
 	    {"kvsplice_kv_worker_drops_total",
 	     "Times a worker's blocks were dropped as untrustworthy.", "counter", F(drops), NULL},
+	    {"kvsplice_kv_disconnects_total",
+	     "Connections to the worker's publisher lost (its blocks dropped, synced again when "
+	     "back).",
+	     "counter", F(disconnects), NULL},
 	    {"kvsplice_kv_decode_errors_total", "Input that did not decode, by what.", "counter",
 	     F(bad_frames), "what=\"frames\""},
 	    {"kvsplice_kv_decode_errors_total", NULL, NULL, F(bad_batches), "what=\"batch\""},
@@ -1258,7 +1336,7 @@ int events_debug_json(const struct events *ev, struct buf *out)
 		    "\"gaps\":%llu,\"replays_ok\":%llu,\"replays_failed\":%llu,\"restarts\":%llu,"
 		    "\"drops\":%llu,\"bad_frames\":%llu,\"bad_batches\":%llu,\"bad_events\":%llu,"
 		    "\"unknown_events\":%llu,\"pending_bytes\":%zu,\"oversized\":%llu,"
-		    "\"queue_overflows\":%llu,\"dropped_queued\":%llu}",
+		    "\"queue_overflows\":%llu,\"dropped_queued\":%llu,\"disconnects\":%llu}",
 		    w->replaying && w->initial ? "syncing"
 		    : w->replaying	       ? "replaying"
 		    : w->have_seq	       ? "live"
@@ -1274,7 +1352,8 @@ int events_debug_json(const struct events *ev, struct buf *out)
 		    (unsigned long long)w->st.oversized,
 		    (unsigned long long)(w->st.overflow_batches + w->st.overflow_bytes +
 					 w->st.overflow_total),
-		    (unsigned long long)w->st.dropped_queued);
+		    (unsigned long long)w->st.dropped_queued,
+		    (unsigned long long)w->st.disconnects);
 		first = 0;
 	}
 	rc |= buf_puts(out, "],\"index\":");

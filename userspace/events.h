@@ -20,7 +20,13 @@
  *     seq 0xFFFFFFFFFFFFFFFF). Replay complete: stale mark lifted, queue applied. No replay
  *     endpoint, a replay that does not reach back to the gap, a timeout or a full queue: the
  *     worker's blocks are dropped (never trusted) and ingest goes on from the live stream;
- *   - seq <  expected: the worker restarted: its blocks are dropped, then as a first batch.
+ *   - seq <  expected: the worker restarted: its blocks are dropped, then as a first batch;
+ *   - the publisher's connection lost (the SUB's monitor reports DISCONNECTED, and libzmq
+ *     reconnecting: the worker process died or closed it, or the network cut it; not a frame
+ *     refused for size, see below): its blocks are dropped at once (a dead worker's cache is
+ *     gone, and whatever it publishes meanwhile is lost to us) and its sequence forgotten; once
+ *     connected again it is synced from 0 as on joining. A stream that then starts below where
+ *     it stood is counted as a restart.
  * A removed worker's blocks are dropped and its sockets closed. Whatever does not decode (frames,
  * batch, single events) is counted and skipped; nothing here blocks or aborts.
  *
@@ -148,6 +154,7 @@ struct events_worker_stats {
 	 * worker's bytes (max_pending_bytes), by all workers' bytes (max_pending_total_bytes) */
 	uint64_t overflow_batches, overflow_bytes, overflow_total;
 	uint64_t dropped_queued; /* live batches discarded with those queues */
+	uint64_t disconnects;	 /* the publisher's connection lost (blocks dropped) */
 	bool have_seq, replaying;
 	size_t pending;	      /* live batches queued now */
 	size_t pending_bytes; /* their payload bytes */

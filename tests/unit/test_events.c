@@ -2,7 +2,8 @@
 // events: the decoder on payloads built with msgpack-c's packer (both encodings, every hash
 // encoding, optional and unknown fields, malformed input), and the runtime against real ZMQ
 // sockets on 127.0.0.1 (a PUB and a ROUTER played by this test): in-order ingest, a gap
-// recovered by replay, a gap with a replay that cannot fill it, a restart, bad frames; the size
+// recovered by replay, a gap with a replay that cannot fill it, a restart, bad frames, the
+// publisher's connection lost and back (a new process, or the same one); the size
 // bounds: frames above EVENTS_MAX_PAYLOAD from the publisher and from the replay endpoint, and
 // the live queue bounded in bytes per worker and over all workers during replays.
 #include <errno.h>
@@ -895,12 +896,14 @@ static void second_gap_tests(void)
 	publish(&p, 8);
 	pump(ev, 150);
 	events_worker_stats(ev, 1, &st);
-	CHECK(st.replaying && st.pending == 4, "2nd gap: 4, 5, 7, 8 queued during the replay (%llu)",
+	CHECK(st.replaying && st.pending == 4,
+	      "2nd gap: 4, 5, 7, 8 queued during the replay (%llu)",
 	      (unsigned long long)st.pending);
 	EQ(serve_replay(&p, 4, 1000), 3, "2nd gap: first replay from 3, answers 3");
 	pump(ev, 200);
 	events_worker_stats(ev, 1, &st);
-	CHECK(st.replaying && st.gaps == 2, "2nd gap: 7 after 5 seen while draining, a replay again");
+	CHECK(st.replaying && st.gaps == 2,
+	      "2nd gap: 7 after 5 seen while draining, a replay again");
 	EQ(serve_replay(&p, 7, 1000), 6, "2nd gap: second replay from 6, answers 6");
 	pump(ev, 200);
 	events_worker_stats(ev, 1, &st);
@@ -1468,6 +1471,101 @@ static void queue_bytes_tests(void)
 	peer_close(&q);
 }
 
+/* Closes p's publisher and opens a new one on the same address (a worker process replaced). */
+static void pub_replace(struct peer *p, bool reopen)
+{
+	int zero = 0, one = 1;
+
+	zmq_close(p->pub);
+	p->pub = NULL;
+	if (!reopen)
+		return;
+	p->pub = zmq_socket(p->ctx, ZMQ_XPUB);
+	zmq_setsockopt(p->pub, ZMQ_XPUB_VERBOSE, &one, sizeof(one));
+	zmq_setsockopt(p->pub, ZMQ_LINGER, &zero, sizeof(zero));
+	/* the old socket is closed by libzmq's I/O thread: its port may not be free at once */
+	for (int i = 0; i < 100 && zmq_bind(p->pub, p->pub_ep); i++) {
+		struct timespec ts = {0, 10 * 1000000L};
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* serve_replay while ev runs: the request is sent from ev's loop. */
+static int serve_replay_pumping(struct events *ev, struct peer *p, uint64_t upto, int ms)
+{
+	for (int t = 0; t < ms; t += 20) {
+		int start = serve_replay(p, upto, 0);
+
+		if (start >= 0)
+			return start;
+		pump(ev, 20);
+	}
+	return -1;
+}
+
+/* The connection to the publisher lost (its process died): the worker's blocks dropped at once,
+ * not when a new process shows a lower sequence; once a publisher is back, a sync from 0; a new
+ * process (its sequence below where the old one stood) counted as a restart, the same process
+ * coming back (its sequence past that) not. */
+static void publisher_loss_tests(void)
+{
+	struct index_cfg icfg = {.max_workers = 4};
+	struct index *idx = index_create(&icfg);
+	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 2000};
+	struct events *ev = events_create(&ecfg);
+	struct events_worker_stats st;
+	struct peer p = {0};
+
+	peer_open_as(&p, ZMQ_XPUB);
+	for (uint64_t s = 0; s < 10; s++)
+		make_batch(&p, s);
+	EQ(events_worker_add(ev, 0, "w", p.pub_ep, p.rep_ep, "kv"), 0, "worker added");
+	EQ(serve_replay(&p, 0, 2000), 0, "initial sync from 0 (an empty buffer)");
+	CHECK(wait_subscribed(ev, &p, 3000), "subscribed");
+	for (uint64_t s = 0; s < 5; s++)
+		publish(&p, s);
+	pump(ev, 200);
+	EQ(depth_of(idx, 0, 40), 5, "5 batches applied");
+
+	pub_replace(&p, false); /* the worker process dies */
+	pump(ev, 300);
+	events_worker_stats(ev, 0, &st);
+	CHECK(
+	    st.disconnects == 1 && st.drops == 1 && !st.have_seq,
+	    "publisher gone: counted, blocks dropped, sequence forgotten (disconnects %llu, drops "
+	    "%llu)",
+	    (unsigned long long)st.disconnects, (unsigned long long)st.drops);
+	EQ(depth_of(idx, 0, 40), 0, "its blocks left the index at once");
+	CHECK(debug_has(ev, "\"disconnects\":1"), "/debug/index shows the disconnect");
+
+	pub_replace(&p, true); /* a new process on the same address, its buffer 0..1 */
+	EQ(serve_replay_pumping(ev, &p, 2, 3000), 0, "publisher back: synced from seq 0");
+	pump(ev, 200);
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.restarts == 1 && st.next_seq == 2 && !st.replaying,
+	      "its sequence stands below where it was: a restart (restarts %llu, next %llu)",
+	      (unsigned long long)st.restarts, (unsigned long long)st.next_seq);
+	EQ(depth_of(idx, 0, 40), 2, "the new process's blocks from its buffer");
+	CHECK(wait_subscribed(ev, &p, 3000), "subscribed again");
+	publish(&p, 2);
+	publish(&p, 3);
+	pump(ev, 200);
+	EQ(depth_of(idx, 0, 40), 4, "its live batches applied");
+
+	pub_replace(&p, true); /* the same process: the connection cut and made again */
+	EQ(serve_replay_pumping(ev, &p, 6, 3000), 0, "cut and back: synced from seq 0 again");
+	pump(ev, 200);
+	events_worker_stats(ev, 0, &st);
+	CHECK(st.disconnects == 2 && st.restarts == 1 && st.next_seq == 6,
+	      "its sequence went on (next %llu): not a restart (restarts %llu)",
+	      (unsigned long long)st.next_seq, (unsigned long long)st.restarts);
+	EQ(depth_of(idx, 0, 40), 6, "all it holds, from its buffer");
+	events_free(ev);
+	index_free(idx);
+	peer_close(&p);
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++)
@@ -1481,5 +1579,6 @@ int main(void)
 	sync_services_tests();
 	oversized_tests();
 	queue_bytes_tests();
+	publisher_loss_tests();
 	return tap_done();
 }
