@@ -123,7 +123,7 @@ struct tcache {
 struct pinst {
 	const struct policy_ops *ops;
 	void *st;
-	bool ready;	  /* created */
+	bool ready; /* created */
 	uint64_t *decisions[POLICY_REASON_MAX];
 };
 
@@ -257,7 +257,8 @@ static void worker_collector(struct buf *out, void *arg)
 	    "kvsplice_worker_waiting",	       "kvsplice_worker_free_blocks",
 	    "kvsplice_worker_capacity_blocks", "kvsplice_worker_routed_total",
 	    "kvsplice_worker_scrape_failures", "kvsplice_worker_restarts_total",
-	    "kvsplice_worker_prefill_blocks"};
+	    "kvsplice_worker_prefill_blocks",  "kvsplice_worker_down",
+	    "kvsplice_worker_downs_total"};
 	static const char *const help[] = {
 	    "Requests this kvsplice has in flight on the worker.",
 	    "Requests others have on the worker, estimated from its metrics.",
@@ -267,12 +268,14 @@ static void worker_collector(struct buf *out, void *arg)
 	    "Requests routed to the worker.",
 	    "Consecutive failed scrapes of the worker's metrics.",
 	    "New worker processes seen in its metrics (its index is then synced again).",
-	    "KV blocks its requests from here owe before their first response byte."};
+	    "KV blocks its requests from here owe before their first response byte.",
+	    "1 while the worker is avoided as down (its scrapes or its connects failed).",
+	    "Times the worker went down (its connects or its scrapes failed)."};
 	_Static_assert(sizeof(names) == sizeof(help), "a help line per worker metric");
 
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
 		buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", names[k], help[k], names[k],
-			   k == 5 || k == 7 ? "counter" : "gauge");
+			   k == 5 || k == 7 || k == 10 ? "counter" : "gauge");
 		for (uint32_t i = 0; i < workers_count(r->ws); i++) {
 			struct worker *w = workers_at(r->ws, i);
 			double rem, wait, fb, cap, v = 0;
@@ -307,6 +310,12 @@ static void worker_collector(struct buf *out, void *arg)
 				break;
 			case 8:
 				v = w->prefill;
+				break;
+			case 9:
+				v = workers_down(w);
+				break;
+			case 10:
+				v = (double)w->downs;
 				break;
 			}
 			buf_printf(out, "%s{worker=\"", names[k]);
@@ -443,8 +452,8 @@ static struct pinst *policy_of(struct router *r, const struct service *svc)
 		return r->pol;
 	if (!p->ready) {
 		if (p->ops->create && p->ops->create(&r->kv, &p->st) < 0) {
-			log_warn("router", "service %s: policy %s: out of memory, %s used", svc->name,
-				 svc->policy, r->pol->ops->name);
+			log_warn("router", "service %s: policy %s: out of memory, %s used",
+				 svc->name, svc->policy, r->pol->ops->name);
 			return r->pol;
 		}
 		p->ready = true;
@@ -639,11 +648,11 @@ static void read_request(struct router *r, const struct router_request *req, str
 	if (ep == OPENAI_NONE)
 		return;
 	f->wants_usage = true;
-	f->view =
-	    f->pol->ops->source == POLICY_SRC_APPROX || (!r->idx && f->pol->ops->source != POLICY_SRC_NONE)
-		? VIEW_APPROX
-	    : f->pol->ops->source == POLICY_SRC_EVENTS ? VIEW_EVENTS
-						  : VIEW_NONE;
+	f->view = f->pol->ops->source == POLICY_SRC_APPROX ||
+			  (!r->idx && f->pol->ops->source != POLICY_SRC_NONE)
+		      ? VIEW_APPROX
+		  : f->pol->ops->source == POLICY_SRC_EVENTS ? VIEW_EVENTS
+							     : VIEW_NONE;
 	mt = models_find(r->models, NULL);
 	openai_req_free(&r->oq);
 	rc = openai_parse_cached(mt ? mt->tok : NULL, tcache_of(r, mt ? mt->tok : NULL), ep,
@@ -731,6 +740,7 @@ static int64_t cached_of(const struct router *r, uint32_t d, uint32_t n)
  * left). Returns their number, or -ENOMEM. */
 static long candidates(struct router *r, const struct service *svc, uint64_t tried)
 {
+	uint64_t now = clock_ms();
 	size_t n = 0;
 
 	if (scratch(r, svc->nendpoints, 0))
@@ -742,7 +752,8 @@ static long candidates(struct router *r, const struct service *svc, uint64_t tri
 
 			if (tried & (1ULL << (k % 64)))
 				continue;
-			if (pass == 0 && ((w && workers_down(w)) || svc->endpoints[k].terminating))
+			if (pass == 0 &&
+			    ((w && workers_avoid(w, now)) || svc->endpoints[k].terminating))
 				continue;
 			memset(&r->cand[n], 0, sizeof(r->cand[n]));
 			r->cand[n].ep = (uint32_t)k;
@@ -959,6 +970,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 	}
 	w = workers_at(r->ws, r->cand_slot[ch.cand]);
 	if (w) {
+		workers_probe(w, clock_ms()); /* down by its connects: this request is its probe */
 		if (workers_flight_add(r->ws, w->slot, f->chain, f->n) == 0) {
 			uint32_t d = v.c[ch.cand].depth;
 
@@ -1043,6 +1055,44 @@ void router_first_byte(struct router *r, struct router_ticket *t)
 bool router_wants_usage(const struct router *r, const struct router_ticket *t)
 {
 	return t->flight && r->fl[t->flight - 1].wants_usage;
+}
+
+/* The worker of t's current attempt, or NULL. */
+static struct worker *ticket_worker(const struct router *r, const struct router_ticket *t)
+{
+	const struct flight *f = t->flight ? &r->fl[t->flight - 1] : NULL;
+
+	return f && f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
+}
+
+void router_connect_failed(struct router *r, const struct router_ticket *t)
+{
+	struct worker *w = ticket_worker(r, t);
+
+	if (!w)
+		return;
+	if (!w->backoff_ms)
+		log_info("router", "worker %s: connect failed: down, retried with backoff",
+			 w->name);
+	workers_connect_failed(w, clock_ms());
+}
+
+void router_connect_ok(struct router *r, const struct router_ticket *t)
+{
+	struct worker *w = ticket_worker(r, t);
+
+	if (!w)
+		return;
+	if (w->backoff_ms)
+		log_info("router", "worker %s: connected again: up", w->name);
+	workers_connect_ok(w);
+}
+
+bool router_ticket_hung(const struct router *r, const struct router_ticket *t)
+{
+	const struct worker *w = ticket_worker(r, t);
+
+	return w && workers_scrape_down(w);
 }
 
 void router_done(struct router *r, struct router_ticket *t, const struct router_outcome *o)
@@ -1142,9 +1192,9 @@ int router_debug_json(const struct router *r, struct buf *out)
 
 			rc |= buf_printf(out, "%s{\"endpoint\":", k ? "," : "");
 			rc |= buf_json_str(out, c->ep, strlen(c->ep));
-			rc |= buf_printf(out,
-					 ",\"depth\":%u,\"keys\":%u,\"load\":%.6g,\"prefill_blocks\":%u",
-					 c->depth, c->keys, c->load, c->prefill);
+			rc |= buf_printf(
+			    out, ",\"depth\":%u,\"keys\":%u,\"load\":%.6g,\"prefill_blocks\":%u",
+			    c->depth, c->keys, c->load, c->prefill);
 			rc |= json_num(out, "waiting", c->waiting);
 			rc |= json_num(out, "free_blocks", c->free_blocks);
 			rc |= buf_printf(out, ",\"score\":%.6g,\"chosen\":%s}", c->score,
@@ -1159,8 +1209,7 @@ int router_debug_json(const struct router *r, struct buf *out)
 int router_workers_json(const struct router *r, struct buf *out)
 {
 	uint64_t t = clock_ms();
-	int rc = buf_printf(out, "{\"router\":\"%s\",\"workers\":[", r->pol->ops->name),
-	    first = 1;
+	int rc = buf_printf(out, "{\"router\":\"%s\",\"workers\":[", r->pol->ops->name), first = 1;
 
 	for (uint32_t i = 0; i < workers_count(r->ws); i++) {
 		struct worker *w = workers_at(r->ws, i);
@@ -1171,12 +1220,11 @@ int router_workers_json(const struct router *r, struct buf *out)
 		workers_load(r->ws, w, t, 0, &rem, &wait, &fb, &cap);
 		rc |= buf_printf(out, "%s{\"name\":", first ? "" : ",");
 		rc |= buf_json_str(out, w->name, strlen(w->name));
-		rc |=
-		    buf_printf(out,
-			       ",\"slot\":%u,\"events_id\":%d,\"inflight\":%u,\"prefill_blocks\":%u,"
-			       "\"active_blocks\":%u,\"remote_requests\":%.6g",
-			       w->slot, w->events_id, w->inflight, w->prefill,
-			       workers_active(r->ws, w), rem);
+		rc |= buf_printf(
+		    out,
+		    ",\"slot\":%u,\"events_id\":%d,\"inflight\":%u,\"prefill_blocks\":%u,"
+		    "\"active_blocks\":%u,\"remote_requests\":%.6g",
+		    w->slot, w->events_id, w->inflight, w->prefill, workers_active(r->ws, w), rem);
 		rc |= json_num(out, "waiting", wait);
 		rc |= json_num(out, "free_blocks", fb);
 		rc |= json_num(out, "capacity_blocks", cap > 0 ? cap : -1);
@@ -1185,11 +1233,22 @@ int router_workers_json(const struct router *r, struct buf *out)
 		rc |=
 		    buf_printf(out,
 			       ",\"metrics_age_ms\":%lld,\"scrapes\":%llu,\"scrape_failures\":%u,"
-			       "\"scrape_error\":%d,\"down\":%s,\"restarts\":%llu,\"routed\":%llu}",
+			       "\"scrape_error\":%d,\"down\":%s,\"restarts\":%llu,\"routed\":%llu,",
 			       w->have_metrics ? (long long)(t - w->metrics_ms) : -1LL,
 			       (unsigned long long)w->scrapes, w->scrape_fails, w->scrape_err,
 			       workers_down(w) ? "true" : "false", (unsigned long long)w->restarts,
 			       (unsigned long long)w->routed);
+		rc |= buf_printf(out,
+				 "\"down_by\":%s,\"connect_failures\":%u,\"backoff_ms\":%u,"
+				 "\"retry_in_ms\":%lld,\"downs\":%llu}",
+				 workers_scrape_down(w) && w->connect_down ? "\"scrapes+connects\""
+				 : workers_scrape_down(w)		   ? "\"scrapes\""
+				 : w->connect_down			   ? "\"connects\""
+									   : "null",
+				 w->connect_fails, w->backoff_ms,
+				 w->backoff_ms && w->retry_ms > t ? (long long)(w->retry_ms - t)
+								  : 0LL,
+				 (unsigned long long)w->downs);
 		first = 0;
 	}
 	rc |= buf_puts(out, "]}\n");

@@ -137,6 +137,16 @@ bool router_wants_usage(const struct router *r, const struct router_ticket *t);
  * read as prefill backlog). Idempotent; a zeroed t is a no-op. */
 void router_first_byte(struct router *r, struct router_ticket *t);
 
+/* A connect to the endpoint of t's current attempt failed (refused, timed out, unreachable): its
+ * worker is down and requests avoid it, retried with backoff (workers.h). Call before the retry's
+ * router_pick. A zeroed t is a no-op. */
+void router_connect_failed(struct router *r, const struct router_ticket *t);
+/* A connect to t's endpoint succeeded: its worker is up again as far as connects go. */
+void router_connect_ok(struct router *r, const struct router_ticket *t);
+/* Is the worker of t's current attempt down by its scrapes (its metrics unanswered: gone or
+ * hung)? The proxy then gives up on a request that has no answer from it yet. */
+bool router_ticket_hung(const struct router *r, const struct router_ticket *t);
+
 /* The request of t ended (answered, failed, or the client left): releases its load accounting,
  * completes its record and its metrics. Zeroes t. A zeroed t is a no-op. */
 void router_done(struct router *r, struct router_ticket *t, const struct router_outcome *o);

@@ -284,6 +284,17 @@ uint32_t workers_active_depth(const struct workers *ws, const struct worker *w,
 	return d;
 }
 
+/* The worker answered a scrape (with metrics or not): it is reachable and its API answers, so
+ * neither reason to be down is left; its backoff starts over. */
+static void reached(struct worker *w)
+{
+	w->scrape_fails = 0;
+	w->connect_down = false;
+	w->connect_fails = 0;
+	w->backoff_ms = 0;
+	w->retry_ms = 0;
+}
+
 int workers_metrics(struct workers *ws, struct worker *w, const struct scrape_metrics *m, int err,
 		    uint64_t now_ms)
 {
@@ -298,7 +309,14 @@ int workers_metrics(struct workers *ws, struct worker *w, const struct scrape_me
 				   err == -ENETUNREACH;
 
 		w->scrape_err = err;
-		w->scrape_fails = unreachable ? w->scrape_fails + 1 : 0;
+		if (unreachable) {
+			bool was = workers_down(w);
+
+			w->scrape_fails++;
+			w->downs += !was && workers_down(w);
+		} else {
+			reached(w);
+		}
 		return 0;
 	}
 	if (w->have_metrics && ((m->start_time > 0 && w->m.start_time > 0 &&
@@ -314,7 +332,7 @@ int workers_metrics(struct workers *ws, struct worker *w, const struct scrape_me
 	w->inflight_at_metrics = w->inflight;
 	w->active_at_metrics = workers_active(ws, w);
 	w->scrape_err = 0;
-	w->scrape_fails = 0;
+	reached(w);
 	return restarted;
 }
 
@@ -370,7 +388,45 @@ void workers_blocks_seen(struct worker *w, uint64_t blocks)
 		w->max_blocks_seen = blocks;
 }
 
-bool workers_down(const struct worker *w)
+bool workers_scrape_down(const struct worker *w)
 {
 	return w->scrape_fails >= WORKERS_DOWN_AFTER;
+}
+
+bool workers_down(const struct worker *w)
+{
+	return w->connect_down || workers_scrape_down(w);
+}
+
+bool workers_avoid(const struct worker *w, uint64_t now_ms)
+{
+	return workers_scrape_down(w) || (w->connect_down && now_ms < w->retry_ms);
+}
+
+void workers_connect_failed(struct worker *w, uint64_t now_ms)
+{
+	w->downs += !workers_down(w);
+	w->connect_down = true;
+	w->connect_fails++;
+	if (!w->backoff_ms)
+		w->backoff_ms = WORKERS_BACKOFF_MIN_MS;
+	else if (w->backoff_ms < WORKERS_BACKOFF_MAX_MS / 2)
+		w->backoff_ms *= 2;
+	else
+		w->backoff_ms = WORKERS_BACKOFF_MAX_MS;
+	w->retry_ms = now_ms + w->backoff_ms;
+}
+
+void workers_connect_ok(struct worker *w)
+{
+	w->connect_down = false;
+	w->connect_fails = 0;
+	w->backoff_ms = 0;
+	w->retry_ms = 0;
+}
+
+void workers_probe(struct worker *w, uint64_t now_ms)
+{
+	if (w->connect_down)
+		w->retry_ms = now_ms + w->backoff_ms;
 }

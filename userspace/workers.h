@@ -15,6 +15,22 @@
  *   - the difference: requests and blocks others hold there = metrics at scrape time minus what
  *     this router had there at that moment; trusted for WORKERS_METRICS_FRESH_MS.
  *
+ * Down, and retried with backoff. A worker is down for one of two reasons, both in one state:
+ *   - its connects: a connect of the proxy to it failed (refused, timed out, unreachable): down
+ *     at once. Requests avoid it for a backoff, WORKERS_BACKOFF_MIN_MS at first, doubled by
+ *     every connect that fails while it is down, up to WORKERS_BACKOFF_MAX_MS; once the backoff
+ *     is over, one request goes there as a probe (workers_probe starts the next wait). A connect
+ *     that succeeds lifts this reason and resets the backoff.
+ *   - its scrapes: its last WORKERS_DOWN_AFTER scrapes could not reach it (gone, or hung: its
+ *     kernel still accepts connects, its API answers nothing). Requests avoid it for as long as
+ *     that lasts: the scrapes, every scrape interval, are its probes (a request sent there would
+ *     hang with them); a good connect does not lift this reason.
+ * A scrape that reaches the worker (its metrics, or any HTTP answer) lifts both: it connects and
+ * answers. Requests go to a down worker only when no endpoint of the Service is up. Without this,
+ * a worker that refuses connections (a vLLM shutting down, its listener gone) would cost every
+ * request routed there a failed connect, and a hung one would take new requests until they time
+ * out.
+ *
  * Not thread-safe: the loop thread owns it. */
 #ifndef KVS_WORKERS_H
 #define KVS_WORKERS_H
@@ -39,6 +55,15 @@
 #ifndef WORKERS_DOWN_AFTER
 #define WORKERS_DOWN_AFTER 3
 #endif
+/* First wait before a down worker is tried again, ms. */
+#ifndef WORKERS_BACKOFF_MIN_MS
+#define WORKERS_BACKOFF_MIN_MS 500
+#endif
+/* Longest wait between two tries of a down worker (so one that comes back is seen within it),
+ * ms. */
+#ifndef WORKERS_BACKOFF_MAX_MS
+#define WORKERS_BACKOFF_MAX_MS 10000
+#endif
 
 struct worker {
 	char name[2 * DISCOVERY_NAME_MAX + 2]; /* "service/endpoint" */
@@ -59,6 +84,13 @@ struct worker {
 	uint32_t scrape_fails;	      /* consecutive scrapes that could not reach it */
 	int scrape_err;		      /* last error (0: the last scrape worked) */
 	uint64_t scrapes, restarts;
+	/* down (see the top): by a failed connect; its backoff (0: not down by its connects) and
+	 * when it ends; consecutive failed connects; times it went down (either reason) */
+	bool connect_down;
+	uint32_t backoff_ms;
+	uint64_t retry_ms;
+	uint32_t connect_fails;
+	uint64_t downs;
 	/* most blocks its events ever showed it holding (its capacity, learned) */
 	uint64_t max_blocks_seen;
 	/* its responses have carried usage.prompt_tokens_details.cached_tokens */
@@ -97,7 +129,8 @@ uint32_t workers_active(const struct workers *ws, const struct worker *w);
 uint32_t workers_active_depth(const struct workers *ws, const struct worker *w,
 			      const uint64_t *chain, size_t n);
 
-/* Records a scrape result for w (m NULL: failed with err). Returns 1 when it shows a new worker
+/* Records a scrape result for w (m NULL: failed with err; one that reached it, with or without
+ * metrics, lifts both reasons to be down: see the top). Returns 1 when it shows a new worker
  * process (start time changed, or counters went back): the caller resyncs its events; else 0. */
 int workers_metrics(struct workers *ws, struct worker *w, const struct scrape_metrics *m, int err,
 		    uint64_t now_ms);
@@ -122,6 +155,19 @@ void workers_load(const struct workers *ws, const struct worker *w, uint64_t now
 
 /* True when w could not be reached by its last WORKERS_DOWN_AFTER scrapes (refused, timed out,
  * reset, unreachable); a worker that answers without vLLM metrics is not down. */
+bool workers_scrape_down(const struct worker *w);
+/* True when w is down, by its scrapes or by a failed connect (see the top). */
 bool workers_down(const struct worker *w);
+/* Should a request avoid w at now_ms? While it is down by its scrapes, and while it is down by
+ * its connects until its backoff is over (then a request may go as the probe: workers_probe). */
+bool workers_avoid(const struct worker *w, uint64_t now_ms);
+
+/* A connect to w failed (refused, timed out, unreachable): down at once, its backoff grown. */
+void workers_connect_failed(struct worker *w, uint64_t now_ms);
+/* A connect to w succeeded: no longer down by its connects (up unless its scrapes fail). */
+void workers_connect_ok(struct worker *w);
+/* A request goes to w (router_pick): if w is down by its connects, this is its probe and the
+ * next one waits another backoff. No-op otherwise. */
+void workers_probe(struct worker *w, uint64_t now_ms);
 
 #endif

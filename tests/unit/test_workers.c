@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: Apache-2.0
+/* workers: when a worker is down and when it is tried again. A table of steps {op, time, expected
+ * state, description} drives one worker through failed connects (down at once, backoff doubling
+ * from WORKERS_BACKOFF_MIN_MS to WORKERS_BACKOFF_MAX_MS, one probe per backoff), a connect that
+ * works (up, backoff reset), failed scrapes (down after WORKERS_DOWN_AFTER, up at the next good
+ * one, which also lifts a down by connects) and both reasons at once; then the router on three
+ * endpoints: a worker whose connect failed is left out of the next decisions, gets one probe
+ * request once its backoff is over, and is back after a good connect. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "router.h"
+#include "tap.h"
+#include "workers.h"
+
+enum op { FAIL, OK, PROBE, SCRAPE_FAIL, SCRAPE_OK, CHECK };
+
+struct step {
+	enum op op;
+	uint64_t t;	  /* ms */
+	bool down, avoid; /* expected after the step, at time t */
+	uint32_t backoff; /* expected backoff, ms */
+	const char *what;
+};
+
+#define MIN WORKERS_BACKOFF_MIN_MS
+static const struct step steps[] = {
+    {CHECK, 0, false, false, 0, "a new worker is up"},
+    {FAIL, 1000, true, true, MIN, "a failed connect: down at once, first backoff"},
+    {CHECK, 1000 + MIN - 1, true, true, MIN, "avoided until the backoff is over"},
+    {CHECK, 1000 + MIN, true, false, MIN, "then a request may go (the probe)"},
+    {PROBE, 1000 + MIN, true, true, MIN, "the probe sent: the next one waits another backoff"},
+    {FAIL, 1000 + MIN + 5, true, true, 2 * MIN, "the probe failed: backoff doubled"},
+    {CHECK, 1000 + 3 * MIN + 4, true, true, 2 * MIN, "avoided for the doubled backoff"},
+    {CHECK, 1000 + 3 * MIN + 5, true, false, 2 * MIN, "then probed again"},
+    {FAIL, 2000, true, true, 4 * MIN, "doubled again"},
+    {OK, 2100, false, false, 0, "a connect that works: up, backoff reset"},
+    {PROBE, 2100, false, false, 0, "a request to an up worker is no probe"},
+    {FAIL, 3000, true, true, MIN, "down again: the backoff starts over"},
+    {OK, 3001, false, false, 0, "up"},
+    {SCRAPE_FAIL, 4000, false, false, 0, "one failed scrape: still up"},
+    {SCRAPE_FAIL, 4250, false, false, 0, "two"},
+    {SCRAPE_FAIL, 4500, true, true, 0, "WORKERS_DOWN_AFTER failed scrapes: down, avoided"},
+    {OK, 4600, true, true, 0, "a good connect does not lift a down by scrapes (hung worker)"},
+    {SCRAPE_OK, 4750, false, false, 0, "the next good scrape: up"},
+    {FAIL, 5000, true, true, MIN, "a failed connect again"},
+    {SCRAPE_OK, 5100, false, false, 0, "a good scrape lifts it too (it connects and answers)"},
+    {SCRAPE_FAIL, 6000, false, false, 0, "a refused scrape"},
+    {FAIL, 6001, true, true, MIN, "and a refused connect: down by its connects"},
+    {SCRAPE_FAIL, 6250, true, true, MIN, "two refused scrapes"},
+    {SCRAPE_FAIL, 6500, true, true, MIN, "three: down by both"},
+    {OK, 6600, true, true, 0, "a good connect lifts one reason: still down by its scrapes"},
+};
+
+static void table(void)
+{
+	struct workers *ws;
+	struct services s = {0};
+	struct service svc = {0};
+	struct endpoint ep = {0};
+	struct worker *w;
+	struct scrape_metrics m;
+
+	snprintf(svc.name, sizeof(svc.name), "qwen");
+	snprintf(ep.name, sizeof(ep.name), "w1");
+	ep.addr.sin_family = AF_INET;
+	ep.addr.sin_addr.s_addr = htonl(0x0af40101);
+	ep.addr.sin_port = htons(8000);
+	svc.endpoints = &ep;
+	svc.nendpoints = 1;
+	s.n = 1;
+	s.v = &svc;
+	memset(&m, 0xff, sizeof(m)); /* every field -1: unknown */
+	m.running = m.waiting = m.kv_usage = m.prefix_queries = m.prefix_hits = m.start_time = -1;
+	if (!CHECK(workers_new(&ws) == 0 && workers_sync(ws, &s) == 0, "a table with one worker"))
+		return;
+	w = workers_find(ws, "qwen", &ep);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		const struct step *st = &steps[i];
+
+		switch (st->op) {
+		case FAIL:
+			workers_connect_failed(w, st->t);
+			break;
+		case OK:
+			workers_connect_ok(w);
+			break;
+		case PROBE:
+			workers_probe(w, st->t);
+			break;
+		case SCRAPE_FAIL:
+			workers_metrics(ws, w, NULL, -ECONNREFUSED, st->t);
+			break;
+		case SCRAPE_OK:
+			workers_metrics(ws, w, &m, 0, st->t);
+			break;
+		case CHECK:
+			break;
+		}
+		CHECK(workers_down(w) == st->down && workers_avoid(w, st->t) == st->avoid &&
+			  w->backoff_ms == st->backoff,
+		      "%s (down %d avoid %d backoff %u)", st->what, workers_down(w),
+		      workers_avoid(w, st->t), w->backoff_ms);
+	}
+	for (int i = 0; i < 20; i++)
+		workers_connect_failed(w, 10000);
+	CHECK_EQ(w->backoff_ms, WORKERS_BACKOFF_MAX_MS, "the backoff stops growing at its maximum");
+	CHECK_EQ(w->downs, 5,
+		 "counted: down five times (four by its connects, once by its scrapes)");
+	workers_free(ws);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+#define NEP 3
+
+/* Picks one request (round-robin over NEP endpoints, skipping tried) and ends it at once. */
+static int pick_one(struct router *r, const struct service *svc, uint64_t tried)
+{
+	struct router_request rq = {
+	    .method = "GET", .method_len = 3, .target = "/", .target_len = 1, .tried = tried};
+	struct router_outcome o = {.status = 200, .cached_tokens = -1, .prompt_tokens = -1};
+	struct router_ticket t = {0};
+	int ep = router_pick(r, svc, &rq, &t);
+
+	router_done(r, &t, &o);
+	return ep;
+}
+
+static void router_backoff(void)
+{
+	struct router_cfg cfg = {.policy = "round-robin", .scrape_interval_ms = -1};
+	struct router_request rq = {
+	    .method = "GET", .method_len = 3, .target = "/", .target_len = 1};
+	struct router_ticket t = {0};
+	struct endpoint eps[NEP] = {0};
+	struct service svc = {0};
+	struct services s = {0};
+	struct router *r;
+	struct buf b = {0};
+	int ep, seen[NEP] = {0};
+
+	snprintf(svc.name, sizeof(svc.name), "qwen");
+	for (int i = 0; i < NEP; i++) {
+		snprintf(eps[i].name, sizeof(eps[i].name), "w%d", i);
+		eps[i].addr.sin_family = AF_INET;
+		eps[i].addr.sin_addr.s_addr = htonl(0x0af40101 + (uint32_t)i);
+		eps[i].addr.sin_port = htons(8000);
+	}
+	svc.endpoints = eps;
+	svc.nendpoints = NEP;
+	s.refs = 1;
+	s.n = 1;
+	s.v = &svc;
+	if (!CHECK(router_new(&cfg, &r) == 0, "router (round-robin, no scraping)"))
+		return;
+	router_set_services(r, &s);
+	ep = router_pick(r, &svc, &rq, &t);
+	router_connect_failed(r, &t);
+	rq.tried = 1ULL << ep;
+	CHECK(router_pick(r, &svc, &rq, &t) != ep, "the retry of a failed connect goes elsewhere");
+	router_connect_ok(r, &t);
+	router_done(r, &t, &(struct router_outcome){.status = 200, .cached_tokens = -1});
+	for (int i = 0; i < 30; i++)
+		seen[pick_one(r, &svc, 0)]++;
+	CHECK(seen[ep] == 0,
+	      "the worker whose connect failed gets no request during its backoff "
+	      "(30 requests: %d/%d/%d)",
+	      seen[0], seen[1], seen[2]);
+	router_workers_json(r, &b);
+	CHECK(strstr(b.data, "\"down_by\":\"connects\"") && strstr(b.data, "\"backoff_ms\":500"),
+	      "/debug/workers shows it down by its connects, backoff 500 ms");
+	buf_free(&b);
+	sleep_ms(WORKERS_BACKOFF_MIN_MS + 50);
+	memset(seen, 0, sizeof(seen));
+	for (int i = 0; i < 30; i++)
+		seen[pick_one(r, &svc, 0)]++;
+	CHECK(seen[ep] == 1,
+	      "once the backoff is over it gets one probe request, not more (%d of 30)", seen[ep]);
+	/* that probe connected */
+	rq.tried = 0;
+	memset(&t, 0, sizeof(t));
+	do {
+		router_done(r, &t, &(struct router_outcome){.status = 200, .cached_tokens = -1});
+		sleep_ms(WORKERS_BACKOFF_MIN_MS + 50);
+	} while (router_pick(r, &svc, &rq, &t) != ep);
+	router_connect_ok(r, &t);
+	router_done(r, &t, &(struct router_outcome){.status = 200, .cached_tokens = -1});
+	memset(seen, 0, sizeof(seen));
+	for (int i = 0; i < 30; i++)
+		seen[pick_one(r, &svc, 0)]++;
+	CHECK(seen[ep] == 10, "after a good connect it is up: its share again (%d of 30)",
+	      seen[ep]);
+	router_free(r);
+}
+
+int main(void)
+{
+	table();
+	router_backoff();
+	return tap_done();
+}
