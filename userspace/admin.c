@@ -260,7 +260,22 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 	}
 }
 
-int admin_new(struct loop *l, const struct sockaddr_in *addr, struct metrics *m,
+/* bind(2), retried while the address is in use for up to 2 s (a stopping process lets go of it
+ * when it exits). 0, or -1 with errno set. */
+static int bind_retry(int fd, const struct sockaddr_in *addr)
+{
+	for (int waited = 0;; waited += 50) {
+		struct timespec ts = {0, 50 * 1000000L};
+
+		if (bind(fd, (const struct sockaddr *)addr, sizeof(*addr)) == 0)
+			return 0;
+		if (errno != EADDRINUSE || waited >= 2000)
+			return -1;
+		nanosleep(&ts, NULL);
+	}
+}
+
+int admin_new(struct loop *l, const struct sockaddr_in *addr, int listen_fd, struct metrics *m,
 	      struct admin **out)
 {
 	struct admin *a = calloc(1, sizeof(*a));
@@ -273,10 +288,17 @@ int admin_new(struct loop *l, const struct sockaddr_in *addr, struct metrics *m,
 	a->loop = l;
 	a->m = m;
 	a->lev.cb = accept_cb;
+	if (listen_fd >= 0) {
+		a->lev.fd = listen_fd;
+		if (getsockname(a->lev.fd, (struct sockaddr *)&a->addr, &alen) < 0) {
+			rc = -errno;
+			goto fail;
+		}
+		goto listening;
+	}
 	a->lev.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (a->lev.fd < 0 || setsockopt(a->lev.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(a->lev.fd, (const struct sockaddr *)addr, sizeof(*addr)) < 0 ||
-	    listen(a->lev.fd, 64) < 0 ||
+	    bind_retry(a->lev.fd, addr) < 0 || listen(a->lev.fd, 64) < 0 ||
 	    getsockname(a->lev.fd, (struct sockaddr *)&a->addr, &alen) < 0) {
 		rc = -errno;
 		inet_ntop(AF_INET, &addr->sin_addr, s, sizeof(s));
@@ -284,6 +306,7 @@ int admin_new(struct loop *l, const struct sockaddr_in *addr, struct metrics *m,
 			  strerror(errno));
 		goto fail;
 	}
+listening:
 	rc = loop_set(l, &a->lev, EPOLLIN);
 	if (rc < 0)
 		goto fail;
@@ -328,11 +351,26 @@ void admin_free(struct admin *a)
 	for (struct admin_conn *c = a->conns; c; c = c->next)
 		c->deadline = 0;
 	admin_tick(a);
-	loop_del(a->loop, &a->lev);
-	close(a->lev.fd);
+	admin_release_listener(a);
 	for (int i = 0; i < a->nh; i++)
 		free(a->h[i].path);
 	free(a);
+}
+
+int admin_listen_fd(const struct admin *a)
+{
+	return a->lev.fd;
+}
+
+void admin_release_listener(struct admin *a)
+{
+	if (a->lev.fd < 0)
+		return;
+	/* the socket may live on in a successor: out of this loop's epoll set first */
+	loop_del(a->loop, &a->lev);
+	close(a->lev.fd);
+	a->lev.fd = -1;
+	a->accept_resume = 0;
 }
 
 void admin_addr(const struct admin *a, struct sockaddr_in *out)

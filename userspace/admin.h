@@ -23,9 +23,16 @@ struct admin;
 typedef int (*admin_handler_fn)(struct buf *body, const char *query, const char **content_type,
 				void *arg);
 
-/* Listens on addr (port 0 picks one). Returns 0 and *out, or a negative errno (logged). */
-int admin_new(struct loop *l, const struct sockaddr_in *addr, struct metrics *m,
+/* Listens on addr (port 0 picks one), or takes listen_fd (>= 0: a socket already listening there,
+ * from the previous process: handover.h). A bind refused with EADDRINUSE is retried for up to
+ * 2 s. Returns 0 and *out, or a negative errno (logged). */
+int admin_new(struct loop *l, const struct sockaddr_in *addr, int listen_fd, struct metrics *m,
 	      struct admin **out);
+/* The listening socket (for a handover), -1 once released. */
+int admin_listen_fd(const struct admin *a);
+/* Stops listening (a successor serves the socket now: this process's copy is closed); the
+ * connections open are still answered. */
+void admin_release_listener(struct admin *a);
 void admin_free(struct admin *a);
 /* The bound address. */
 void admin_addr(const struct admin *a, struct sockaddr_in *out);

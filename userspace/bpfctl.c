@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/vfs.h>
@@ -301,6 +302,28 @@ int bpfctl_set_listener(struct bpfctl *b, int listen_fd)
 		return err;
 	}
 	return 0;
+}
+
+int bpfctl_clear_listener(struct bpfctl *b, int listen_fd)
+{
+	__u32 key = 0;
+	__u64 cookie = 0, mine = 0;
+	socklen_t len = sizeof(mine);
+	int map;
+
+	if (!b || listen_fd < 0)
+		return -EINVAL;
+	map = bpf_map__fd(b->skel->maps.proxy_listener);
+	if (getsockopt(listen_fd, SOL_SOCKET, SO_COOKIE, &mine, &len) < 0)
+		return -errno;
+	if (bpf_map_lookup_elem(map, &key, &cookie))
+		return errno == ENOENT ? 0 : -errno;
+	if (cookie != mine)
+		return 0;
+	if (bpf_map_delete_elem(map, &key))
+		return errno == ENOENT ? 0 : -errno;
+	log_info("bpfctl", "listener unregistered: new connects fall open");
+	return 1;
 }
 
 int bpfctl_listener_registered(struct bpfctl *b)

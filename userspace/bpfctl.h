@@ -17,10 +17,10 @@
 struct bpfctl;
 
 struct bpfctl_opts {
-	const char *cgroup_path; /* cgroup v2 directory the programs attach to */
-	const char *pin_dir;	 /* bpffs directory for pinned maps and links */
+	const char *cgroup_path;  /* cgroup v2 directory the programs attach to */
+	const char *pin_dir;	  /* bpffs directory for pinned maps and links */
 	struct sockaddr_in proxy; /* node-local address connects are rewritten to */
-	uint32_t own_mark;	 /* SO_MARK on the daemon's own upstream sockets (never rewritten) */
+	uint32_t own_mark; /* SO_MARK on the daemon's own upstream sockets (never rewritten) */
 };
 
 /* Loads the programs, or takes over the ones pinned under pin_dir (maps reused, links updated
@@ -30,6 +30,13 @@ int bpfctl_open(const struct bpfctl_opts *opts, struct bpfctl **out);
 /* Registers the proxy's listening socket: rewriting starts now and stops by itself when the
  * socket closes (process exit, crash). Returns 0 or a negative errno. */
 int bpfctl_set_listener(struct bpfctl *b, int listen_fd);
+
+/* Takes listen_fd's socket out of the sockmap, if it is the one registered: interception falls
+ * open for new connects at once, while the socket still accepts what was already sent its way
+ * (a stop without loss). A socket registered by another process since (a successor that took
+ * over) is left alone. Returns 1 removed, 0 not registered (or another socket), or a negative
+ * errno. */
+int bpfctl_clear_listener(struct bpfctl *b, int listen_fd);
 
 /* Is a proxy listener registered right now (by this or any process)? Returns 1, 0, or a negative
  * errno. */

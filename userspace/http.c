@@ -708,6 +708,23 @@ static bool is_hop_header(const struct http_header *h, const struct http_msg *m)
 	return false;
 }
 
+int http_write_response_head_close(struct buf *out, const struct http_msg *m)
+{
+	if (buf_printf(out, "HTTP/1.%d %d ", m->minor_version, m->status) ||
+	    buf_append(out, m->reason, m->reason_len) || buf_append(out, "\r\n", 2))
+		return -ENOMEM;
+	for (size_t i = 0; i < m->nheaders; i++) {
+		const struct http_header *h = &m->headers[i];
+
+		if (name_eq(h, "connection") || name_eq(h, "keep-alive"))
+			continue;
+		if (buf_append(out, h->name, h->name_len) || buf_append(out, ": ", 2) ||
+		    buf_append(out, h->value, h->value_len) || buf_append(out, "\r\n", 2))
+			return -ENOMEM;
+	}
+	return buf_puts(out, "Connection: close\r\n\r\n");
+}
+
 /* "X-Forwarded-For: " + the values of m's X-Forwarded-For headers, in order and comma-joined (a
  * list split over several header lines is one list, RFC 9110 5.3) + ", " + client. */
 static int write_forwarded_for(struct buf *out, const struct http_msg *m, const char *client)

@@ -105,6 +105,11 @@ int http_write_error_retry(struct buf *out, int status, const char *type, const 
 int http_write_request_head(struct buf *out, const struct http_msg *m, bool has_body,
 			    uint64_t body_len, bool upgrade, const char *forwarded_for);
 
+/* Appends the head of response m as it was, but with its Connection and Keep-Alive headers
+ * replaced by "Connection: close" (the proxy closes the client's connection after it). The
+ * status line keeps m's version, status and reason. Returns 0 or -ENOMEM. */
+int http_write_response_head_close(struct buf *out, const struct http_msg *m);
+
 /* The standard reason phrase for a status ("Bad Request"), or "Unknown". */
 const char *http_reason(int status);
 

@@ -6,7 +6,18 @@
  * on SIGTERM/SIGINT, then takes off the node what it put there (nodesetup.h: the node address,
  * the pinned BPF state; --keep-on-exit keeps both). When the node lacks something interception
  * needs, it logs why and stays out of the way (run_degraded). `kvsplice detach` removes the pinned
- * BPF state. */
+ * BPF state.
+ *
+ * Restarts. A kvsplice started while another runs for the same proxy address takes its listening
+ * sockets over (handover.h: fd passing, chosen over an SO_REUSEPORT pair because the proxy
+ * listener is what BPF's one-entry sockmap holds; passed, it is the same socket, so it never
+ * leaves the map and nothing queued on it is reset). Start-up order: everything loaded, then the
+ * sockets taken, BPF attached and the listener registered, the admin answering, and only then
+ * READY to the old process, which stops accepting, drains (its responses say "Connection:
+ * close") and exits; a SIGTERM it gets afterwards (Kubernetes deleting the old pod) changes
+ * nothing, and its exit leaves the node setup to its successor (node_exit_undoes). SIGTERM with
+ * no successor: the listener leaves the sockmap first (new connects fall open to the Service's
+ * DNAT), what is queued is still accepted and served, then the drain. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -25,6 +36,7 @@
 #include "bpfctl.h"
 #include "discovery.h"
 #include "events.h"
+#include "handover.h"
 #include "index.h"
 #include "log.h"
 #include "loop.h"
@@ -59,6 +71,14 @@ struct daemon {
 		      * /readyz wait for it (Kubernetes: the first lists) */
 	struct loop_ev sig;
 	bool stop, hup;
+	/* restarts (handover.h): our listeners offered to a successor (NULL: --no-handover, or
+	 * not serving yet); the connection to the process we took them from, to say READY on once
+	 * we serve them (-1: none), and its pid */
+	struct handover *handover;
+	bool no_handover;
+	bool handed_over; /* a successor serves them: draining */
+	int hconn;
+	pid_t old_pid;
 	uint64_t *reloads, *reload_errors;
 	int64_t *nservices, *nendpoints;
 	/* KV events (--events): the index is written on this loop's thread only */
@@ -126,6 +146,7 @@ enum {
 	O_NODE_ADDRESS,
 	O_NODE_DEVICE,
 	O_KEEP_ON_EXIT,
+	O_NO_HANDOVER,
 };
 static const struct option longopts[] = {
     {"services", required_argument, 0, O_SERVICES},
@@ -178,6 +199,7 @@ static const struct option longopts[] = {
     {"node-address", required_argument, 0, O_NODE_ADDRESS},
     {"node-device", required_argument, 0, O_NODE_DEVICE},
     {"keep-on-exit", no_argument, 0, O_KEEP_ON_EXIT},
+    {"no-handover", no_argument, 0, O_NO_HANDOVER},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -311,6 +333,10 @@ static void usage(FILE *f)
 	    "                           request goes on with X-Forwarded-For: its values, then\n"
 	    "                           the client's address: workers see the node's otherwise)\n"
 	    "  --port-file FILE         write \"LISTEN_PORT ADMIN_PORT\" there once ready\n"
+	    "  --no-handover            neither take the listening sockets over from a kvsplice\n"
+	    "                           running for the same --listen address (restart without\n"
+	    "                           loss: it drains and exits once this one serves) nor offer\n"
+	    "                           them to a successor\n"
 	    "  --no-events              do not follow the workers' vLLM KV events (by default "
 	    "every\n"
 	    "                           endpoint with an events_port in --services is followed\n"
@@ -328,7 +354,9 @@ static void usage(FILE *f)
 	    "exit; SIGHUP reloads --services (with --kubernetes: lists again).\n"
 	    "If the node lacks what interception needs (cgroup v2, bpffs, BTF, capabilities,\n"
 	    "program types, the node address), kvsplice logs why and stays out of the way:\n"
-	    "nothing intercepted, /readyz 503 with the reason, kvsplice_node_ready 0.\n",
+	    "nothing intercepted, /readyz 503 with the reason, kvsplice_node_ready 0.\n"
+	    "A restart: start the new kvsplice while the old one runs; it takes the listeners\n"
+	    "over and the old one drains and exits.\n",
 	    DEFAULT_MARK, PROXY_DEFAULT_MAX_CONNS, PROXY_DEFAULT_MAX_CONNS_PER_IP,
 	    PROXY_DEFAULT_MAX_BUFFERED >> 20);
 }
@@ -454,7 +482,8 @@ static void services_apply(struct daemon *d, struct services *s)
 {
 	size_t neps = 0;
 
-	if (d->bpf && d->synced) /* before: what a previous process pinned stays as it is */
+	if (d->bpf && d->synced && !d->handed_over) /* before: what a previous process pinned
+						     * stays; after: the successor's */
 		bpfctl_sync_services(d->bpf, s);
 	if (d->events && events_sync_services(d->events, s, d->events_topic) != 0)
 		log_warn("main", "events: not every endpoint could be followed");
@@ -470,19 +499,43 @@ static void services_apply(struct daemon *d, struct services *s)
 		 (unsigned long long)s->generation);
 }
 
-/* Once the Services are known: the listener goes into BPF's sockmap (interception starts) and
- * /readyz says yes. A failure stops the daemon (connects keep going the kube-proxy way). */
-static void interception_start(struct daemon *d)
+static const struct handover_ops handover_ops;
+
+/* Once the Services are known: the listener goes into BPF's sockmap (interception starts), the
+ * proxy accepts (listeners taken over wait for this), /readyz says yes; then the process the
+ * listeners were taken from hears READY (it stops accepting and drains), and ours are offered to
+ * a successor. Returns 0, or a negative errno when the listener could not be registered
+ * (connects keep going the kube-proxy way; the caller stops). */
+static int serving_start(struct daemon *d)
 {
+	struct sockaddr_in key;
 	int rc;
 
 	if (d->bpf && (rc = bpfctl_set_listener(d->bpf, proxy_listen_fd(d->proxy, 0))) < 0) {
 		log_error("main", "BPF listener registration: %s", strerror(-rc));
-		d->stop = true;
-		return;
+		return rc;
 	}
+	proxy_accept(d->proxy, true);
 	if (d->admin && !d->stop)
 		admin_set_ready(d->admin, true);
+	if (d->hconn >= 0) {
+		rc = handover_ready(d->hconn);
+		d->hconn = -1;
+		if (rc < 0)
+			log_warn("main", "handover: pid %d did not hear READY (%s)",
+				 (int)d->old_pid, strerror(-rc));
+	}
+	if (!d->no_handover && !d->handover && proxy_listen_addr(d->proxy, 0, &key) == 0 &&
+	    key.sin_port && handover_listen(d->loop, &key, &handover_ops, d, &d->handover) < 0)
+		log_warn("main", "cannot offer the listeners to a successor");
+	return 0;
+}
+
+/* The source's first snapshot came after start-up (Kubernetes). */
+static void interception_start(struct daemon *d)
+{
+	if (serving_start(d) < 0)
+		d->stop = true;
 }
 
 static void services_poll(struct daemon *d, bool force)
@@ -519,6 +572,77 @@ static void signal_cb(struct loop_ev *ev, uint32_t events)
 			d->hup = true;
 		else
 			d->stop = true;
+	}
+}
+
+/* handover_ops: the listening sockets still open (the proxy's, the admin's). */
+static int handover_offer(void *arg, struct handover_fd *out, int max)
+{
+	struct daemon *d = arg;
+	int n = 0;
+
+	for (int i = 0; i < PROXY_MAX_LISTEN && n < max; i++) {
+		int fd = proxy_listen_fd(d->proxy, i);
+
+		if (fd >= 0 && proxy_listen_addr(d->proxy, i, &out[n].addr) == 0) {
+			out[n].fd = fd;
+			out[n++].kind = HANDOVER_PROXY;
+		}
+	}
+	if (n < max && admin_listen_fd(d->admin) >= 0) {
+		out[n].fd = admin_listen_fd(d->admin);
+		admin_addr(d->admin, &out[n].addr);
+		out[n++].kind = HANDOVER_ADMIN;
+	}
+	return n;
+}
+
+/* handover_ops: the successor serves our listeners (and its listener is in the sockmap). */
+static void handover_done_cb(void *arg, pid_t successor)
+{
+	struct daemon *d = arg;
+
+	log_info("main", "pid %d took the listeners over: draining, then exiting", (int)successor);
+	d->handed_over = true;
+	admin_set_ready(d->admin, false);
+	admin_release_listener(d->admin);
+	proxy_handed_over(d->proxy);
+}
+
+static const struct handover_ops handover_ops = {handover_offer, handover_done_cb};
+
+/* Sockets a running kvsplice passed (n of them): the proxy's go to po->listen_fd by address, the
+ * admin's to *admin_fd when it is on admin_sa; any other is closed (its connections stay with
+ * the old process only if it still holds it: it does not, after READY). */
+static void handover_assign(struct handover_fd *h, int n, struct proxy_opts *po,
+			    const struct sockaddr_in *admin_sa, int *admin_fd)
+{
+	for (int k = 0; k < n; k++) {
+		bool used = false;
+
+		for (int i = 0; h[k].kind == HANDOVER_PROXY && !used && i < po->nlisten; i++)
+			if (po->listen_fd[i] < 0 &&
+			    po->listen[i].sin_addr.s_addr == h[k].addr.sin_addr.s_addr &&
+			    po->listen[i].sin_port == h[k].addr.sin_port) {
+				po->listen_fd[i] = h[k].fd;
+				used = true;
+			}
+		if (h[k].kind == HANDOVER_ADMIN && *admin_fd < 0 &&
+		    (admin_sa->sin_addr.s_addr == h[k].addr.sin_addr.s_addr &&
+		     (admin_sa->sin_port == h[k].addr.sin_port || !admin_sa->sin_port))) {
+			*admin_fd = h[k].fd;
+			used = true;
+		}
+		if (!used) {
+			char a[INET_ADDRSTRLEN];
+
+			inet_ntop(AF_INET, &h[k].addr.sin_addr, a, sizeof(a));
+			log_warn("main",
+				 "handover: the previous process listened on %s:%u, not "
+				 "configured here: closed",
+				 a, ntohs(h[k].addr.sin_port));
+			close(h[k].fd);
+		}
 	}
 }
 
@@ -588,7 +712,7 @@ static int run_degraded(struct daemon *d, const struct sockaddr_in *admin_sa, co
 	log_error("main", "node not ready, staying out of the way (no interception: connects go "
 			  "the kube-proxy way); fix the above and restart kvsplice");
 	metrics_gauge_set(d->node_ready, 0);
-	if ((rc = admin_new(d->loop, admin_sa, d->metrics, &d->admin)) < 0)
+	if ((rc = admin_new(d->loop, admin_sa, -1, d->metrics, &d->admin)) < 0)
 		return 1;
 	admin_set_not_ready_reason(d->admin, why);
 	d->sig.fd = signalfd(-1, mask, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -613,7 +737,7 @@ static int run_degraded(struct daemon *d, const struct sockaddr_in *admin_sa, co
  * took over must keep it too (the successor runs on it). */
 static bool node_exit_undoes(const struct daemon *d)
 {
-	return !d->keep_on_exit;
+	return !d->keep_on_exit && !d->handed_over;
 }
 
 /* Closes the BPF handles and, when node_exit_undoes, detaches and unpins the BPF state and takes
@@ -662,7 +786,7 @@ static int cmd_detach(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	struct daemon d = {.sig.fd = -1, .src_ev.fd = -1};
+	struct daemon d = {.sig.fd = -1, .src_ev.fd = -1, .hconn = -1};
 	struct discovery_k8s_cfg kcfg = {0};
 	bool kubernetes = false;
 	struct proxy_opts po;
@@ -681,9 +805,11 @@ int main(int argc, char **argv)
 	uint32_t mark = DEFAULT_MARK;
 	int opt, rc, exit_code = 1, v;
 	sigset_t mask;
-	uint64_t last_poll = 0;
+	uint64_t last_poll = 0, stop_ms = 0;
 	bool with_events = true;
 	struct index_cfg icfg = {0};
+	struct handover_fd hfds[HANDOVER_MAX_FDS];
+	int nhfds = 0, admin_fd = -1;
 
 	if (argc > 1 && strcmp(argv[1], "detach") == 0)
 		return cmd_detach(argc - 1, argv + 1);
@@ -874,6 +1000,9 @@ int main(int argc, char **argv)
 		case O_EVENTS_TOPIC:
 			d.events_topic = optarg;
 			break;
+		case O_NO_HANDOVER:
+			d.no_handover = true;
+			break;
 		case O_BLOCK_SIZE: {
 			char *end;
 			unsigned long b = strtoul(optarg, &end, 10);
@@ -1049,10 +1178,32 @@ int main(int argc, char **argv)
 		d.synced = rc == 1;
 		if (rc == 0 && (rc = services_new(0, &s)) < 0)
 			goto cleanup;
-		if ((rc = proxy_new(&po, d.loop, d.metrics, d.router, &d.proxy)) < 0) {
+		/* everything is loaded: take the listeners of a kvsplice running for this address
+		 */
+		if (!d.no_handover) {
+			nhfds = handover_take(&po.listen[0], hfds, HANDOVER_MAX_FDS, &d.hconn,
+					      &d.old_pid);
+			if (nhfds < 0)
+				log_error("main",
+					  "a kvsplice (pid %d) runs for this address but did not "
+					  "hand its listeners over: %s",
+					  (int)d.old_pid, strerror(-nhfds));
+			else if (nhfds > 0)
+				log_info("main", "taking over %d listening socket(s) from pid %d",
+					 nhfds, (int)d.old_pid);
+			handover_assign(hfds, nhfds > 0 ? nhfds : 0, &po, &admin_sa, &admin_fd);
+		}
+		rc = proxy_new(&po, d.loop, d.metrics, d.router, &d.proxy);
+		for (int i = 0; i < po.nlisten; i++)
+			po.listen_fd[i] = -1; /* the proxy's now, even on failure */
+		if (rc < 0) {
 			services_put(s);
 			goto cleanup;
 		}
+		/* sockets taken over are in the sockmap already: connects BPF sends there wait
+		 * in the backlog (the old process still accepts them) until we serve */
+		if (nhfds > 0 && !d.synced)
+			proxy_accept(d.proxy, false);
 		if (!no_bpf) {
 			struct bpfctl_opts bo = {
 			    .cgroup_path = cgroup,
@@ -1074,7 +1225,9 @@ int main(int argc, char **argv)
 		}
 		services_apply(&d, s);
 	}
-	if ((rc = admin_new(d.loop, &admin_sa, d.metrics, &d.admin)) < 0)
+	rc = admin_new(d.loop, &admin_sa, admin_fd, d.metrics, &d.admin);
+	admin_fd = -1; /* the admin's now, even on failure */
+	if (rc < 0)
 		goto cleanup;
 	if ((rc = metrics_add_collector(d.metrics, bpf_collector, &d)) < 0 ||
 	    (rc = admin_handle(d.admin, "/debug/route", debug_route, &d)) < 0 ||
@@ -1090,11 +1243,8 @@ int main(int argc, char **argv)
 	}
 	/* Interception starts now (or with the source's first snapshot): the listener goes into
 	 * BPF's sockmap. */
-	if (d.synced && d.bpf &&
-	    (rc = bpfctl_set_listener(d.bpf, proxy_listen_fd(d.proxy, 0))) < 0) {
-		log_error("main", "BPF listener registration: %s", strerror(-rc));
+	if (d.synced && (rc = serving_start(&d)) < 0)
 		goto cleanup;
-	}
 	{
 		struct sockaddr_in la, aa;
 		char ls[INET_ADDRSTRLEN], as[INET_ADDRSTRLEN];
@@ -1104,9 +1254,10 @@ int main(int argc, char **argv)
 		inet_ntop(AF_INET, &la.sin_addr, ls, sizeof(ls));
 		inet_ntop(AF_INET, &aa.sin_addr, as, sizeof(as));
 		log_info("main",
-			 "kvsplice ready: proxy %s:%u, admin %s:%u, bpf %s, router %s, relay %s",
+			 "kvsplice ready: proxy %s:%u, admin %s:%u, bpf %s, router %s, relay %s%s",
 			 ls, ntohs(la.sin_port), as, ntohs(aa.sin_port), d.bpf ? "on" : "off",
-			 router_policy(d.router), proxy_relay_name(po.relay));
+			 router_policy(d.router), proxy_relay_name(po.relay),
+			 nhfds > 0 ? ", listeners taken over" : "");
 		if (port_file) {
 			char tmp[4096];
 			FILE *f;
@@ -1140,6 +1291,7 @@ int main(int argc, char **argv)
 		proxy_tick(d.proxy);
 		router_tick(d.router);
 		admin_tick(d.admin);
+		handover_tick(d.handover);
 		if (d.events_more) /* events left input unread: the fd may not signal it again */
 			d.events_more = events_poll(d.events, 0);
 		now = clock_ms();
@@ -1148,15 +1300,32 @@ int main(int argc, char **argv)
 			d.hup = false;
 			last_poll = now;
 		}
-		if (d.stop && !proxy_draining(d.proxy)) {
-			log_info("main", "stopping: listener closed, draining");
+		if (d.stop && !stop_ms)
+			stop_ms = now;
+		/* a successor taking the listeners over finishes first (for HANDOVER_TIMEOUT_MS at
+		 * most): its READY makes this a drain, not a stop */
+		if (d.stop && !proxy_draining(d.proxy) &&
+		    (!handover_pending(d.handover) || now >= stop_ms + HANDOVER_TIMEOUT_MS)) {
+			log_info("main", "stopping: new connects fall open, draining");
 			admin_set_ready(d.admin, false);
 			proxy_stop(d.proxy);
+			/* nothing to hand over any more: a new process binds once the listeners
+			 * close (proxy_new retries the bind) */
+			handover_free(d.handover);
+			d.handover = NULL;
 		}
 	}
 	log_info("main", "drained, exiting");
 	exit_code = 0;
 cleanup:
+	if (d.hconn >= 0)
+		close(d.hconn); /* never READY: the old process keeps its listeners */
+	if (admin_fd >= 0)
+		close(admin_fd);
+	for (int i = 0; i < po.nlisten; i++)
+		if (po.listen_fd[i] >= 0)
+			close(po.listen_fd[i]);
+	handover_free(d.handover);
 	if (d.sig.fd >= 0) {
 		loop_del(d.loop, &d.sig);
 		close(d.sig.fd);

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bpfctl.h"
@@ -77,6 +78,8 @@ void proxy_opts_default(struct proxy_opts *o)
 	o->max_conns_per_ip = PROXY_DEFAULT_MAX_CONNS_PER_IP;
 	o->max_buffered = PROXY_DEFAULT_MAX_BUFFERED;
 	o->forwarded_for = true;
+	for (int i = 0; i < PROXY_MAX_LISTEN; i++)
+		o->listen_fd[i] = -1;
 }
 
 int proxy_relay_parse(const char *s)
@@ -118,6 +121,7 @@ static void conn_push(struct conn **head, struct conn *c)
 /* --- a connection's life ---------------------------------------------------------------------- */
 
 static void conn_cb(struct loop_ev *ev, uint32_t events);
+static void listeners_close(struct proxy *p);
 
 static struct conn *conn_alloc(struct proxy *p)
 {
@@ -175,7 +179,8 @@ void conn_close(struct conn *c)
 
 void conn_touch(struct conn *c)
 {
-	c->deadline = clock_ms() + (uint64_t)c->p->o.idle_timeout_ms;
+	c->t_moved = clock_ms();
+	c->deadline = c->t_moved + (uint64_t)c->p->o.idle_timeout_ms;
 }
 
 /* Which Service is this connection for? BPF's original destination; for a connection that did
@@ -195,8 +200,9 @@ static bool conn_find_service(struct conn *c)
 			char a[INET_ADDRSTRLEN];
 
 			inet_ntop(AF_INET, &orig.sin_addr, a, sizeof(a));
-			log_warn("proxy", "intercepted connection for %s:%u matches no Service: closed",
-				 a, ntohs(orig.sin_port));
+			log_warn("proxy",
+				 "intercepted connection for %s:%u matches no Service: closed", a,
+				 ntohs(orig.sin_port));
 			metrics_inc(p->st.refused_unknown);
 			/* a stale selection: the client's retry must take kube-proxy's path */
 			bpfctl_service_del(p->bpf, orig.sin_addr.s_addr, orig.sin_port);
@@ -408,10 +414,6 @@ void conn_progress(struct conn *c)
 		case C_BODY:
 			if (client_flush(c) < 0)
 				return;
-			if (p->draining && c->state == C_HEAD && !buf_unread(&c->in)) {
-				c->state = C_CLOSING;
-				break;
-			}
 			if (buf_unread(&c->out) >= PROXY_HIGH_WATER)
 				break; /* answers pile up: wait until the client reads them */
 			r = request_read(c);
@@ -575,6 +577,7 @@ void upstream_cb(struct loop_ev *ev, uint32_t events)
 			return;
 		}
 		u->connecting = false;
+		router_connect_ok(c->p->router, &c->ticket);
 		c->state = C_SEND;
 		conn_touch(c);
 	} else if (c->state == C_SEND && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
@@ -624,11 +627,14 @@ void proxy_tick(struct proxy *p)
 	struct conn *c, *next;
 
 	reap(p);
-	if (p->accept_resume && now >= p->accept_resume && !p->draining) {
+	if (p->draining && p->listen_until && now >= p->listen_until)
+		listeners_close(p);
+	if (p->accept_resume && now >= p->accept_resume) {
 		p->accept_resume = 0;
-		for (int i = 0; i < p->nl; i++)
-			if (p->l[i].ev.fd >= 0)
-				loop_set(p->loop, &p->l[i].ev, EPOLLIN);
+		if (!p->accept_off)
+			for (int i = 0; i < p->nl; i++)
+				if (p->l[i].ev.fd >= 0)
+					loop_set(p->loop, &p->l[i].ev, EPOLLIN);
 	}
 	for (c = p->live; c; c = next) {
 		next = c->next;
@@ -638,6 +644,19 @@ void proxy_tick(struct proxy *p)
 			/* idle keep-alive: it holds no buffer, and no pipe descriptors */
 			limits_trim(c, 0);
 			conn_pipe_close(c);
+		}
+		if ((c->state == C_SEND || c->state == C_RESP) &&
+		    router_ticket_hung(p->router, &c->ticket)) {
+			request_abandon(c);
+			if (c->ev.fd < 0)
+				continue;
+		}
+		if (p->draining && c->state == C_HEAD && !c->t_req && !buf_unread(&c->in) &&
+		    !out_sendable(c) && !c->pipe_bytes &&
+		    now >= (c->t_idle > p->drain_start ? c->t_idle : p->drain_start) +
+			       PROXY_DRAIN_IDLE_MS) {
+			conn_close(c); /* its client sent nothing more: nothing races the close */
+			continue;
 		}
 		if (c->deadline > now)
 			continue;
@@ -677,23 +696,20 @@ void proxy_tick(struct proxy *p)
 		}
 	}
 	pool_expire(p, now);
-	if (p->draining && now >= p->drain_deadline)
+	if (p->draining && now >= p->drain_deadline) {
+		listeners_close(p);
 		for (c = p->live; c; c = next) {
 			next = c->next;
 			conn_close(c);
 		}
+	}
 	reap(p);
 }
 
-void proxy_stop(struct proxy *p)
+/* Closes this process's listening sockets. Shared ones (handed over) live on in the other
+ * process: they leave this loop's epoll set first (closing our fd alone would not remove them). */
+static void listeners_close(struct proxy *p)
 {
-	struct conn *c, *next;
-
-	if (p->draining)
-		return;
-	p->draining = true;
-	p->drain_deadline = clock_ms() + (uint64_t)p->o.drain_timeout_ms;
-	metrics_gauge_set(p->st.draining, 1);
 	for (int i = 0; i < p->nl; i++) {
 		if (p->l[i].ev.fd < 0)
 			continue;
@@ -701,20 +717,47 @@ void proxy_stop(struct proxy *p)
 		close(p->l[i].ev.fd);
 		p->l[i].ev.fd = -1;
 	}
+	p->listen_until = 0;
+}
+
+static void drain_start(struct proxy *p)
+{
+	uint64_t now = clock_ms();
+
+	p->draining = true;
+	p->drain_start = now;
+	p->drain_deadline = now + (uint64_t)p->o.drain_timeout_ms;
+	metrics_gauge_set(p->st.draining, 1);
 	pool_expire(p, UINT64_MAX);
-	for (c = p->live; c; c = next) {
-		next = c->next;
-		if (c->state == C_HEAD && !buf_unread(&c->in) && !out_sendable(c)) {
-			/* a request may be in the socket already: take it if so */
-			conn_cb(&c->ev, EPOLLIN);
-		}
-	}
 	log_info("proxy", "draining %d connection(s)", p->nlive);
+}
+
+void proxy_stop(struct proxy *p)
+{
+	if (p->draining)
+		return;
+	/* new connects go the Service's DNAT way from now on; what BPF already sent here is
+	 * still accepted for a moment, so nothing queued on the listener is reset */
+	if (p->bpf && p->nl && p->l[0].ev.fd >= 0)
+		bpfctl_clear_listener(p->bpf, p->l[0].ev.fd);
+	drain_start(p);
+	p->listen_until = p->drain_start + PROXY_STOP_GRACE_MS;
+}
+
+void proxy_handed_over(struct proxy *p)
+{
+	listeners_close(p);
+	if (!p->draining)
+		drain_start(p);
 }
 
 bool proxy_done(const struct proxy *p)
 {
-	return p->draining && p->nlive == 0;
+	bool listening = false;
+
+	for (int i = 0; i < p->nl; i++)
+		listening |= p->l[i].ev.fd >= 0;
+	return p->draining && p->nlive == 0 && !listening;
 }
 
 bool proxy_draining(const struct proxy *p)
@@ -793,6 +836,14 @@ static void stats_init(struct proxy *p, struct metrics *m)
 					"Requests retried on another (or a fresh) connection.");
 	s->up_reset = metrics_counter(m, "kvsplice_upstream_resets_total", NULL,
 				      "Upstream connections lost mid-exchange.");
+	static const char abandoned_help[] =
+	    "Requests taken from a worker that stopped answering (its scrapes failed): retried "
+	    "elsewhere before any response byte, or their response cut after "
+	    "PROXY_HUNG_SILENCE_MS of silence.";
+	s->up_abandoned_retried = metrics_counter(m, "kvsplice_upstream_abandoned_total",
+						  "outcome=\"retried\"", abandoned_help);
+	s->up_abandoned_cut = metrics_counter(m, "kvsplice_upstream_abandoned_total",
+					      "outcome=\"cut\"", abandoned_help);
 	s->up_bad_resp = metrics_counter(m, "kvsplice_upstream_bad_responses_total", NULL,
 					 "Malformed responses from endpoints.");
 	s->idle_pool = metrics_gauge(m, "kvsplice_upstream_idle_connections", NULL,
@@ -806,6 +857,21 @@ static void stats_init(struct proxy *p, struct metrics *m)
 	s->duration = metrics_histogram(m, "kvsplice_request_duration_seconds", NULL,
 					"From the first request byte to the last response byte.",
 					bounds, (int)(sizeof(bounds) / sizeof(bounds[0])));
+}
+
+/* bind(2) of fd to a, retried while the address is in use, for up to 2 s: a process that stops
+ * (SIGTERM) keeps its listener for PROXY_STOP_GRACE_MS. 0, or -1 with errno set. */
+static int bind_retry(int fd, const struct sockaddr_in *a)
+{
+	for (int waited = 0;; waited += 50) {
+		struct timespec ts = {0, 50 * 1000000L};
+
+		if (bind(fd, (const struct sockaddr *)a, sizeof(*a)) == 0)
+			return 0;
+		if (errno != EADDRINUSE || waited >= 2000)
+			return -1;
+		nanosleep(&ts, NULL);
+	}
 }
 
 int proxy_new(const struct proxy_opts *o, struct loop *loop, struct metrics *m, struct router *r,
@@ -829,19 +895,28 @@ int proxy_new(const struct proxy_opts *o, struct loop *loop, struct metrics *m, 
 		char a[INET_ADDRSTRLEN];
 
 		inet_ntop(AF_INET, &o->listen[i].sin_addr, a, sizeof(a));
+		if (o->listen_fd[i] >= 0) { /* taken over: listening already */
+			l->ev.fd = o->listen_fd[i];
+			p->nl = i + 1;
+			if (getsockname(l->ev.fd, (struct sockaddr *)&l->addr, &alen) < 0) {
+				rc = -errno;
+				goto cleanup;
+			}
+			goto listening;
+		}
 		fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		l->ev.fd = fd;
 		p->nl = i + 1;
 		if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 		    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
-		    bind(fd, (const struct sockaddr *)&o->listen[i], sizeof(o->listen[i])) < 0 ||
-		    listen(fd, o->backlog) < 0 ||
+		    bind_retry(fd, &o->listen[i]) < 0 || listen(fd, o->backlog) < 0 ||
 		    getsockname(fd, (struct sockaddr *)&l->addr, &alen) < 0) {
 			rc = -errno;
 			log_error("proxy", "listen on %s:%u: %s", a, ntohs(o->listen[i].sin_port),
 				  strerror(errno));
 			goto cleanup;
 		}
+	listening:
 		l->p = p;
 		l->idx = i;
 		l->ev.cb = accept_cb;
@@ -880,6 +955,18 @@ void proxy_free(struct proxy *p)
 	ip_table_free(&p->ips);
 	services_put(p->svcs);
 	free(p);
+}
+
+void proxy_accept(struct proxy *p, bool on)
+{
+	if (p->accept_off == !on)
+		return;
+	p->accept_off = !on;
+	if (on && p->accept_resume)
+		return; /* paused (out of descriptors): proxy_tick resumes */
+	for (int i = 0; i < p->nl; i++)
+		if (p->l[i].ev.fd >= 0)
+			loop_set(p->loop, &p->l[i].ev, on ? EPOLLIN : 0);
 }
 
 int proxy_listen_fd(const struct proxy *p, int i)

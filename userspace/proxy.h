@@ -7,7 +7,17 @@
  * Errors the proxy answers itself use the OpenAI JSON error shape. Memory and connections are
  * bounded (see the limits below): per-connection buffers, the bytes buffered by all connections
  * (beyond: 503 + Retry-After), connections overall and per client address. Not thread-safe:
- * everything runs on the caller's thread through proxy_loop(). */
+ * everything runs on the caller's thread through proxy_loop().
+ *
+ * Stopping without losing anything. A drain (proxy_stop, or proxy_handed_over after a successor
+ * took the listeners: handover.h) serves what this process holds to its end: a request in flight
+ * finishes, its response head is rewritten to say "Connection: close" and the connection then
+ * closes; a keep-alive connection whose response had already announced keep-alive stays open for
+ * PROXY_DRAIN_IDLE_MS, so a client that sends its next request meanwhile is answered (with
+ * "Connection: close") instead of meeting a closed connection; idle beyond that, it is closed.
+ * proxy_stop alone (SIGTERM, no successor) first takes the listener out of BPF's sockmap, so new
+ * connects fall open to the Service's DNAT at once, and keeps accepting for PROXY_STOP_GRACE_MS
+ * what was already handed over before closing the listeners: nothing is reset in their backlog. */
 #ifndef KVS_PROXY_H
 #define KVS_PROXY_H
 
@@ -42,6 +52,15 @@
 #ifndef PROXY_DEFAULT_MAX_BUFFERED
 #define PROXY_DEFAULT_MAX_BUFFERED ((size_t)512 << 20) /* bytes buffered over all connections */
 #endif
+/* After proxy_stop, the listeners still accept this long (connects BPF rewrote just before the
+ * listener left the sockmap), ms. */
+#ifndef PROXY_STOP_GRACE_MS
+#define PROXY_STOP_GRACE_MS 500
+#endif
+/* While draining, a keep-alive connection waits this long for its client's next request, ms. */
+#ifndef PROXY_DRAIN_IDLE_MS
+#define PROXY_DRAIN_IDLE_MS 1000
+#endif
 
 struct bpfctl;
 
@@ -71,9 +90,11 @@ struct proxy_opts {
 	size_t max_buffered;  /* bytes of all connections' buffers; a request that would pass it:
 				 503 + Retry-After (0: off) */
 	bool forwarded_for; /* requests go on with X-Forwarded-For ending in the client's address */
+	int listen_fd[PROXY_MAX_LISTEN]; /* a socket already listening on listen[i] (taken over from
+					    the previous process, handover.h), or -1: bind one */
 };
 
-/* Fills o with the defaults (no listener). */
+/* Fills o with the defaults (no listener, listen_fd all -1). */
 void proxy_opts_default(struct proxy_opts *o);
 /* Parses "copy" / "splice"; returns the enum or -1. */
 int proxy_relay_parse(const char *s);
@@ -81,15 +102,17 @@ const char *proxy_relay_name(enum proxy_relay r);
 
 struct proxy;
 
-/* Binds and listens on every o->listen address (port 0 picks one: see proxy_listen_addr), and
- * registers the proxy's metrics in m. The router and metrics must outlive the proxy. Returns 0
- * and *out, or a negative errno (message logged). */
+/* Listens on every o->listen address: takes o->listen_fd[i] when set, else binds (port 0 picks
+ * one: see proxy_listen_addr; EADDRINUSE is retried for up to 2 s, a stopping process may still
+ * be letting go of it). Registers the proxy's metrics in m. The
+ * router and metrics must outlive the proxy. Returns 0 and *out, or a negative errno (message
+ * logged). */
 int proxy_new(const struct proxy_opts *o, struct loop *loop, struct metrics *m, struct router *r,
 	      struct proxy **out);
 void proxy_free(struct proxy *p);
 
-/* The i-th listening socket (for bpfctl_set_listener) and its bound address; -1 / -EINVAL after
- * proxy_stop or for a bad index. */
+/* The i-th listening socket (for bpfctl_set_listener, handover) and its bound address; -1 /
+ * -EINVAL once it is closed, or for a bad index. */
 int proxy_listen_fd(const struct proxy *p, int i);
 int proxy_listen_addr(const struct proxy *p, int i, struct sockaddr_in *out);
 
@@ -104,10 +127,20 @@ void proxy_set_services(struct proxy *p, struct services *s);
  * 100 ms. */
 void proxy_tick(struct proxy *p);
 
-/* Starts draining: closes the listeners (BPF interception falls open at once), closes idle
- * connections, lets requests in flight finish. */
+/* Whether the listeners accept (on by default). Off, connects wait in their backlog: listeners
+ * taken over from a running kvsplice are not served before the Services are known (that process
+ * still accepts them meanwhile). */
+void proxy_accept(struct proxy *p, bool on);
+
+/* Starts draining (see the top): the listener leaves BPF's sockmap (interception falls open at
+ * once, if it is still this process's), the listeners close after PROXY_STOP_GRACE_MS, requests
+ * in flight finish, keep-alive connections close after their next response or when idle. */
 void proxy_stop(struct proxy *p);
-/* True once draining and every connection is gone (or the drain timeout passed). */
+/* A successor serves the listeners now (handover): this process's copies are closed at once
+ * (they stay in the sockmap: the successor holds them) and it drains as after proxy_stop. */
+void proxy_handed_over(struct proxy *p);
+/* True once draining, the listeners closed and every connection gone (or the drain timeout
+ * passed). */
 bool proxy_done(const struct proxy *p);
 bool proxy_draining(const struct proxy *p);
 

@@ -76,6 +76,11 @@
 #ifndef PROXY_PIPE_SIZE
 #define PROXY_PIPE_SIZE (1 << 20)
 #endif
+/* A started response from a worker that stopped answering (its scrapes failed) is cut once it has
+ * been silent this long, ms. */
+#ifndef PROXY_HUNG_SILENCE_MS
+#define PROXY_HUNG_SILENCE_MS 1000
+#endif
 /* Retry-After of the answers that shed load, seconds. */
 #ifndef PROXY_RETRY_AFTER_S
 #define PROXY_RETRY_AFTER_S 1
@@ -108,11 +113,17 @@ struct conn_req {
 	uint64_t tried;		       /* endpoints tried: bit (index % 64) */
 	int attempts;
 	bool fresh_retry; /* a reused connection failed: retried once on a new one */
+	/* may be sent again after it may have reached a worker that then failed before any
+	 * response byte: an idempotent method, or an OpenAI completion (it changes nothing there
+	 * but the cache, and the client saw nothing of the first attempt) */
+	bool retry_safe;
+	bool lost_retry; /* sent again once already after its connection died mid-request */
 };
 
 /* The response to the current request, as it is relayed. */
 struct conn_resp {
-	bool usage_on; /* its usage is read as it streams past */
+	bool usage_on;	      /* its usage is read as it streams past */
+	bool close_announced; /* its head (rewritten while draining) told the client we close */
 	struct openai_usage usage;
 	bool head_done, started, keep_alive;
 	bool extra; /* bytes after its end: the upstream connection is not reused */
@@ -139,6 +150,7 @@ struct conn {
 	uint64_t deadline;		   /* ms, monotonic */
 	uint64_t t_req;			   /* ns, first byte of the current request */
 	uint64_t t_idle;		   /* ms, since when it waits for a request (0: busy) */
+	uint64_t t_moved;		   /* ms, when bytes last moved for it (conn_touch) */
 	int requests;			   /* on this connection */
 	size_t acct;			   /* buffer bytes counted in p->buffered */
 
@@ -173,8 +185,9 @@ struct stats {
 	uint64_t *accepted, *requests, *passthrough, *resp[6], *err_bad, *err_431, *err_413,
 	    *err_405, *err_501, *err_503, *err_502, *err_504, *err_408, *idle_timeouts,
 	    *client_aborts, *up_connects, *up_connect_fail, *up_reused, *up_retries, *up_reset,
-	    *up_bad_resp, *up_stale, *bytes_up, *bytes_down, *upgrades, *refused_conns, *refused_unknown,
-	    *refused_per_ip, *shed_buffered;
+	    *up_bad_resp, *up_stale, *bytes_up, *bytes_down, *upgrades, *refused_conns,
+	    *refused_unknown, *refused_per_ip, *shed_buffered, *up_abandoned_retried,
+	    *up_abandoned_cut;
 	int64_t *active, *idle_pool, *draining, *buffer_bytes;
 	struct metrics_hist *duration;
 };
@@ -208,7 +221,10 @@ struct proxy {
 	struct upstream *idle, *free_ups, *zombie_ups;
 	int nlive, nfree;
 	bool draining;
-	uint64_t drain_deadline;
+	uint64_t drain_start, drain_deadline;
+	uint64_t
+	    listen_until; /* ms; draining: the listeners close then (0: closed or not draining) */
+	bool accept_off;  /* proxy_accept(false): the listeners are not accepting */
 	uint64_t accept_resume; /* ms; accepts paused until then (0: not paused) */
 	size_t buffered;	/* bytes of every live connection's buffers (sum of acct) */
 	struct ip_table ips;
@@ -238,8 +254,14 @@ int request_read(struct conn *c);
 void request_route(struct conn *c);
 /* Writes the request upstream. Returns 1 all sent, 0 blocked, -1 handled (failure). */
 int request_send(struct conn *c);
-/* The upstream failed before any response byte: retries where that is safe, else answers. */
+/* The upstream failed before any response byte: retries where that is safe, else answers. A
+ * failed connect also puts the endpoint's worker down (router_connect_failed). */
 void upstream_failed(struct conn *c, bool connect_failed);
+/* The worker c's request is on stopped answering (router_ticket_hung). A request with no response
+ * byte yet is sent elsewhere when it is retry-safe (else it waits on, as before); a response that
+ * started and has been silent for PROXY_HUNG_SILENCE_MS is cut (the client sees an error, not a
+ * hang until --idle-timeout). */
+void request_abandon(struct conn *c);
 /* Forgets the request (its buffers emptied, capacity above PROXY_KEEP_BUF released). */
 void request_reset(struct conn *c);
 

@@ -4,6 +4,7 @@
  * read/write or splice(2), and tunnels (pass-through, or after a 101) move bytes both ways. */
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -69,8 +70,10 @@ static void response_done(struct conn *c)
 			up_close(c->up);
 		c->up = NULL;
 	}
-	/* a client that half-closed after pipelining requests gets them all answered */
-	keep = c->rq.keep_alive && c->rs.keep_alive && !c->close_after && !p->draining &&
+	/* a client that half-closed after pipelining requests gets them all answered; while
+	 * draining, a connection stays only if its response announced keep-alive (its client may
+	 * send again at once: it is answered, with "Connection: close") */
+	keep = c->rq.keep_alive && c->rs.keep_alive && !c->close_after && !c->rs.close_announced &&
 	       (!c->rdhup_seen || (c->cli_done && buf_unread(&c->in)));
 	request_reset(c);
 	c->t_req = 0;
@@ -82,6 +85,32 @@ static void response_done(struct conn *c)
 	c->sniffed = true; /* later requests must be HTTP: no pass-through mid-connection */
 	c->t_idle = clock_ms();
 	c->deadline = c->t_idle + (uint64_t)p->o.idle_timeout_ms;
+}
+
+/* Replaces the response head m (rc bytes, the first of the out_hold bytes held at the tail of out)
+ * by the same head saying "Connection: close" (draining). Returns the new head's length, or -1
+ * out of memory (the connection was closed). */
+static int head_close(struct conn *c, const struct http_msg *m, size_t rc)
+{
+	struct buf h = {0};
+	size_t hold = c->out_hold, at, rest = c->out_hold - rc, n;
+
+	if (http_write_response_head_close(&h, m) < 0 ||
+	    (h.len > rc && buf_reserve(&c->out, h.len - rc) < 0)) {
+		buf_free(&h);
+		conn_close(c);
+		return -1;
+	}
+	at = c->out.len - hold; /* after buf_reserve, which may have moved the bytes */
+	memmove(c->out.data + at + h.len, c->out.data + at + rc, rest);
+	memcpy(c->out.data + at, h.data, h.len);
+	c->out.len = at + h.len + rest;
+	c->out.data[c->out.len] = '\0';
+	c->out_hold = h.len + rest;
+	c->rs.close_announced = true;
+	n = h.len;
+	buf_free(&h);
+	return (int)n;
 }
 
 /* Frames the response bytes held at the tail of out. Returns 1 when the response is complete, 0
@@ -106,6 +135,13 @@ static int response_frame(struct conn *c)
 			return -1;
 		}
 		c->rs.status = m.status;
+		if (p->draining && m.status >= 200 && m.keep_alive) {
+			/* this process is going away: the client must not send another request on
+			 * this connection, so the response tells it (the body is unchanged) */
+			rc = head_close(c, &m, (size_t)rc);
+			if (rc < 0)
+				return -1;
+		}
 		c->out_hold -= (size_t)rc;
 		if (m.status < 200 && m.status != 101)
 			continue; /* 1xx: relayed, the real response follows */

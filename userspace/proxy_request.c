@@ -33,6 +33,19 @@ static void start_passthrough(struct conn *c)
 	request_route(c);
 }
 
+/* May a request be sent again after its connection failed without a response? RFC 9110 9.2.2
+ * lets a client retry idempotent methods; anything else may have been acted on (but see
+ * conn_req.retry_safe for OpenAI completions). */
+static bool method_idempotent(const char *m)
+{
+	static const char *const ok[] = {"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"};
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (strcmp(m, ok[i]) == 0)
+			return true;
+	return false;
+}
+
 /* The head of the request is in m (pointing into c->in, rc bytes): checks it against what the
  * proxy serves and its limits, and prepares the forwarded head. Returns 0 to go on with the body,
  * -1 when the request was answered (or the connection closed). */
@@ -48,6 +61,9 @@ static int request_head(struct conn *c, const struct http_msg *m, int rc)
 	c->rq.keep_alive = m->keep_alive;
 	c->rq.upgrade = m->upgrade;
 	c->rq.framing = m->body;
+	c->rq.retry_safe =
+	    method_idempotent(c->rq.method) ||
+	    openai_endpoint_of(m->method, m->method_len, m->target, m->target_len) != OPENAI_NONE;
 	if (strcmp(c->rq.method, "CONNECT") == 0) {
 		/* a tunnel to anywhere is not what an OpenAI endpoint is for; its bytes after the
 		 * head are not HTTP, so the connection closes */
@@ -283,6 +299,7 @@ void request_route(struct conn *c)
 		metrics_inc(p->st.up_connect_fail);
 		log_debug("proxy", "connect to endpoint %s failed: %s", svc->endpoints[idx].name,
 			  strerror(errno));
+		router_connect_failed(p->router, &c->ticket);
 	}
 }
 
@@ -318,18 +335,6 @@ int request_send(struct conn *c)
 	return 1;
 }
 
-/* May a request be sent again after its connection failed without a response? RFC 9110 9.2.2
- * lets a client retry idempotent methods; anything else may have been acted on. */
-static bool method_idempotent(const char *m)
-{
-	static const char *const ok[] = {"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"};
-
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-		if (strcmp(m, ok[i]) == 0)
-			return true;
-	return false;
-}
-
 void upstream_failed(struct conn *c, bool connect_failed)
 {
 	struct proxy *p = c->p;
@@ -343,13 +348,14 @@ void upstream_failed(struct conn *c, bool connect_failed)
 	c->fwd_sent = 0;
 	if (connect_failed) {
 		metrics_inc(p->st.up_connect_fail);
+		router_connect_failed(p->router, &c->ticket);
 		request_route(c);
 		return;
 	}
 	/* The server closed a pooled connection as we reused it (its keep-alive timeout): same
 	 * endpoint, new connection, once; but a POST that may have reached the worker is not
-	 * sent twice (only when not one byte of it was written). */
-	if (reused && !c->rq.fresh_retry && (sent == 0 || method_idempotent(c->rq.method))) {
+	 * sent twice (only when not one byte of it was written), unless it is retry-safe. */
+	if (reused && !c->rq.fresh_retry && (sent == 0 || c->rq.retry_safe)) {
 		c->rq.fresh_retry = true;
 		metrics_inc(p->st.up_retries);
 		c->up = up_connect(p, &a);
@@ -369,5 +375,44 @@ void upstream_failed(struct conn *c, bool connect_failed)
 		conn_close(c);
 		return;
 	}
+	if (sent == 0 || (c->rq.retry_safe && !c->rq.lost_retry)) {
+		/* the worker went away with the request (killed, restarted) and nothing of its
+		 * answer reached the client: another endpoint (once only when it was sent: a
+		 * request that kills the workers it reaches must not take them all down) */
+		c->rq.lost_retry = sent > 0;
+		request_route(c);
+		return;
+	}
 	conn_error(c, 502, "the endpoint closed the connection without a response", true);
+}
+
+void request_abandon(struct conn *c)
+{
+	struct proxy *p = c->p;
+
+	if (c->passthrough || !c->up)
+		return;
+	if (!c->rs.started) {
+		if (!c->rq.retry_safe)
+			return;
+		log_info("proxy", "endpoint %s stopped answering: its request retried elsewhere",
+			 c->ep_name);
+		metrics_inc(p->st.up_abandoned_retried);
+		up_close(c->up);
+		c->up = NULL;
+		c->fwd_sent = 0;
+		request_route(c);
+		conn_progress(c);
+		return;
+	}
+	if (clock_ms() < c->t_moved + PROXY_HUNG_SILENCE_MS)
+		return;
+	log_info("proxy", "endpoint %s stopped answering mid-response: the response is cut",
+		 c->ep_name);
+	metrics_inc(p->st.up_abandoned_cut);
+	up_close(c->up);
+	c->up = NULL;
+	c->out_hold = 0;
+	c->state = C_CLOSING;
+	conn_progress(c);
 }
