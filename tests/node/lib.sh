@@ -152,6 +152,68 @@ kvs_start_kvsplice() {
 	return 1
 }
 
+# Restarts node $KVS_NODE's kvsplice without loss, as a rolling update does: a new process (the
+# same flags, $KVSPLICE may name another binary) takes the listening sockets over from the running
+# one (handover: the proxy listener never leaves the BPF sockmap), and once it serves them the old
+# one gets SIGTERM (Kubernetes deleting the old pod) and drains. Returns when the old process has
+# exited, 1 if the new one did not get ready or the old one did not exit within 40 s.
+kvs_restart_kvsplice() {
+	local pidf old ready i
+	pidf=$(kvs_pid_file)
+	old=$(cat "$pidf" 2>/dev/null)
+	ready=$RUN_DIR/kvsplice$(kvs_node_tag).ready
+	rm -f "$ready"
+	KVSPLICE_ARGS="${KVSPLICE_ARGS:-} --port-file $ready" kvs_start_kvsplice || return 1
+	for i in $(seq 100); do
+		[ -s "$ready" ] && break
+		kvs_alive "$(cat "$pidf")" || break
+		sleep 0.1
+	done
+	if [ ! -s "$ready" ]; then
+		echo "the new kvsplice did not get ready; log:" >&2
+		tail -n 20 "$(kvs_log_file)" >&2
+		return 1
+	fi
+	[ -z "$old" ] || kill -TERM "$old" 2>/dev/null
+	for i in $(seq 400); do
+		kvs_alive "$old" || return 0
+		sleep 0.1
+	done
+	echo "the old kvsplice (pid $old) did not exit" >&2
+	return 1
+}
+
+# Starts worker I's process again (the command up.sh ran, in its namespace) and waits until it
+# answers on its port (15 s at most). Returns 1 if it does not.
+kvs_start_worker() {
+	local i=$1 cmd n
+	cmd=$(cat "$RUN_DIR/w$i.cmd") || return 1
+	# shellcheck disable=SC2086
+	setsid nsenter --net="/run/netns/$(ns_worker "$i")" -- $cmd >>"$RUN_DIR/w$i.log" 2>&1 </dev/null &
+	echo $! >"$RUN_DIR/w$i.pid"
+	for n in $(seq 150); do
+		kvs_in "$NS_NODE" bash -c "exec 3<>/dev/tcp/$(worker_ip "$i")/$SVC_PORT" 2>/dev/null &&
+			return 0
+		kvs_alive "$(cat "$RUN_DIR/w$i.pid")" || break
+		sleep 0.1
+	done
+	echo "worker w$i did not start again" >&2
+	return 1
+}
+
+# Signals worker I's process (default KILL); for KILL and TERM also waits until it is gone.
+kvs_signal_worker() {
+	local i=$1 sig=${2:-KILL} pid n
+	pid=$(cat "$RUN_DIR/w$i.pid" 2>/dev/null) || return 1
+	kill -"$sig" "$pid" 2>/dev/null || return 1
+	case $sig in KILL | TERM | 9 | 15) ;; *) return 0 ;; esac
+	for n in $(seq 100); do
+		kvs_alive "$pid" || return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 # Is process PID alive: is any of its threads neither a zombie nor dead? Not the leader's state
 # alone: after SIGKILL the leader turns zombie while the other threads still hold the process's
 # files (kvsplice's listener, so interception is still on); a caller that is not the parent cannot

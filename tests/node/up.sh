@@ -177,6 +177,7 @@ for i in $(seq "$workers"); do
 	cmd=${cmd//\{port\}/$SVC_PORT}
 	cmd=${cmd//\{events_port\}/$EVENTS_PORT}
 	cmd=${cmd//\{replay_port\}/$REPLAY_PORT}
+	echo "$cmd" >"$RUN_DIR/w$i.cmd" # kvs_start_worker runs it again
 	# shellcheck disable=SC2086
 	setsid nsenter --net="/run/netns/$(ns_worker "$i")" -- $cmd >"$RUN_DIR/w$i.log" 2>&1 </dev/null &
 	echo $! >"$RUN_DIR/w$i.pid"

@@ -21,7 +21,9 @@ struct kvev {
 	void *ctx, *pub, *router;
 	uint64_t seq;
 	struct ring_ent *ring;
-	size_t head, n; /* ring of the last buffer_steps batches */
+	size_t head, n;	    /* ring of the last buffer_steps batches */
+	uint64_t drop_next; /* batches still to lose on purpose (kvev_drop_next) */
+	bool replay_mute;   /* replay requests read and left unanswered (kvev_replay_mute) */
 };
 
 static void pack_cstr(msgpack_packer *pk, const char *s)
@@ -179,7 +181,8 @@ struct kvev *kvev_open(const struct kvev_opts *o, char *err, size_t errlen)
 		zmq_setsockopt(p->pub, ZMQ_SNDHWM, &hwm, sizeof(hwm));
 		zmq_setsockopt(p->pub, ZMQ_LINGER, &linger, sizeof(linger));
 		if (zmq_bind(p->pub, o->endpoint) != 0) {
-			snprintf(err, errlen, "bind %s: %s", o->endpoint, zmq_strerror(zmq_errno()));
+			snprintf(err, errlen, "bind %s: %s", o->endpoint,
+				 zmq_strerror(zmq_errno()));
 			goto fail;
 		}
 	}
@@ -247,7 +250,9 @@ int kvev_publish(struct kvev *p, const struct kvc_events *ev, double ts)
 	if ((err = kvev_encode(&p->o, ev, ts, &buf, &len)))
 		return err;
 	be64(seqb, p->seq);
-	if (p->pub) {
+	if (p->drop_next) {
+		p->drop_next--; /* numbered and kept for replay, never sent */
+	} else if (p->pub) {
 		/* PUB never blocks: past the high-water mark messages are dropped, as in vLLM. */
 		zmq_send(p->pub, p->topic, strlen(p->topic), ZMQ_SNDMORE | ZMQ_DONTWAIT);
 		zmq_send(p->pub, seqb, 8, ZMQ_SNDMORE | ZMQ_DONTWAIT);
@@ -283,6 +288,16 @@ uint64_t kvev_next_seq(const struct kvev *p)
 	return p->seq;
 }
 
+void kvev_drop_next(struct kvev *p, uint64_t n)
+{
+	p->drop_next = n;
+}
+
+void kvev_replay_mute(struct kvev *p, bool mute)
+{
+	p->replay_mute = mute;
+}
+
 void kvev_poll(struct kvev *p)
 {
 	static const uint8_t end[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
@@ -311,7 +326,7 @@ void kvev_poll(struct kvev *p)
 				zmq_msg_close(&m);
 		}
 		/* [identity][empty][start seq]; anything else is ignored. */
-		if (nparts == 3 && zmq_msg_size(&part[2]) == 8) {
+		if (nparts == 3 && zmq_msg_size(&part[2]) == 8 && !p->replay_mute) {
 			const uint8_t *s = zmq_msg_data(&part[2]);
 
 			for (int i = 0; i < 8; i++)

@@ -32,7 +32,7 @@ struct kvev_opts {
 	const char *replay_endpoint; /* ROUTER bind, or NULL */
 	const char *topic;	     /* may be "" */
 	enum kvev_format format;
-	bool int_hashes;    /* true: u64 ints; false: 32 raw bytes */
+	bool int_hashes; /* true: u64 ints; false: 32 raw bytes */
 	uint32_t block_size;
 	size_t buffer_steps; /* replay ring size (batches) */
 };
@@ -58,6 +58,14 @@ int kvev_endpoints(struct kvev *p, char *pub, size_t publen, char *replay, size_
 
 /* Next sequence number to be sent. */
 uint64_t kvev_next_seq(const struct kvev *p);
+
+/* Test hook: the next n batches are numbered and kept for replay as usual but not sent on the PUB
+ * socket, as a PUB past its high-water mark loses them (a subscriber sees a gap). */
+void kvev_drop_next(struct kvev *p, uint64_t n);
+
+/* Test hook: while mute, replay requests are read and never answered, as from a replay endpoint
+ * that is gone (a subscriber's replay times out). */
+void kvev_replay_mute(struct kvev *p, bool mute);
 
 /* Encodes one batch (for tests and the publisher). Returns 0 or -ENOMEM; *out is malloc'ed. */
 int kvev_encode(const struct kvev_opts *o, const struct kvc_events *ev, double ts, char **out,

@@ -674,6 +674,58 @@ static void handle_reset(struct sim *sm, struct conn *c)
 	respond(sm, c, 200, "application/json", "{}", 2);
 }
 
+/* The value of query parameter name in target[0..len) ("" when it has none), into out[n]; false
+ * when absent. */
+static bool query_param(const char *target, size_t len, const char *name, char *out, size_t n)
+{
+	const char *q = memchr(target, '?', len), *end = target + len;
+	size_t nl = strlen(name);
+
+	while (q && q < end) {
+		const char *p = q + 1, *amp = memchr(p, '&', (size_t)(end - p));
+		const char *stop = amp ? amp : end;
+
+		if ((size_t)(stop - p) >= nl && !strncmp(p, name, nl) &&
+		    (p + nl == stop || p[nl] == '=')) {
+			const char *v = p + nl == stop ? stop : p + nl + 1;
+
+			snprintf(out, n, "%.*s", (int)(stop - v), v);
+			return true;
+		}
+		q = amp;
+	}
+	return false;
+}
+
+/* POST /debug/events?drop=N&replay=off|on: test hooks (tests/node/test_faults.sh, bench/faults.sh).
+ * drop: the next N event batches are numbered and kept for replay but never published, as vLLM's
+ * PUB drops them past its high-water mark (a subscriber sees a gap its replay has to fill).
+ * replay=off: replay requests go unanswered from now on, as from a dead replay endpoint; on: they
+ * are answered again. */
+static void handle_debug_events(struct sim *sm, struct conn *c)
+{
+	char v[32], out[128];
+	unsigned long long n = 0;
+	bool mute = false;
+
+	if (!sm->ev) {
+		respond_error(sm, c, 409, "ConflictError", "no KV events are published");
+		return;
+	}
+	if (query_param(c->m.target, c->m.target_len, "drop", v, sizeof(v))) {
+		n = strtoull(v, NULL, 10);
+		kvev_drop_next(sm->ev, n);
+	}
+	if (query_param(c->m.target, c->m.target_len, "replay", v, sizeof(v))) {
+		mute = strcmp(v, "off") == 0;
+		kvev_replay_mute(sm->ev, mute);
+	}
+	snprintf(out, sizeof(out),
+		 "{\"drop_next\":%llu,\"replay\":\"%s\",\"next_seq\":%" PRIu64 "}", n,
+		 mute ? "off" : "on", kvev_next_seq(sm->ev));
+	respond(sm, c, 200, "application/json", out, strlen(out));
+}
+
 static void handle_generate(struct sim *sm, struct conn *c, enum openai_endpoint ep)
 {
 	struct job *j = calloc(1, sizeof(*j));
@@ -803,6 +855,8 @@ static void dispatch(struct sim *sm, struct conn *c)
 		handle_debug(sm, c);
 	else if (method_is(m, "POST") && target_is(m, "/reset_prefix_cache"))
 		handle_reset(sm, c);
+	else if (method_is(m, "POST") && target_is(m, "/debug/events"))
+		handle_debug_events(sm, c);
 	else
 		respond(sm, c, 404, "application/json", "{\"detail\":\"Not Found\"}", 22);
 }
@@ -1026,7 +1080,10 @@ static void usage(FILE *f)
 		"  --events-format array|map   event encoding (array: vLLM before PR 42892)\n"
 		"  --int-block-hashes 0|1      hashes as u64 ints (1) or 32 raw bytes (0)\n"
 		"  --buffer-steps N            replay ring, in batches (10000)\n"
-		"  --log-level L               error|warn|info|debug\n",
+		"  --log-level L               error|warn|info|debug\n"
+		"Test hooks: POST /debug/events?drop=N drops the next N event batches from the PUB\n"
+		"(kept for replay), as a PUB past its high-water mark does; ?replay=off leaves\n"
+		"replay requests unanswered (a dead replay endpoint), ?replay=on answers again.\n",
 		10.0, 11.8, 23.8, 1000.0, 4.0);
 }
 
