@@ -5,7 +5,9 @@
  * works (up, backoff reset), failed scrapes (down after WORKERS_DOWN_AFTER, up at the next good
  * one, which also lifts a down by connects) and both reasons at once; then the router on three
  * endpoints: a worker whose connect failed is left out of the next decisions, gets one probe
- * request once its backoff is over, and is back after a good connect. */
+ * request once its backoff is over, and is back after a good connect. Last, the load estimate: of
+ * a worker's queue only the part others' requests make counts (a table of gauges and this
+ * router's requests there). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -13,7 +15,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "discovery.h"
 #include "router.h"
+#include "scrape.h"
 #include "tap.h"
 #include "workers.h"
 
@@ -203,9 +207,64 @@ static void router_backoff(void)
 	router_free(r);
 }
 
+/* The queue that counts as pressure is others' only: {requests of this router in flight at the
+ * scrape, the worker's running and waiting gauges} -> {others' requests, others' queue}. A queue
+ * of this router's own requests is its prefill backlog (policy_kv.c) and must not count twice. */
+static void test_load_waiting(void)
+{
+	static const struct {
+		uint32_t ours;		  /* this router's requests there at the scrape */
+		double running, waiting;  /* the worker's gauges */
+		double remote, others_q;  /* expected */
+		const char *what;
+	} t[] = {
+	    {0, 0, 0, 0, 0, "idle"},
+	    {3, 2, 1, 0, 0, "our three: two running, one queued: no one else's queue"},
+	    {4, 4, 0, 0, 0, "our four running"},
+	    {2, 4, 2, 4, 2, "two of others queued behind our two"},
+	    {3, 3, 2, 2, 2, "ours running, two of others queued"},
+	    {4, 2, 3, 1, 1, "five in all, four ours: one of the queued is others'"},
+	    {0, 1, 3, 4, 3, "only others'"},
+	    {2, 1, -1, 0, -1, "no waiting gauge: unknown"},
+	};
+	struct endpoint ep = {.name = "w0"};
+	struct service svc = {.name = "qwen", .nendpoints = 1, .endpoints = &ep};
+	struct services s = {.refs = 1, .n = 1, .v = &svc};
+	struct workers *ws;
+	uint64_t chain[1] = {42};
+
+	ep.addr.sin_family = AF_INET;
+	ep.addr.sin_addr.s_addr = htonl(0x0a000001);
+	ep.addr.sin_port = htons(8000);
+	CHECK(workers_new(&ws) == 0 && workers_sync(ws, &s) == 0, "load: one worker");
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct worker *w = workers_find(ws, "qwen", &ep);
+		struct scrape_metrics m = {.running = t[i].running, .waiting = t[i].waiting,
+					   .kv_usage = -1, .num_gpu_blocks = -1, .block_size = -1,
+					   .prefix_queries = -1, .prefix_hits = -1, .start_time = -1};
+		double remote, waiting, free_blocks, cap;
+		uint32_t slot = 0;
+
+		for (uint32_t j = 0; j < workers_count(ws); j++)
+			if (workers_at(ws, j) == w)
+				slot = j;
+		for (uint32_t j = 0; j < t[i].ours; j++)
+			workers_flight_add(ws, slot, chain, 1);
+		workers_metrics(ws, w, &m, 0, 1000);
+		workers_load(ws, w, 1010, 0, &remote, &waiting, &free_blocks, &cap);
+		CHECK(remote == t[i].remote && waiting == t[i].others_q,
+		      "load: %s (others %.0f, their queue %.0f; want %.0f, %.0f)", t[i].what, remote,
+		      waiting, t[i].remote, t[i].others_q);
+		for (uint32_t j = 0; j < t[i].ours; j++)
+			workers_flight_del(ws, slot, chain, 1);
+	}
+	workers_free(ws);
+}
+
 int main(void)
 {
 	table();
 	router_backoff();
+	test_load_waiting();
 	return tap_done();
 }
