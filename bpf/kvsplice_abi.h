@@ -48,23 +48,23 @@ struct kvs_peer_key {
 /* Why the programs did what they did: one per-CPU counter per path (the stats map's index). One
  * list gives the enum and the names /metrics prints (bpfctl_stat_name), so they cannot drift. */
 #define KVS_STATS(X)                                                                               \
-	X(REWRITTEN, "rewritten")	    /* connect: Service connect handed to the proxy */       \
-	X(NOT_SERVICE, "not_service")	    /* connect: destination is not a selected Service */    \
-	X(PROXY_ABSENT, "proxy_absent")	    /* connect: Service, no proxy listener: left to DNAT */ \
-	X(OWN_CONNECT, "own_connect")	    /* connect: the proxy's own socket (SO_MARK) */          \
-	X(NOT_TCP, "not_tcp")		    /* connect: not a TCP stream socket */                   \
-	X(ORIGDST_FULL, "origdst_full")	    /* connect: cookie map update failed: left to DNAT */   \
-	X(ORIGDST_STORED, "origdst_stored") /* sockops: established, original dst keyed by peer */  \
-	X(ORIGDST_LOST, "origdst_lost")	    /* sockops: established, peer key could not be stored */\
-	X(CLOSED, "closed")		    /* sockops: intercepted connection closed, entries gone */ \
-	X(PEER_RESTORED, "peer_restored")   /* getpeername: ClusterIP shown instead of the proxy */  \
-	X(PEER_UNKNOWN, "peer_unknown")	    /* getpeername: peer is the proxy but no record */       \
-	X(NOT_IPV4, "not_ipv4")		    /* connect6: a real IPv6 destination: untouched */
+	X(REWRITTEN, "rewritten")	/* connect: Service connect handed to the proxy */         \
+	X(NOT_SERVICE, "not_service")	/* connect: destination is not a selected Service */       \
+	X(PROXY_ABSENT, "proxy_absent") /* connect: Service, no proxy listener: left to DNAT */    \
+	X(OWN_CONNECT, "own_connect")	/* connect: the proxy's own socket (SO_MARK) */            \
+	X(NOT_TCP, "not_tcp")		/* connect: not a TCP stream socket */                     \
+	X(ORIGDST_FULL, "origdst_full") /* connect: cookie map update failed: left to DNAT */      \
+	X(ORIGDST_STORED, "origdst_stored") /* sockops: established, original dst keyed by peer */ \
+	X(ORIGDST_LOST, "origdst_lost") /* sockops: established, peer key could not be stored */   \
+	X(CLOSED, "closed")		/* sockops: intercepted connection closed, entries gone */ \
+	X(PEER_RESTORED, "peer_restored") /* getpeername: ClusterIP shown instead of the proxy */  \
+	X(PEER_UNKNOWN, "peer_unknown")	  /* getpeername: peer is the proxy but no record */       \
+	X(NOT_IPV4, "not_ipv4")		  /* connect6: a real IPv6 destination: untouched */
 enum kvs_stat {
 #define KVS_STAT_ENUM(e, name) KVS_STAT_##e,
 	KVS_STATS(KVS_STAT_ENUM)
 #undef KVS_STAT_ENUM
-	KVS_STAT_MAX
+	    KVS_STAT_MAX
 };
 
 /* Pinned object names under the pin directory. */

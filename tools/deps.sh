@@ -16,6 +16,7 @@ debs=(
 	libcurl4-openssl-dev # discovery_k8s.c: the Kubernetes API over HTTPS (OpenSSL)
 	openssl # tests/e2e/k8s_api.py: the test API server's certificates, made at test time
 	yamllint # tests/deploy: the manifests are linted
+	clang-format # tests/style: every C source as .clang-format lays it out
 )
 missing=()
 for p in "${debs[@]}"; do

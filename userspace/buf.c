@@ -80,13 +80,27 @@ int buf_json_str(struct buf *b, const char *s, size_t n)
 		size_t rlen = 2;
 
 		switch (c) {
-		case '"': rep = "\\\""; break;
-		case '\\': rep = "\\\\"; break;
-		case '\n': rep = "\\n"; break;
-		case '\r': rep = "\\r"; break;
-		case '\t': rep = "\\t"; break;
-		case '\b': rep = "\\b"; break;
-		case '\f': rep = "\\f"; break;
+		case '"':
+			rep = "\\\"";
+			break;
+		case '\\':
+			rep = "\\\\";
+			break;
+		case '\n':
+			rep = "\\n";
+			break;
+		case '\r':
+			rep = "\\r";
+			break;
+		case '\t':
+			rep = "\\t";
+			break;
+		case '\b':
+			rep = "\\b";
+			break;
+		case '\f':
+			rep = "\\f";
+			break;
 		default:
 			if (c < 0x20) {
 				rep = esc;

@@ -229,7 +229,8 @@ struct pj {
 
 #define PJ_MAX_DEPTH 200    /* deeper values: not reproduced (Python's own limit is ~1000) */
 #define PJ_MAX_MEMBERS 4096 /* per object: repeated-key lookup is linear */
-#define PJ_MAX_INT_DIGITS 4300 /* Python refuses longer ints (sys.int_info.default_max_str_digits) */
+#define PJ_MAX_INT_DIGITS                                                                          \
+	4300 /* Python refuses longer ints (sys.int_info.default_max_str_digits) */
 
 static void pj_free(struct pj *v)
 {
@@ -332,13 +333,23 @@ static int pj_string(struct pj_in *in, char **s, size_t *n)
 			goto bad;
 		p++;
 		switch (*p) {
-		case '"': case '\\': case '/':
+		case '"':
+		case '\\':
+		case '/':
 			if (buf_append(&b, p, 1))
 				goto nomem;
 			p++;
 			break;
-		case 'b': case 'f': case 'n': case 'r': case 't': {
-			char c = *p == 'b' ? '\b' : *p == 'f' ? '\f' : *p == 'n' ? '\n' : *p == 'r' ? '\r' : '\t';
+		case 'b':
+		case 'f':
+		case 'n':
+		case 'r':
+		case 't': {
+			char c = *p == 'b'   ? '\b'
+				 : *p == 'f' ? '\f'
+				 : *p == 'n' ? '\n'
+				 : *p == 'r' ? '\r'
+					     : '\t';
 			if (buf_append(&b, &c, 1))
 				goto nomem;
 			p++;
@@ -356,7 +367,8 @@ static int pj_string(struct pj_in *in, char **s, size_t *n)
 				p += 6;
 			} else if (cp >= 0xd800 && cp < 0xe000) {
 				buf_free(&b);
-				return pj_fail(in, CHAT_UNSUPPORTED, "tool JSON: lone surrogate escape");
+				return pj_fail(in, CHAT_UNSUPPORTED,
+					       "tool JSON: lone surrogate escape");
 			}
 			if (put_utf8(&b, (unsigned)cp))
 				goto nomem;
@@ -393,7 +405,8 @@ static int pj_number(struct pj_in *in, struct pj *v)
 		while (p < in->end && *p >= '0' && *p <= '9')
 			p++;
 	} else {
-		return pj_fail(in, CHAT_UNSUPPORTED, "tool JSON: not JSON (NaN/Infinity or bad value)");
+		return pj_fail(in, CHAT_UNSUPPORTED,
+			       "tool JSON: not JSON (NaN/Infinity or bad value)");
 	}
 	if (p + 1 < in->end && *p == '.' && p[1] >= '0' && p[1] <= '9') {
 		is_float = true;
@@ -418,7 +431,8 @@ static int pj_number(struct pj_in *in, struct pj *v)
 	if (!is_float) {
 		v->t = PJ_INT;
 		if (v->n - (start[0] == '-') > PJ_MAX_INT_DIGITS)
-			return pj_fail(in, CHAT_UNSUPPORTED, "tool JSON: integer too long for Python");
+			return pj_fail(in, CHAT_UNSUPPORTED,
+				       "tool JSON: integer too long for Python");
 		return 0;
 	}
 	v->t = PJ_FLOAT;
@@ -745,9 +759,8 @@ static const struct pj *pj_get(const struct pj *o, const char *key)
 /* Keys whose presence in a content part makes vLLM treat it as media (MM_PARSER_MAP minus the
  * text types), whatever its "type". */
 static const char *const media_keys[] = {
-	"image_url",	 "input_image", "image_embeds", "audio_embeds", "video_embeds",
-	"prompt_embeds", "image_pil",	"audio_url",	"input_audio",	"video_url",
-	"tool_reference",
+    "image_url", "input_image", "image_embeds", "audio_embeds", "video_embeds",	  "prompt_embeds",
+    "image_pil", "audio_url",	"input_audio",	"video_url",	"tool_reference",
 };
 
 /* Text of one content part: *text set (NULL when vLLM drops the part). Returns a chat_status. */
@@ -768,7 +781,8 @@ static int part_text(const cJSON *part, bool system, const char **text, const ch
 	}
 	for (i = 0; i < sizeof(media_keys) / sizeof(media_keys[0]); i++) {
 		if (obj_get(part, media_keys[i])) {
-			*why = "non-text content part (image, audio, video, embeddings, tool_reference)";
+			*why = "non-text content part (image, audio, video, embeddings, "
+			       "tool_reference)";
 			return CHAT_UNSUPPORTED;
 		}
 	}
@@ -785,7 +799,8 @@ static int part_text(const cJSON *part, bool system, const char **text, const ch
 		*why = "content part type is not a string";
 		return CHAT_INVALID;
 	}
-	if (strcmp(type->valuestring, "text") == 0 || strcmp(type->valuestring, "input_text") == 0 ||
+	if (strcmp(type->valuestring, "text") == 0 ||
+	    strcmp(type->valuestring, "input_text") == 0 ||
 	    strcmp(type->valuestring, "output_text") == 0)
 		key = "text";
 	else if (strcmp(type->valuestring, "refusal") == 0)
@@ -817,7 +832,8 @@ static int part_text(const cJSON *part, bool system, const char **text, const ch
 check_billing:
 	/* Newest vLLM rewrites such system parts, older ones keep them: not reproducible. */
 	if (system && strncmp(*text, BILLING_HEADER, strlen(BILLING_HEADER)) == 0) {
-		*why = "system text starting with x-anthropic-billing-header (vLLM versions differ)";
+		*why =
+		    "system text starting with x-anthropic-billing-header (vLLM versions differ)";
 		return CHAT_UNSUPPORTED;
 	}
 	return CHAT_OK;
@@ -840,8 +856,9 @@ static int content_flatten(const cJSON *content, struct cmsg *m, bool system, st
 	if (cJSON_IsString(content)) {
 		m->content = span_str(content->valuestring);
 		if (system && span_starts(m->content, BILLING_HEADER)) {
-			*why = "system text starting with x-anthropic-billing-header (vLLM versions "
-			       "differ)";
+			*why =
+			    "system text starting with x-anthropic-billing-header (vLLM versions "
+			    "differ)";
 			return CHAT_UNSUPPORTED;
 		}
 		return CHAT_OK;
@@ -879,10 +896,12 @@ static int tool_calls_check(const cJSON *calls, const char **why)
 	{
 		fn = obj_get(c, "function");
 		type = obj_get(c, "type");
-		if (!cJSON_IsObject(c) || !cJSON_IsString(obj_get(c, "id")) || !cJSON_IsString(type) ||
-		    strcmp(type->valuestring, "function") != 0 || !cJSON_IsObject(fn) ||
-		    !cJSON_IsString(obj_get(fn, "name")) || !cJSON_IsString(obj_get(fn, "arguments"))) {
-			*why = "a tool call is not {id, type: function, function: {name, arguments}}";
+		if (!cJSON_IsObject(c) || !cJSON_IsString(obj_get(c, "id")) ||
+		    !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
+		    !cJSON_IsObject(fn) || !cJSON_IsString(obj_get(fn, "name")) ||
+		    !cJSON_IsString(obj_get(fn, "arguments"))) {
+			*why =
+			    "a tool call is not {id, type: function, function: {name, arguments}}";
 			return CHAT_INVALID;
 		}
 	}
@@ -1008,9 +1027,10 @@ static int tools_render(struct buf *out, const struct pj *tools, const struct cm
 		rc |= put(out, first->content);
 		rc |= buf_puts(out, "\n\n");
 	}
-	rc |= buf_puts(out, "# Tools\n\nYou may call one or more functions to assist with the user "
-			    "query.\n\nYou are provided with function signatures within <tools></tools> "
-			    "XML tags:\n<tools>");
+	rc |= buf_puts(out,
+		       "# Tools\n\nYou may call one or more functions to assist with the user "
+		       "query.\n\nYou are provided with function signatures within <tools></tools> "
+		       "XML tags:\n<tools>");
 	for (t = tools->child; t && !rc; t = t->next) {
 		if (t->t != PJ_OBJ || (fn = pj_get(t, "function")) == NULL || fn->t != PJ_OBJ) {
 			*why = "a tool is not {type: function, function: {...}}";
@@ -1018,14 +1038,16 @@ static int tools_render(struct buf *out, const struct pj *tools, const struct cm
 		}
 		for (c = t->child; c; c = c->next) {
 			for (i = 0; i < 2 && (c->kn != strlen(tool_keys[i]) ||
-					      memcmp(c->k, tool_keys[i], c->kn)); i++)
+					      memcmp(c->k, tool_keys[i], c->kn));
+			     i++)
 				;
 			if (i == 2)
 				goto versions;
 		}
 		for (c = fn->child; c; c = c->next) {
 			for (i = 0; i < 4 && (c->kn != strlen(fn_keys[i]) ||
-					      memcmp(c->k, fn_keys[i], c->kn)); i++)
+					      memcmp(c->k, fn_keys[i], c->kn));
+			     i++)
 				;
 			if (i == 4)
 				goto versions;
@@ -1040,7 +1062,8 @@ static int tools_render(struct buf *out, const struct pj *tools, const struct cm
 		    (params && params->t != PJ_OBJ && params->t != PJ_NULL) ||
 		    (strict && strict->t != PJ_TRUE && strict->t != PJ_FALSE &&
 		     strict->t != PJ_NULL)) {
-			*why = "a tool function is not {name, description, parameters, strict} as typed";
+			*why = "a tool function is not {name, description, parameters, strict} as "
+			       "typed";
 			return CHAT_INVALID;
 		}
 		if (strict && strict->t == PJ_NULL)
@@ -1124,10 +1147,22 @@ static int message_parse(const cJSON *msg, struct cmsg *m, struct buf *scratch, 
  * rejects or overrides differently across versions). Any other kwarg is not read by the
  * template and has no effect. */
 static const char *const kwargs_deny[] = {
-	"add_generation_prompt", "continue_final_message", "tools",	     "messages",
-	"namespace",		 "chat_template",	   "tokenize",	     "conversation",
-	"padding",		 "truncation",		   "max_length",     "return_tensors",
-	"return_dict",		 "return_assistant_tokens_mask", "tokenizer_kwargs", "processor_kwargs",
+    "add_generation_prompt",
+    "continue_final_message",
+    "tools",
+    "messages",
+    "namespace",
+    "chat_template",
+    "tokenize",
+    "conversation",
+    "padding",
+    "truncation",
+    "max_length",
+    "return_tensors",
+    "return_dict",
+    "return_assistant_tokens_mask",
+    "tokenizer_kwargs",
+    "processor_kwargs",
 };
 
 static int kwargs_check(const cJSON *kw, const char **why)
@@ -1153,8 +1188,8 @@ static bool is_auto(const cJSON *v)
 static int thinking_resolve(const cJSON *req, const cJSON *user_kw, const cJSON *server_kw,
 			    bool *think_off, const char **why)
 {
-	static const char *const efforts[] = {"none", "minimal", "low", "medium", "high", "xhigh",
-					      "max"};
+	static const char *const efforts[] = {"none", "minimal", "low", "medium",
+					      "high", "xhigh",	 "max"};
 	const cJSON *user = obj_get(user_kw, "enable_thinking");
 	const cJSON *server = obj_get(server_kw, "enable_thinking");
 	const cJSON *effort = obj_get(req, "reasoning_effort");
@@ -1173,14 +1208,16 @@ static int thinking_resolve(const cJSON *req, const cJSON *user_kw, const cJSON 
 		if (!user) {
 			/* Newest vLLM derives enable_thinking from it, older ones ignore it. */
 			if (i == 0 || (server && cJSON_IsFalse(server))) {
-				*why = "reasoning_effort without chat_template_kwargs.enable_thinking "
-				       "(vLLM versions differ)";
+				*why =
+				    "reasoning_effort without chat_template_kwargs.enable_thinking "
+				    "(vLLM versions differ)";
 				return CHAT_UNSUPPORTED;
 			}
 			return CHAT_OK; /* true or the server's non-false default: no suffix */
 		}
 	}
-	/* merge_kwargs: the server default is overridden unless the request value is null/"auto". */
+	/* merge_kwargs: the server default is overridden unless the request value is null/"auto".
+	 */
 	v = user;
 	if (server && (!user || cJSON_IsNull(user) || is_auto(user)))
 		v = server;
@@ -1260,7 +1297,7 @@ static int render_assistant(struct buf *out, const struct cmsg *m, bool after_qu
 	} else if (span_find(content, "</think>")) {
 		content = lstrip_nl(after_last(m->content, "</think>"));
 		reasoning = lstrip_nl(
-			after_last(rstrip_nl(before_first(m->content, "</think>")), "<think>"));
+		    after_last(rstrip_nl(before_first(m->content, "</think>")), "<think>"));
 	}
 	if (after_query && (last || reasoning.n > 0)) {
 		rc |= buf_puts(out, "<|im_start|>assistant\n<think>\n");
@@ -1277,8 +1314,8 @@ static int render_assistant(struct buf *out, const struct cmsg *m, bool after_qu
 		cJSON_ArrayForEach(call, m->tool_calls)
 		{
 			/* '\n' before every call but a first one that follows empty content */
-			rc = tool_call_render(out, call, call != m->tool_calls->child || content.n > 0,
-					      why);
+			rc = tool_call_render(out, call,
+					      call != m->tool_calls->child || content.n > 0, why);
 			if (rc != CHAT_OK)
 				return rc;
 		}
@@ -1434,7 +1471,8 @@ int chat_raw_check(const char *json, size_t len, const char **why)
 	for (i = 0; i + 1 < len; i++) {
 		if (json[i] != '\\')
 			continue;
-		/* An escape: \u0000 is the one cJSON cannot keep; skip the escaped char either way. */
+		/* An escape: \u0000 is the one cJSON cannot keep; skip the escaped char either way.
+		 */
 		if (json[i + 1] == 'u' && i + 5 < len && hexval(json[i + 2]) == 0 &&
 		    hexval(json[i + 3]) == 0 && hexval(json[i + 4]) == 0 &&
 		    hexval(json[i + 5]) == 0) {
@@ -1447,8 +1485,8 @@ int chat_raw_check(const char *json, size_t len, const char **why)
 	return CHAT_OK;
 }
 
-int chat_render_parsed(const cJSON *req, const char *json, size_t len,
-		       const cJSON *server_kwargs, struct buf *out, const char **why)
+int chat_render_parsed(const cJSON *req, const char *json, size_t len, const cJSON *server_kwargs,
+		       struct buf *out, const char **why)
 {
 	const cJSON *tools = obj_get(req, "tools");
 	struct pj *raw = NULL;

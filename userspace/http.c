@@ -273,7 +273,7 @@ static void set_connection_flags(struct http_msg *m)
 		m->keep_alive = any_header_has_token(m, "connection", "keep-alive") &&
 				!any_header_has_token(m, "connection", "close");
 	m->upgrade =
-		http_find_header(m, "upgrade") && any_header_has_token(m, "connection", "upgrade");
+	    http_find_header(m, "upgrade") && any_header_has_token(m, "connection", "upgrade");
 }
 
 int http_parse_request(const char *buf, size_t len, size_t max_head, struct http_msg *m)
@@ -400,8 +400,7 @@ int http_parse_response(const char *buf, size_t len, size_t max_head, const char
 	cl = cl_kind(m, true, &m->content_length);
 	if (te < 0 || cl < 0)
 		return -502;
-	if ((req_method && strcmp(req_method, "HEAD") == 0) || st < 200 || st == 204 ||
-	    st == 304) {
+	if ((req_method && strcmp(req_method, "HEAD") == 0) || st < 200 || st == 204 || st == 304) {
 		m->body = HTTP_BODY_NONE;
 		m->content_length = 0;
 	} else if (req_method && strcmp(req_method, "CONNECT") == 0 && st < 300) {
@@ -608,37 +607,68 @@ ssize_t http_chunked_feed(struct http_chunked *c, const char *p, size_t n, struc
 const char *http_reason(int status)
 {
 	switch (status) {
-	case 100: return "Continue";
-	case 101: return "Switching Protocols";
-	case 200: return "OK";
-	case 201: return "Created";
-	case 202: return "Accepted";
-	case 204: return "No Content";
-	case 206: return "Partial Content";
-	case 301: return "Moved Permanently";
-	case 302: return "Found";
-	case 304: return "Not Modified";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 411: return "Length Required";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 415: return "Unsupported Media Type";
-	case 417: return "Expectation Failed";
-	case 422: return "Unprocessable Content";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Unknown";
+	case 100:
+		return "Continue";
+	case 101:
+		return "Switching Protocols";
+	case 200:
+		return "OK";
+	case 201:
+		return "Created";
+	case 202:
+		return "Accepted";
+	case 204:
+		return "No Content";
+	case 206:
+		return "Partial Content";
+	case 301:
+		return "Moved Permanently";
+	case 302:
+		return "Found";
+	case 304:
+		return "Not Modified";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
+	case 411:
+		return "Length Required";
+	case 413:
+		return "Content Too Large";
+	case 414:
+		return "URI Too Long";
+	case 415:
+		return "Unsupported Media Type";
+	case 417:
+		return "Expectation Failed";
+	case 422:
+		return "Unprocessable Content";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 501:
+		return "Not Implemented";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
+	case 505:
+		return "HTTP Version Not Supported";
+	default:
+		return "Unknown";
 	}
 }
 
@@ -674,8 +704,7 @@ cleanup:
 	return rc;
 }
 
-int http_write_error(struct buf *out, int status, const char *type, const char *message,
-		     bool close)
+int http_write_error(struct buf *out, int status, const char *type, const char *message, bool close)
 {
 	return http_write_error_retry(out, status, type, message, close, 0);
 }
@@ -684,10 +713,9 @@ int http_write_error(struct buf *out, int status, const char *type, const char *
  * so that a server which folds underscores cannot be handed a second framing header. */
 static bool is_hop_header(const struct http_header *h, const struct http_msg *m)
 {
-	static const char *const hop[] = {"connection",	     "keep-alive", "proxy-connection",
-					  "te",		     "transfer-encoding", "content-length",
-					  "expect",	     "upgrade",	   "trailer",
-					  "proxy-authenticate"};
+	static const char *const hop[] = {
+	    "connection",     "keep-alive", "proxy-connection", "te",	   "transfer-encoding",
+	    "content-length", "expect",	    "upgrade",		"trailer", "proxy-authenticate"};
 	char name[32];
 
 	if (h->name_len >= sizeof(name))

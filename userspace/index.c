@@ -85,7 +85,6 @@ static void *table_alloc(size_t n, size_t size)
 	return p;
 }
 
-
 /* ---- global table ---------------------------------------------------------------------- */
 
 static inline uint64_t *g_slot(const struct index *idx, size_t i)

@@ -12,7 +12,7 @@ void log_set_level(enum log_level lvl);
 /* Parses "error|warn|info|debug"; returns -1 on anything else. */
 int log_parse_level(const char *s);
 void log_msg(enum log_level lvl, const char *comp, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 #define log_error(comp, ...) log_msg(LOG_ERROR, comp, __VA_ARGS__)
 #define log_warn(comp, ...) log_msg(LOG_WARN, comp, __VA_ARGS__)

@@ -95,8 +95,7 @@ static struct series *series_add(struct metrics *m, enum series_kind kind, const
 	return s;
 }
 
-uint64_t *metrics_counter(struct metrics *m, const char *name, const char *labels,
-			  const char *help)
+uint64_t *metrics_counter(struct metrics *m, const char *name, const char *labels, const char *help)
 {
 	struct series *s = series_add(m, S_COUNTER, name, labels, help);
 
@@ -216,11 +215,11 @@ int metrics_render(struct metrics *m, struct buf *out)
 			if (t->kind == S_COUNTER)
 				rc |= buf_printf(out, "%s%s%s%s %llu\n", t->name, lb, t->labels, rb,
 						 (unsigned long long)__atomic_load_n(
-							 &t->v.counter, __ATOMIC_RELAXED));
+						     &t->v.counter, __ATOMIC_RELAXED));
 			else if (t->kind == S_GAUGE)
 				rc |= buf_printf(
-					out, "%s%s%s%s %lld\n", t->name, lb, t->labels, rb,
-					(long long)__atomic_load_n(&t->v.gauge, __ATOMIC_RELAXED));
+				    out, "%s%s%s%s %lld\n", t->name, lb, t->labels, rb,
+				    (long long)__atomic_load_n(&t->v.gauge, __ATOMIC_RELAXED));
 			else
 				rc |= render_hist(out, t);
 		}

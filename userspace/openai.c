@@ -115,8 +115,7 @@ static int take_text(const struct tokenizer *t, struct tok_cache *tc, const char
  * as if it were fine would count a prefix the engine never sees. Only the first is tokenized: the
  * others cost a walk over the tree, not an encode. Returns an openai_status or -ENOMEM. */
 static int parse_prompt(const struct tokenizer *t, struct tok_cache *tc, const cJSON *p,
-			struct openai_req *r,
-			const char **why)
+			struct openai_req *r, const char **why)
 {
 	const cJSON *first, *e;
 	size_t n = 0;

@@ -20,9 +20,9 @@
 #include "tokenizer.h"
 
 enum openai_endpoint {
-	OPENAI_NONE = 0,     /* not an endpoint this module reads */
-	OPENAI_COMPLETIONS,  /* POST /v1/completions */
-	OPENAI_CHAT,	     /* POST /v1/chat/completions */
+	OPENAI_NONE = 0,    /* not an endpoint this module reads */
+	OPENAI_COMPLETIONS, /* POST /v1/completions */
+	OPENAI_CHAT,	    /* POST /v1/chat/completions */
 };
 
 enum openai_status {
@@ -33,15 +33,15 @@ enum openai_status {
 
 struct openai_req {
 	enum openai_endpoint endpoint;
-	char *model;		/* malloc'ed; NULL when absent */
+	char *model; /* malloc'ed; NULL when absent */
 	bool stream;
-	bool include_usage;	/* stream_options.include_usage */
-	int64_t max_tokens;	/* -1 when absent (vLLM then uses max_model_len - prompt) */
-	int64_t seed;		/* "seed", or -1 */
-	char *cache_salt;	/* malloc'ed; NULL when absent */
-	struct tok_ids prompt;	/* the engine's prompt token ids (of the first prompt of a batch) */
-	bool prompt_was_ids;	/* the prompt came as token ids */
-	size_t nprompts;	/* prompts in the request (> 1: a batch; prompt is the first) */
+	bool include_usage;    /* stream_options.include_usage */
+	int64_t max_tokens;    /* -1 when absent (vLLM then uses max_model_len - prompt) */
+	int64_t seed;	       /* "seed", or -1 */
+	char *cache_salt;      /* malloc'ed; NULL when absent */
+	struct tok_ids prompt; /* the engine's prompt token ids (of the first prompt of a batch) */
+	bool prompt_was_ids;   /* the prompt came as token ids */
+	size_t nprompts;       /* prompts in the request (> 1: a batch; prompt is the first) */
 };
 
 /* The endpoint a request line names (path without query; method must be POST). */
@@ -67,7 +67,8 @@ void openai_req_free(struct openai_req *r);
  * than 18 digits is ignored. Zero-initialise, then call openai_usage_init. */
 struct openai_usage {
 	int64_t prompt_tokens; /* the last "prompt_tokens": N seen, or -1 */
-	int64_t cached_tokens; /* the last "cached_tokens": N seen (in prompt_tokens_details), or -1 */
+	int64_t
+	    cached_tokens; /* the last "cached_tokens": N seen (in prompt_tokens_details), or -1 */
 	/* scanner state (private to openai.c): constant size, no copy of the body */
 	uint8_t st;	 /* where the scanner stands (outside/inside a string, after a key, ...) */
 	bool esc;	 /* inside a string, the previous byte was a backslash */

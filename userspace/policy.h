@@ -57,14 +57,14 @@ struct policy_cand {
 	uint32_t keys;	 /* blocks it holds at chain position key_pos (view) */
 	double capacity; /* its KV cache, blocks (0: unknown) */
 	/* load */
-	uint32_t local;	       /* requests this router has in flight on it */
-	double remote;	       /* requests others have on it, estimated from its metrics */
-	double waiting;	       /* others' requests in its queue, from its metrics (-1: unknown) */
-	double free_blocks;    /* free KV blocks, estimated (-1: unknown) */
-	uint32_t active;       /* distinct blocks of this router's in-flight requests on it */
-	uint32_t fresh;	       /* blocks of this request not among them (filled when
-				  POLICY_NEEDS_ACTIVE) */
-	uint32_t prefill;      /* blocks this router's requests there still have to prefill */
+	uint32_t local;	    /* requests this router has in flight on it */
+	double remote;	    /* requests others have on it, estimated from its metrics */
+	double waiting;	    /* others' requests in its queue, from its metrics (-1: unknown) */
+	double free_blocks; /* free KV blocks, estimated (-1: unknown) */
+	uint32_t active;    /* distinct blocks of this router's in-flight requests on it */
+	uint32_t fresh;	    /* blocks of this request not among them (filled when
+			       POLICY_NEEDS_ACTIVE) */
+	uint32_t prefill;   /* blocks this router's requests there still have to prefill */
 	/* out */
 	double score; /* the policy's score, lower is better (for /debug/route) */
 };

@@ -20,9 +20,10 @@
  * spills too early and raises TTFT (TARGETS.md). Backlog: the blocks it would compute before this
  * request's first token (the prefill still owed to this router's requests there, plus this
  * request's blocks it does not hold) exceed the least over the candidates by more than backlog x
- * the request's blocks, and so does the backlog alone (a miss is not a queue); a backlogged worker counts as pressed like soft pressure, but is never
- * waived in 1 (its queue is what makes the tail of the first-token time). Room: its cache could
- * hold one more prefix of this size, (keys + 1) x blocks <= capacity.
+ * the request's blocks, and so does the backlog alone (a miss is not a queue); a backlogged worker
+ * counts as pressed like soft pressure, but is never waived in 1 (its queue is what makes the tail
+ * of the first-token time). Room: its cache could hold one more prefix of this size, (keys + 1) x
+ * blocks <= capacity.
  *
  * The pick, for a request whose key is k:
  *  1. k is held (some candidate's depth passes key_pos). Holders whose depth is within 1/16 of
@@ -98,8 +99,8 @@ static bool pressured_soft(const struct policy_cand *c)
  * requests there that have not answered yet, plus this request's own blocks it does not hold. */
 static double first_token_work(const struct policy_view *v, const struct policy_cand *c)
 {
-	return (double)c->prefill + (double)(v->nblocks - (c->depth < v->nblocks ? c->depth
-										 : v->nblocks));
+	return (double)c->prefill +
+	       (double)(v->nblocks - (c->depth < v->nblocks ? c->depth : v->nblocks));
 }
 
 /* Has c's cache room for one more prefix of this request's size? */

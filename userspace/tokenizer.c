@@ -24,8 +24,9 @@
 #include "unicode_tables.h"
 
 /* The split regex this module implements as a state machine (tokenizer.json spelling). */
-#define QWEN2_SPLIT_REGEX                                                                           \
-	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+#define QWEN2_SPLIT_REGEX                                                                          \
+	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "                      \
+	"?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"                                                           \
 	"\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 /* Pieces up to this many bytes are merged with stack scratch; longer ones use the heap. */
@@ -61,12 +62,12 @@ struct added_tok {
 };
 
 struct tokenizer {
-	uint8_t *arena;       /* bytes of every id, back to back */
-	uint32_t *tok_off;    /* id -> arena offset; tok_off[n_ids] = arena length */
-	uint8_t *whole_ok;    /* id -> 1 when BPE of the token's bytes gives the token itself */
-	uint32_t n_ids;       /* vocab and added tokens */
-	struct vslot *vhash;  /* open addressing, vocab ids by bytes, id NO_ID = empty */
-	struct pair *small;   /* merges of two ids < 256, directly indexed (a << 8 | b) */
+	uint8_t *arena;	     /* bytes of every id, back to back */
+	uint32_t *tok_off;   /* id -> arena offset; tok_off[n_ids] = arena length */
+	uint8_t *whole_ok;   /* id -> 1 when BPE of the token's bytes gives the token itself */
+	uint32_t n_ids;	     /* vocab and added tokens */
+	struct vslot *vhash; /* open addressing, vocab ids by bytes, id NO_ID = empty */
+	struct pair *small;  /* merges of two ids < 256, directly indexed (a << 8 | b) */
 	uint32_t vmask;
 	struct merge_slot *mtab;
 	uint32_t mmask;
@@ -75,7 +76,7 @@ struct tokenizer {
 	struct added_tok *added;
 	uint32_t n_added;
 	uint8_t added_first[256]; /* bytes that start an added token */
-	int added_one_first;      /* the only first byte when all share it, else -1 */
+	int added_one_first;	  /* the only first byte when all share it, else -1 */
 	uint32_t max_tok_len;
 	bool nfc;
 	size_t mem;
@@ -84,7 +85,7 @@ struct tokenizer {
 /* Scratch for one encode call: grows, reused by every piece of the call. */
 struct work {
 	struct tok_cache *cache; /* BPE pieces looked up there first (NULL: none) */
-	uint8_t *norm; /* normalized segment (UTF-8) */
+	uint8_t *norm;		 /* normalized segment (UTF-8) */
 	size_t norm_cap;
 	uint32_t *cps; /* code points during NFC */
 	size_t cps_cap;
@@ -179,14 +180,16 @@ static void byte_level_map(uint32_t b2u[256], int16_t u2b[512])
 	for (int i = 0; i < 512; i++)
 		u2b[i] = -1;
 	for (int b = 0; b < 256; b++) {
-		bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+		bool printable =
+		    (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
 		b2u[b] = printable ? (uint32_t)b : (uint32_t)(256 + n++);
 		u2b[b2u[b]] = (int16_t)b;
 	}
 }
 
 /* Decodes one UTF-8 sequence of s[0..n) (n >= 1) by Unicode's maximal-subpart rule: sets *cp
- * (U+FFFD for an ill-formed subpart) and returns the bytes consumed (>= 1). Reads nothing past n. */
+ * (U+FFFD for an ill-formed subpart) and returns the bytes consumed (>= 1). Reads nothing past n.
+ */
 static inline size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *cp)
 {
 	uint8_t b = s[0];
@@ -373,9 +376,11 @@ static int32_t bpe_merge(const struct tokenizer *t, const uint8_t *s, size_t n, 
 		if (nn >= 0)
 			syms[nn].prev = pos;
 		pv = syms[pos].prev;
-		if (pv >= 0 && (rank = merge_find(t, syms[pv].id, id, &(uint32_t){0})) != UINT32_MAX)
+		if (pv >= 0 &&
+		    (rank = merge_find(t, syms[pv].id, id, &(uint32_t){0})) != UINT32_MAX)
 			heap_push(heap, &hn, ((uint64_t)rank << 32) | (uint32_t)pv);
-		if (nn >= 0 && (rank = merge_find(t, id, syms[nn].id, &(uint32_t){0})) != UINT32_MAX)
+		if (nn >= 0 &&
+		    (rank = merge_find(t, id, syms[nn].id, &(uint32_t){0})) != UINT32_MAX)
 			heap_push(heap, &hn, ((uint64_t)rank << 32) | (uint32_t)pos);
 	}
 	return 0;
@@ -522,8 +527,8 @@ static void tc_put(struct tok_cache *c, uint64_t h, int kind, const uint8_t *s, 
 		if (!e->h)
 			break;
 	}
-	*e = (struct tc_entry){.h = h, .klen = (uint32_t)n, .nids = (uint32_t)nids, .kind = (uint8_t)kind,
-			       .mem = mem};
+	*e = (struct tc_entry){
+	    .h = h, .klen = (uint32_t)n, .nids = (uint32_t)nids, .kind = (uint8_t)kind, .mem = mem};
 	g->n++;
 	g->bytes += koff + nids * 4;
 }
@@ -735,7 +740,8 @@ static uint32_t compose_pair(uint32_t a, uint32_t b)
 {
 	if (a - HANGUL_L < HANGUL_LC && b - HANGUL_V < HANGUL_VC)
 		return HANGUL_S + ((a - HANGUL_L) * HANGUL_VC + (b - HANGUL_V)) * HANGUL_TC;
-	if (a - HANGUL_S < HANGUL_SC && (a - HANGUL_S) % HANGUL_TC == 0 && b - HANGUL_T - 1 < HANGUL_TC - 1)
+	if (a - HANGUL_S < HANGUL_SC && (a - HANGUL_S) % HANGUL_TC == 0 &&
+	    b - HANGUL_T - 1 < HANGUL_TC - 1)
 		return a + (b - HANGUL_T);
 	return unicode_compose(a, b);
 }
@@ -809,7 +815,8 @@ static size_t compose_all(uint32_t *v, size_t n)
 	for (size_t i = 1; i < n; i++) {
 		uint32_t c = v[i], comp;
 		int cc = unicode_ccc(c);
-		if ((last == 0 || last < cc) && last != 256 && (comp = compose_pair(v[starter], c))) {
+		if ((last == 0 || last < cc) && last != 256 &&
+		    (comp = compose_pair(v[starter], c))) {
 			v[starter] = comp;
 			continue;
 		}
@@ -826,7 +833,8 @@ static size_t compose_all(uint32_t *v, size_t n)
 
 /* Appends the normalization of the region s[0..n) (U+FFFD for ill-formed UTF-8; NFC when t->nfc)
  * to w->norm at *o. Returns 0 or -ENOMEM. */
-static int normalize_region(const struct tokenizer *t, const uint8_t *s, size_t n, struct work *w, size_t *o)
+static int normalize_region(const struct tokenizer *t, const uint8_t *s, size_t n, struct work *w,
+			    size_t *o)
 {
 	size_t m = 0;
 	uint32_t c;
@@ -903,8 +911,8 @@ static ssize_t normalize(const struct tokenizer *t, const uint8_t *s, size_t n, 
 
 /* --- encode --------------------------------------------------------------------------------- */
 
-static int encode_segment(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
-			  struct work *w)
+static int encode_segment(const struct tokenizer *t, const uint8_t *s, size_t n,
+			  struct tok_ids *out, struct work *w)
 {
 	bool slow = false;
 	uint32_t c;
@@ -940,7 +948,8 @@ static int encode_segment(const struct tokenizer *t, const uint8_t *s, size_t n,
 }
 
 /* The leftmost-longest added token in s[from..n): sets *at and returns its index, or -1. */
-static int added_find(const struct tokenizer *t, const uint8_t *s, size_t n, size_t from, size_t *at)
+static int added_find(const struct tokenizer *t, const uint8_t *s, size_t n, size_t from,
+		      size_t *at)
 {
 	for (size_t i = from; i < n; i++) {
 		if (t->added_one_first >= 0) {
@@ -1028,7 +1037,8 @@ int tokenizer_decode(const struct tokenizer *t, const uint32_t *ids, size_t n, s
 		if (ids[i] >= t->n_ids || t->tok_off[ids[i] + 1] == t->tok_off[ids[i]])
 			return -EINVAL;
 	for (size_t i = 0; i < n; i++)
-		if (buf_append(out, t->arena + t->tok_off[ids[i]], t->tok_off[ids[i] + 1] - t->tok_off[ids[i]]))
+		if (buf_append(out, t->arena + t->tok_off[ids[i]],
+			       t->tok_off[ids[i] + 1] - t->tok_off[ids[i]]))
 			return -ENOMEM;
 	return 0;
 }
@@ -1073,10 +1083,10 @@ void tokenizer_free(struct tokenizer *t)
 
 /* --- load ----------------------------------------------------------------------------------- */
 
-#define REFUSE(...)                                                                                 \
-	do {                                                                                        \
-		snprintf(err, errlen, __VA_ARGS__);                                                 \
-		goto cleanup;                                                                       \
+#define REFUSE(...)                                                                                \
+	do {                                                                                       \
+		snprintf(err, errlen, __VA_ARGS__);                                                \
+		goto cleanup;                                                                      \
 	} while (0)
 
 static bool is_null(const cJSON *j)
@@ -1127,7 +1137,8 @@ static int check_pipeline(const cJSON *root, bool *nfc, char *err, size_t errlen
 		REFUSE("normalizer: only NFC or none is supported, not %s", type_of(j));
 	j = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
 	if (!type_is(j, "Sequence"))
-		REFUSE("pre_tokenizer: only Sequence[Split(Qwen2 regex), ByteLevel] is supported, not %s",
+		REFUSE("pre_tokenizer: only Sequence[Split(Qwen2 regex), ByteLevel] is supported, "
+		       "not %s",
 		       is_null(j) ? "none" : type_of(j));
 	j = cJSON_GetObjectItemCaseSensitive(j, "pretokenizers");
 	if (!cJSON_IsArray(j) || cJSON_GetArraySize(j) != 2)
@@ -1141,7 +1152,8 @@ static int check_pipeline(const cJSON *root, bool *nfc, char *err, size_t errlen
 		const cJSON *re = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
 		const cJSON *beh = cJSON_GetObjectItemCaseSensitive(a, "behavior");
 		if (!cJSON_IsString(re) || strcmp(re->valuestring, QWEN2_SPLIT_REGEX) != 0)
-			REFUSE("pre_tokenizer: Split pattern is not the Qwen2 regex (only that one is implemented)");
+			REFUSE("pre_tokenizer: Split pattern is not the Qwen2 regex (only that one "
+			       "is implemented)");
 		if (!cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated") != 0)
 			REFUSE("pre_tokenizer: Split behavior must be Isolated");
 		if (!is_false(cJSON_GetObjectItemCaseSensitive(a, "invert")))
@@ -1155,13 +1167,16 @@ static int check_pipeline(const cJSON *root, bool *nfc, char *err, size_t errlen
 		REFUSE("pre_tokenizer: ByteLevel use_regex must be false");
 	j = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
 	if (!is_null(j) && !type_is(j, "ByteLevel"))
-		REFUSE("post_processor: only ByteLevel or none is supported (it adds no ids), not %s", type_of(j));
+		REFUSE(
+		    "post_processor: only ByteLevel or none is supported (it adds no ids), not %s",
+		    type_of(j));
 	j = cJSON_GetObjectItemCaseSensitive(root, "decoder");
 	if (!is_null(j) && !type_is(j, "ByteLevel"))
 		REFUSE("decoder: only ByteLevel or none is supported, not %s", type_of(j));
 	j = cJSON_GetObjectItemCaseSensitive(root, "model");
 	if (!cJSON_IsObject(j) || !type_is(j, "BPE"))
-		REFUSE("model: only BPE is supported, not %s", cJSON_IsObject(j) ? type_of(j) : "none");
+		REFUSE("model: only BPE is supported, not %s",
+		       cJSON_IsObject(j) ? type_of(j) : "none");
 	if (!is_null(cJSON_GetObjectItemCaseSensitive(j, "dropout")))
 		REFUSE("model: BPE dropout must be null (dropout is random)");
 	if (!is_empty_str(cJSON_GetObjectItemCaseSensitive(j, "continuing_subword_prefix")))
@@ -1315,19 +1330,23 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 			const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
 			if (!cJSON_IsString(content) || !content->valuestring[0]) {
 				free(added_items);
-				REFUSE("%s: added_tokens: id %d has no content", path, id->valueint);
+				REFUSE("%s: added_tokens: id %d has no content", path,
+				       id->valueint);
 			}
-			static const char *const flags[] = {"single_word", "lstrip", "rstrip", "normalized"};
+			static const char *const flags[] = {"single_word", "lstrip", "rstrip",
+							    "normalized"};
 			for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++)
 				if (!is_false(cJSON_GetObjectItemCaseSensitive(it, flags[f]))) {
 					free(added_items);
-					REFUSE("%s: added_tokens: \"%s\" has %s set (not supported)", path,
-					       content->valuestring, flags[f]);
+					REFUSE(
+					    "%s: added_tokens: \"%s\" has %s set (not supported)",
+					    path, content->valuestring, flags[f]);
 				}
 			if (items[id->valueint] || added_items[id->valueint]) {
 				free(added_items);
-				REFUSE("%s: added_tokens: id %d is also a vocab token or added twice", path,
-				       id->valueint);
+				REFUSE(
+				    "%s: added_tokens: id %d is also a vocab token or added twice",
+				    path, id->valueint);
 			}
 			added_items[id->valueint] = content;
 		}
@@ -1359,7 +1378,8 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 				n = byte_level_decode(str, u2b, t->arena + arena_len, need);
 				if (n <= 0) {
 					free(added_items);
-					REFUSE("%s: model: vocab token \"%s\" is not byte-level (ByteLevel BPE expected)",
+					REFUSE("%s: model: vocab token \"%s\" is not byte-level "
+					       "(ByteLevel BPE expected)",
 					       path, str);
 				}
 				if ((uint32_t)n > t->max_tok_len)
@@ -1405,7 +1425,8 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 	for (int b = 0; b < 256; b++) {
 		uint8_t one = (uint8_t)b;
 		if ((t->byte_id[b] = vocab_find(t, &one, 1)) == NO_ID)
-			REFUSE("%s: model: the vocab lacks the byte-level symbol of byte 0x%02x", path, b);
+			REFUSE("%s: model: the vocab lacks the byte-level symbol of byte 0x%02x",
+			       path, b);
 	}
 	/* merges: (left id, right id) -> (rank, merged id) */
 	t->n_merges = (uint32_t)cJSON_GetArraySize(merges);
@@ -1427,7 +1448,8 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 			int ln, rn;
 			uint64_t key;
 			if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2 &&
-			    cJSON_IsString(cJSON_GetArrayItem(it, 0)) && cJSON_IsString(cJSON_GetArrayItem(it, 1))) {
+			    cJSON_IsString(cJSON_GetArrayItem(it, 0)) &&
+			    cJSON_IsString(cJSON_GetArrayItem(it, 1))) {
 				l = cJSON_GetArrayItem(it, 0)->valuestring;
 				r = cJSON_GetArrayItem(it, 1)->valuestring;
 			} else if (cJSON_IsString(it) && (sp = strchr(it->valuestring, ' '))) {
@@ -1443,8 +1465,8 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 			lid = ln > 0 ? vocab_find(t, tmp, (size_t)ln) : NO_ID;
 			rid = rn > 0 ? vocab_find(t, tmp + ln, (size_t)rn) : NO_ID;
 			mid = lid != NO_ID && rid != NO_ID && (uint32_t)(ln + rn) <= t->max_tok_len
-				      ? vocab_find(t, tmp, (size_t)(ln + rn))
-				      : NO_ID;
+				  ? vocab_find(t, tmp, (size_t)(ln + rn))
+				  : NO_ID;
 			if (sp)
 				*sp = ' ';
 			if (mid == NO_ID) {
@@ -1454,7 +1476,9 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 				else
 					snprintf(what, sizeof(what), "[\"%s\", \"%s\"]", l, r);
 				free(tmp);
-				REFUSE("%s: model: merge %u %s uses or makes a token not in the vocab", path, rank, what);
+				REFUSE(
+				    "%s: model: merge %u %s uses or makes a token not in the vocab",
+				    path, rank, what);
 			}
 			key = (((uint64_t)lid << 32) | rid) + 1;
 			for (h = hash_pair(key) & t->mmask; t->mtab[h].key && t->mtab[h].key != key;
@@ -1480,8 +1504,8 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 			t->small[(k >> 32) << 8 | (k & 0xff)].id = t->mtab[i].id;
 		}
 	}
-	/* The whole-piece shortcut is used only for tokens the merges themselves rebuild, unless the
-	 * model says ignore_merges (then the reference takes every whole-piece vocab hit). */
+	/* The whole-piece shortcut is used only for tokens the merges themselves rebuild, unless
+	 * the model says ignore_merges (then the reference takes every whole-piece vocab hit). */
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges"))) {
 		for (uint32_t id = 0; id < t->n_ids; id++)
 			t->whole_ok[id] = items[id] != NULL;
@@ -1509,7 +1533,8 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 			goto cleanup;
 	}
 	t->mem = sizeof(*t) + arena_cap + ((size_t)t->n_ids + 1) * sizeof(*t->tok_off) + t->n_ids +
-		 ((size_t)t->vmask + 1) * sizeof(*t->vhash) + ((size_t)t->mmask + 1) * sizeof(*t->mtab) + 65536 * sizeof(*t->small) +
+		 ((size_t)t->vmask + 1) * sizeof(*t->vhash) +
+		 ((size_t)t->mmask + 1) * sizeof(*t->mtab) + 65536 * sizeof(*t->small) +
 		 (size_t)t->n_added * sizeof(*t->added);
 	ret = t;
 	t = NULL;

@@ -40,7 +40,8 @@ static double median(const char *json, size_t len, const cJSON *tree, int runs, 
 	for (i = 0; t && i < runs; i++) {
 		double t0 = now_us();
 		buf_reset(&out);
-		rc |= mode ? chat_render(tree, &out, &why) : chat_render_json(json, len, NULL, &out, &why);
+		rc |= mode ? chat_render(tree, &out, &why)
+			   : chat_render_json(json, len, NULL, &out, &why);
 		t[i] = now_us() - t0;
 	}
 	*prompt_len = out.len;
@@ -82,9 +83,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "chat: request %d is not rendered\n", i);
 			return 1;
 		}
-		printf("{\"i\":%d,\"request_bytes\":%zd,\"prompt_bytes\":%zu,\"parse_render_us\":%.2f,"
-		       "\"render_us\":%.2f}\n",
-		       i++, n, plen, a, b);
+		printf(
+		    "{\"i\":%d,\"request_bytes\":%zd,\"prompt_bytes\":%zu,\"parse_render_us\":%.2f,"
+		    "\"render_us\":%.2f}\n",
+		    i++, n, plen, a, b);
 	}
 	free(line);
 	fclose(f);

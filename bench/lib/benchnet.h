@@ -158,15 +158,18 @@ static inline void *bn_serve(void *arg)
 				goto out;
 		} else {
 			static const char body[] =
-				"{\"id\":\"cmpl-bench\",\"object\":\"text_completion\",\"model\":\"qwen\","
-				"\"choices\":[{\"index\":0,\"text\":\"ok\",\"finish_reason\":\"length\"}],"
-				"\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}";
+			    "{\"id\":\"cmpl-bench\",\"object\":\"text_completion\",\"model\":"
+			    "\"qwen\","
+			    "\"choices\":[{\"index\":0,\"text\":\"ok\",\"finish_reason\":"
+			    "\"length\"}],"
+			    "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}";
 
 			snprintf(head, sizeof(head),
 				 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 				 "Content-Length: %zu\r\n\r\n",
 				 sizeof(body) - 1);
-			struct iovec iov[2] = {{head, strlen(head)}, {(void *)body, sizeof(body) - 1}};
+			struct iovec iov[2] = {{head, strlen(head)},
+					       {(void *)body, sizeof(body) - 1}};
 
 			if (writev(fd, iov, 2) != (ssize_t)(iov[0].iov_len + iov[1].iov_len))
 				goto out;
@@ -237,7 +240,8 @@ struct bn_kvs {
 
 /* Starts kvsplice (--no-bpf) in front of 127.0.0.1:up_port with extra flags (NULL-terminated).
  * Returns 0 or -1. */
-static inline int bn_kvs_start(struct bn_kvs *k, const char *bin, int up_port, const char *const *extra)
+static inline int bn_kvs_start(struct bn_kvs *k, const char *bin, int up_port,
+			       const char *const *extra)
 {
 	char svc[128], ports[128];
 	const char *argv[40];
@@ -324,14 +328,16 @@ static inline double bn_cpu(pid_t pid)
 	fclose(f);
 	p = strrchr(line, ')');
 	/* fields after ")": state(3) ... utime(14) stime(15) */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
 		return 0;
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 static inline int bn_connect(int port)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port),
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 
@@ -348,7 +354,7 @@ static inline int bn_connect(int port)
 /* Sends req (whole) and reads one response. rb is a scratch buffer (kept across calls). Returns
  * the body bytes, or -1. *first_byte gets the time of the first body byte when not NULL. */
 static inline long long bn_exchange(int fd, const char *req, size_t reqlen, struct buf *rb,
-			     double *first_byte)
+				    double *first_byte)
 {
 	struct http_msg m;
 	long long body = 0;

@@ -262,11 +262,10 @@ int main(int argc, char **argv)
 	const char *kargs[16] = {0};
 	int nkargs = 0;
 	FILE *f;
-	static const struct option lo[] = {{"n", 1, 0, 'n'},	       {"json", 1, 0, 'j'},
-					   {"kvsplice", 1, 0, 'k'},    {"target", 1, 0, 't'},
-					   {"label", 1, 0, 'l'},       {"serve", 1, 0, 's'},
-					   {"route-check", 1, 0, 'r'}, {"kvsplice-arg", 1, 0, 'a'},
-					   {0, 0, 0, 0}};
+	static const struct option lo[] = {
+	    {"n", 1, 0, 'n'},		{"json", 1, 0, 'j'},	     {"kvsplice", 1, 0, 'k'},
+	    {"target", 1, 0, 't'},	{"label", 1, 0, 'l'},	     {"serve", 1, 0, 's'},
+	    {"route-check", 1, 0, 'r'}, {"kvsplice-arg", 1, 0, 'a'}, {0, 0, 0, 0}};
 
 	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (opt) {
@@ -306,7 +305,8 @@ int main(int argc, char **argv)
 		default:
 			fprintf(
 			    stderr,
-			    "usage: %s [--n N] [--json FILE] [--kvsplice BIN] [--kvsplice-arg FLAG]... "
+			    "usage: %s [--n N] [--json FILE] [--kvsplice BIN] [--kvsplice-arg "
+			    "FLAG]... "
 			    "[--target HOST:PORT --label NAME]... | --serve PORT | --route-check "
 			    "HOST:PORT\n",
 			    argv[0]);

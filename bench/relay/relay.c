@@ -30,18 +30,29 @@ int main(int argc, char **argv)
 	struct buf rb = {0};
 	int up, opt, fds[NPATHS];
 	FILE *f;
-	static const struct option lo[] = {{"mib", 1, 0, 'm'}, {"reps", 1, 0, 'r'},
-					   {"json", 1, 0, 'j'}, {"kvsplice", 1, 0, 'k'},
+	static const struct option lo[] = {{"mib", 1, 0, 'm'},
+					   {"reps", 1, 0, 'r'},
+					   {"json", 1, 0, 'j'},
+					   {"kvsplice", 1, 0, 'k'},
 					   {0, 0, 0, 0}};
 
 	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (opt) {
-		case 'm': mib = atol(optarg); break;
-		case 'r': reps = atol(optarg); break;
-		case 'j': json = optarg; break;
-		case 'k': bin = optarg; break;
+		case 'm':
+			mib = atol(optarg);
+			break;
+		case 'r':
+			reps = atol(optarg);
+			break;
+		case 'j':
+			json = optarg;
+			break;
+		case 'k':
+			bin = optarg;
+			break;
 		default:
-			fprintf(stderr, "usage: %s [--mib N] [--reps N] [--json FILE] [--kvsplice BIN]\n",
+			fprintf(stderr,
+				"usage: %s [--mib N] [--reps N] [--json FILE] [--kvsplice BIN]\n",
 				argv[0]);
 			return 2;
 		}
@@ -86,25 +97,27 @@ int main(int argc, char **argv)
 		for (int b = 0; b < NBODIES; b++)
 			for (int p = 0; p < NPATHS; p++) {
 				char req[256];
-				int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: b\r\n\r\n",
-						 bodies[b].target);
+				int n =
+				    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: b\r\n\r\n",
+					     bodies[b].target);
 				double c0 = p ? bn_cpu(kvs[p].pid) : 0, t0 = bn_now(), t1;
 				long long got = bn_exchange(fds[p], req, (size_t)n, &rb, NULL);
 
 				t1 = bn_now();
 				if (got != bodies[b].bytes) {
-					fprintf(stderr, "relay: %s via %s: got %lld of %lld bytes\n",
-						bodies[b].name, path_names[p], got, bodies[b].bytes);
+					fprintf(
+					    stderr, "relay: %s via %s: got %lld of %lld bytes\n",
+					    bodies[b].name, path_names[p], got, bodies[b].bytes);
 					return 1;
 				}
 				mbps[b][p][r] = (double)got / (1 << 20) / (t1 - t0);
-				cpu[b][p][r] = p ? (bn_cpu(kvs[p].pid) - c0) /
-							   ((double)got / (1 << 30))
-						 : 0;
+				cpu[b][p][r] =
+				    p ? (bn_cpu(kvs[p].pid) - c0) / ((double)got / (1 << 30)) : 0;
 			}
-	printf("relay: %ld MiB per Content-Length / 16 KiB-chunk response, %ld MiB of 256 B chunks; "
-	       "median of %ld interleaved runs\n\n",
-	       mib, mib / 16, reps);
+	printf(
+	    "relay: %ld MiB per Content-Length / 16 KiB-chunk response, %ld MiB of 256 B chunks; "
+	    "median of %ld interleaved runs\n\n",
+	    mib, mib / 16, reps);
 	printf("| body | path | MiB/s | kvsplice CPU s per GiB |\n| --- | --- | ---: | ---: |\n");
 	f = fopen(json, "w");
 	if (f)
@@ -115,18 +128,22 @@ int main(int argc, char **argv)
 			double c = bn_quantile(cpu[b][p], (int)reps, 0.5);
 
 			if (p)
-				printf("| %s | %s | %.0f | %.2f |\n", bodies[b].name, path_names[p], m,
-				       c);
+				printf("| %s | %s | %.0f | %.2f |\n", bodies[b].name, path_names[p],
+				       m, c);
 			else
-				printf("| %s | %s | %.0f | - |\n", bodies[b].name, path_names[p], m);
+				printf("| %s | %s | %.0f | - |\n", bodies[b].name, path_names[p],
+				       m);
 			if (f)
-				fprintf(f,
-					"%s{\"body\": \"%s\", \"path\": \"%s\", \"mib_per_s\": %.1f, "
-					"\"cpu_s_per_gib\": %.3f}",
-					b || p ? ", " : "", bodies[b].name, path_names[p], m, c);
+				fprintf(
+				    f,
+				    "%s{\"body\": \"%s\", \"path\": \"%s\", \"mib_per_s\": %.1f, "
+				    "\"cpu_s_per_gib\": %.3f}",
+				    b || p ? ", " : "", bodies[b].name, path_names[p], m, c);
 		}
 	if (f) {
-		fprintf(f, "], \"not_measured\": \"sk_msg / sk_skb relay: no such programs in bpf/\"}\n");
+		fprintf(
+		    f,
+		    "], \"not_measured\": \"sk_msg / sk_skb relay: no such programs in bpf/\"}\n");
 		fclose(f);
 	}
 	printf("\nsk_msg / sk_skb relay paths: not measured (no such programs in bpf/ yet).\n");

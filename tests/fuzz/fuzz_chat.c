@@ -28,8 +28,22 @@ static unsigned take(struct in *in)
 }
 
 static const char *const frags[] = {
-	"<think>", "</think>", "\n", "\n\n", " ", "\t", "<tool_response>", "</tool_response>",
-	"<|im_start|>", "<|im_end|>", "x-anthropic-billing-header", "a", "é", "🤖", "\r\n", "",
+    "<think>",
+    "</think>",
+    "\n",
+    "\n\n",
+    " ",
+    "\t",
+    "<tool_response>",
+    "</tool_response>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "x-anthropic-billing-header",
+    "a",
+    "é",
+    "🤖",
+    "\r\n",
+    "",
 };
 
 /* A string of up to 8 fragments or raw bytes (NUL excluded: cJSON strings end there). */
@@ -60,8 +74,26 @@ static void add_text(cJSON *obj, const char *key, struct in *in)
 }
 
 static const char *const jfrags[] = {
-	"{", "}", "[", "]", ",", ":", "\"k\"", "1", "1.0", "-0", "1e5", "2.5e-300", "\"s\"", "null",
-	"true", "\"\\u00e9\"", "\"\\ud83d\"", " ", "123456789012345678901234567890", "1e999",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "\"k\"",
+    "1",
+    "1.0",
+    "-0",
+    "1e5",
+    "2.5e-300",
+    "\"s\"",
+    "null",
+    "true",
+    "\"\\u00e9\"",
+    "\"\\ud83d\"",
+    " ",
+    "123456789012345678901234567890",
+    "1e999",
 };
 
 /* JSON-ish text (valid or not) for tool-call arguments. */
@@ -77,8 +109,8 @@ static char *json_text(struct in *in)
 
 static cJSON *content(struct in *in)
 {
-	static const char *const types[] = {"text", "input_text", "output_text", "refusal",
-					    "thinking", "image_url", "bogus"};
+	static const char *const types[] = {"text",	"input_text", "output_text", "refusal",
+					    "thinking", "image_url",  "bogus"};
 	unsigned k = take(in) % 5, i, n;
 	cJSON *list, *part;
 	char *s;
@@ -111,7 +143,8 @@ static cJSON *content(struct in *in)
 
 static cJSON *build(struct in *in)
 {
-	static const char *const roles[] = {"system", "user", "assistant", "tool", "developer", "x"};
+	static const char *const roles[] = {"system", "user",	   "assistant",
+					    "tool",   "developer", "x"};
 	cJSON *req = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(req, "messages"), *m, *kw;
 	unsigned flags = take(in), n = take(in) % 12, i;
 
@@ -177,11 +210,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		req = build(&in);
 		rc = chat_render(req, &out, &why);
-		if (rc == CHAT_OK && !cJSON_IsFalse(cJSON_GetObjectItem(req, "add_generation_prompt"))) {
-			size_t n = strlen("<|im_start|>assistant\n"), m = strlen("<think>\n\n</think>\n\n");
+		if (rc == CHAT_OK &&
+		    !cJSON_IsFalse(cJSON_GetObjectItem(req, "add_generation_prompt"))) {
+			size_t n = strlen("<|im_start|>assistant\n"),
+			       m = strlen("<think>\n\n</think>\n\n");
 			if (!((out.len >= n &&
 			       !memcmp(out.data + out.len - n, "<|im_start|>assistant\n", n)) ||
-			      (out.len >= m && !memcmp(out.data + out.len - m, "<think>\n\n</think>\n\n", m))))
+			      (out.len >= m &&
+			       !memcmp(out.data + out.len - m, "<think>\n\n</think>\n\n", m))))
 				abort();
 		}
 		cJSON_Delete(req);

@@ -31,7 +31,8 @@ static void fuzz_request(const char *p, size_t n)
 	}
 	check((size_t)rc <= n && (size_t)rc <= 4096 && m.head_len == (size_t)rc);
 	for (size_t i = 0; i < m.nheaders; i++)
-		check(m.headers[i].name >= p && m.headers[i].value + m.headers[i].value_len <= p + rc);
+		check(m.headers[i].name >= p &&
+		      m.headers[i].value + m.headers[i].value_len <= p + rc);
 	/* the head minus its last byte is incomplete */
 	check(http_parse_request(p, (size_t)rc - 1, 4096, &f) <= 0);
 	/* forwarding keeps the framing */

@@ -10,9 +10,8 @@
 
 static int tap_failed;
 
-__attribute__((format(printf, 5, 6))) static inline int tap_check(int pass, const char *file,
-								 int line, const char *expr,
-								 const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) static inline int
+tap_check(int pass, const char *file, int line, const char *expr, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -31,13 +30,13 @@ __attribute__((format(printf, 5, 6))) static inline int tap_check(int pass, cons
 
 #define CHECK(cond, ...) tap_check(!!(cond), __FILE__, __LINE__, #cond, __VA_ARGS__)
 /* Each argument is evaluated once, so calls with side effects are fine. */
-#define CHECK_EQ(a, b, what)                                                                        \
-	({                                                                                          \
-		long long tap_a_ = (long long)(a), tap_b_ = (long long)(b);                         \
-		tap_check(tap_a_ == tap_b_, __FILE__, __LINE__, #a " == " #b,                       \
-			  "%s (got %lld, want %lld)", what, tap_a_, tap_b_);                        \
+#define CHECK_EQ(a, b, what)                                                                       \
+	({                                                                                         \
+		long long tap_a_ = (long long)(a), tap_b_ = (long long)(b);                        \
+		tap_check(tap_a_ == tap_b_, __FILE__, __LINE__, #a " == " #b,                      \
+			  "%s (got %lld, want %lld)", what, tap_a_, tap_b_);                       \
 	})
-#define CHECK_STREQ(a, b, what)                                                                     \
+#define CHECK_STREQ(a, b, what)                                                                    \
 	tap_check(strcmp((a), (b)) == 0, __FILE__, __LINE__, #a " == " #b, "%s", what)
 
 static inline int tap_done(void)

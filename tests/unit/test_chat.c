@@ -152,7 +152,8 @@ static void test_content_parts(void)
 	       "<|im_start|>user\na\nb<|im_end|>\n" GEN);
 	expect("empty and null texts are dropped before joining; strings, input_text, refusal, "
 	       "thinking parts count",
-	       "{\"messages\":[{\"role\":\"user\",\"content\":[\"s\",{\"type\":\"text\",\"text\":\"\"},"
+	       "{\"messages\":[{\"role\":\"user\",\"content\":[\"s\",{\"type\":\"text\",\"text\":"
+	       "\"\"},"
 	       "{\"type\":\"text\",\"text\":null},{\"type\":\"text\"},"
 	       "{\"type\":\"input_text\",\"text\":\"i\"},{\"type\":\"refusal\",\"refusal\":\"r\"},"
 	       "{\"type\":\"thinking\",\"thinking\":\"t\",\"closed\":true},\"\","
@@ -161,10 +162,11 @@ static void test_content_parts(void)
 	expect("an empty list renders as empty content",
 	       "{\"messages\":[{\"role\":\"user\",\"content\":[]}]}",
 	       "<|im_start|>user\n<|im_end|>\n" GEN);
-	expect("a joined system message renders at the top",
-	       "{\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"S1\"},"
-	       "{\"type\":\"text\",\"text\":\"S2\"}]},{\"role\":\"user\",\"content\":\"u\"}]}",
-	       "<|im_start|>system\nS1\nS2<|im_end|>\n<|im_start|>user\nu<|im_end|>\n" GEN);
+	expect(
+	    "a joined system message renders at the top",
+	    "{\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"S1\"},"
+	    "{\"type\":\"text\",\"text\":\"S2\"}]},{\"role\":\"user\",\"content\":\"u\"}]}",
+	    "<|im_start|>system\nS1\nS2<|im_end|>\n<|im_start|>user\nu<|im_end|>\n" GEN);
 }
 
 static void test_roles(void)
@@ -183,7 +185,8 @@ static void test_roles(void)
 	       "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[]},"
 	       "{\"role\":\"tool\",\"content\":\"r1\",\"tool_call_id\":\"a\"},"
 	       "{\"role\":\"tool\",\"content\":[{\"type\":\"text\",\"text\":\"r2\"}]},"
-	       "{\"role\":\"assistant\",\"content\":\"done\"},{\"role\":\"tool\",\"content\":\"r3\"}]}",
+	       "{\"role\":\"assistant\",\"content\":\"done\"},{\"role\":\"tool\",\"content\":"
+	       "\"r3\"}]}",
 	       "<|im_start|>user\nq<|im_end|>\n"
 	       "<|im_start|>assistant\n<|im_end|>\n"
 	       "<|im_start|>user\n<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n"
@@ -224,7 +227,8 @@ static void test_reasoning(void)
 	       "<|im_start|>user\nq2<|im_end|>\n" GEN);
 	expect("strip('\\n') strips only newlines (spaces stay)",
 	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
-	       "{\"role\":\"assistant\",\"content\":\"<think>\\n \\tr \\n\\n</think>\\n\\n  a \\n\"}]}",
+	       "{\"role\":\"assistant\",\"content\":\"<think>\\n \\tr \\n\\n</think>\\n\\n  a "
+	       "\\n\"}]}",
 	       "<|im_start|>user\nq<|im_end|>\n"
 	       "<|im_start|>assistant\n<think>\n \tr \n</think>\n\n  a \n<|im_end|>\n" GEN);
 	expect("several think blocks: split on the last </think>, first part's last <think>",
@@ -257,10 +261,11 @@ static void test_refused(void)
 		  "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
 		  "\"image_url\":{\"url\":\"http://x\"}}]}]}",
 		  CHAT_UNSUPPORTED);
-	expect_rc("text part with a uuid",
-		  "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\","
-		  "\"uuid\":\"u\"}]}]}",
-		  CHAT_UNSUPPORTED);
+	expect_rc(
+	    "text part with a uuid",
+	    "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\","
+	    "\"uuid\":\"u\"}]}]}",
+	    CHAT_UNSUPPORTED);
 	expect_rc("continue_final_message", REQ("{%s,\"continue_final_message\":true}", u),
 		  CHAT_UNSUPPORTED);
 	expect_rc("another chat_template", REQ("{%s,\"chat_template\":\"{{ 1 }}\"}", u),
@@ -276,7 +281,8 @@ static void test_refused(void)
 		  "{\"messages\":[{\"role\":\"system\",\"content\":\"x-anthropic-billing-header: "
 		  "cch=1\\nS\"},{\"role\":\"user\",\"content\":\"u\"}]}",
 		  CHAT_UNSUPPORTED);
-	expect_rc("a \\u0000 escape", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}",
+	expect_rc("a \\u0000 escape",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}",
 		  CHAT_UNSUPPORTED);
 	expect_rc("add_generation_prompt as a string",
 		  REQ("{%s,\"add_generation_prompt\":\"true\"}", u), CHAT_UNSUPPORTED);
@@ -298,9 +304,10 @@ static void test_refused(void)
 	expect_rc("unknown part type",
 		  "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"bogus\"}]}]}",
 		  CHAT_INVALID);
-	expect_rc("text not a string",
-		  "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":2}]}]}",
-		  CHAT_INVALID);
+	expect_rc(
+	    "text not a string",
+	    "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":2}]}]}",
+	    CHAT_INVALID);
 	expect_rc("chat_template_kwargs not an object", REQ("{%s,\"chat_template_kwargs\":[]}", u),
 		  CHAT_INVALID);
 	expect_rc("unknown reasoning_effort", REQ("{%s,\"reasoning_effort\":\"huge\"}", u),
@@ -315,88 +322,111 @@ static void test_refused(void)
 #undef REQ
 }
 
-#define TOOLS_HEAD                                                                                  \
-	"# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "     \
+#define TOOLS_HEAD                                                                                 \
+	"# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are " \
 	"provided with function signatures within <tools></tools> XML tags:\n<tools>"
-#define TOOLS_TAIL                                                                                  \
-	"\n</tools>\n\nFor each function call, return a json object with function name and "         \
-	"arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "              \
+#define TOOLS_TAIL                                                                                 \
+	"\n</tools>\n\nFor each function call, return a json object with function name and "       \
+	"arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "             \
 	"<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
 
 static void test_tools(void)
 {
 	const char *tools_req =
-		"{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"u\"}],"
-		"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
-		"\"object\",\"properties\":{\"n\":{\"minimum\":1.0,\"maximum\":10}}}}},"
-		"{\"function\":{\"description\":\"d\\u00e9\\n\",\"name\":\"g\",\"strict\":true}}]}";
+	    "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":"
+	    "\"u\"}],"
+	    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{"
+	    "\"type\":"
+	    "\"object\",\"properties\":{\"n\":{\"minimum\":1.0,\"maximum\":10}}}}},"
+	    "{\"function\":{\"description\":\"d\\u00e9\\n\",\"name\":\"g\",\"strict\":true}}]}";
 	const char *tools_want =
-		"<|im_start|>system\nS\n\n" TOOLS_HEAD
-		"\n{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": null, "
-		"\"parameters\": {\"type\": \"object\", \"properties\": {\"n\": {\"minimum\": 1.0, "
-		"\"maximum\": 10}}}}}"
-		"\n{\"type\": \"function\", \"function\": {\"name\": \"g\", \"description\": \"d\u00e9\\n\", "
-		"\"parameters\": null, \"strict\": true}}" TOOLS_TAIL
-		"<|im_start|>user\nu<|im_end|>\n" GEN;
+	    "<|im_start|>system\nS\n\n" TOOLS_HEAD
+	    "\n{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": null, "
+	    "\"parameters\": {\"type\": \"object\", \"properties\": {\"n\": {\"minimum\": 1.0, "
+	    "\"maximum\": 10}}}}}"
+	    "\n{\"type\": \"function\", \"function\": {\"name\": \"g\", \"description\": "
+	    "\"d\u00e9\\n\", "
+	    "\"parameters\": null, \"strict\": true}}" TOOLS_TAIL
+	    "<|im_start|>user\nu<|im_end|>\n" GEN;
 	struct buf out = {0};
 	const char *why = NULL;
 	cJSON *tree = cJSON_Parse(tools_req);
 	int rc;
 
-	expect("tools: model_dump field order, description null, number spelling kept, system merged",
-	       tools_req, tools_want);
+	expect(
+	    "tools: model_dump field order, description null, number spelling kept, system merged",
+	    tools_req, tools_want);
 	rc = chat_render(tree, &out, &why);
 	CHECK(rc == CHAT_UNSUPPORTED && why,
 	      "tools with numbers from a cJSON tree: unsupported (1 and 1.0 are lost) -> %s",
 	      why ? why : "");
 	cJSON_Delete(tree);
 	buf_free(&out);
-	expect("tool calls: arguments through json.loads/json.dumps, empty arguments as {}",
-	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"\","
-	       "\"tool_calls\":[{\"id\":\"1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":"
-	       "\"{\\\"a\\\": 1.0, \\\"b\\\":1e-5,\\\"a\\\":2,\\\"c\\\":\\\"\\\\u00e9\\\\t\\\"}\"}},"
-	       "{\"id\":\"2\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"\"}}]},"
-	       "{\"role\":\"tool\",\"content\":\"r\"}]}",
-	       "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", "
-	       "\"arguments\": {\"a\": 2, \"b\": 1e-05, \"c\": \"\u00e9\\t\"}}\n</tool_call>\n<tool_call>\n"
-	       "{\"name\": \"g\", \"arguments\": {}}\n</tool_call><|im_end|>\n"
-	       "<|im_start|>user\n<tool_response>\nr\n</tool_response><|im_end|>\n" GEN);
+	expect(
+	    "tool calls: arguments through json.loads/json.dumps, empty arguments as {}",
+	    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
+	    "\"content\":\"\","
+	    "\"tool_calls\":[{\"id\":\"1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+	    "\"arguments\":"
+	    "\"{\\\"a\\\": 1.0, \\\"b\\\":1e-5,\\\"a\\\":2,\\\"c\\\":\\\"\\\\u00e9\\\\t\\\"}\"}},"
+	    "{\"id\":\"2\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"\"}}]"
+	    "},"
+	    "{\"role\":\"tool\",\"content\":\"r\"}]}",
+	    "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", "
+	    "\"arguments\": {\"a\": 2, \"b\": 1e-05, \"c\": "
+	    "\"\u00e9\\t\"}}\n</tool_call>\n<tool_call>\n"
+	    "{\"name\": \"g\", \"arguments\": {}}\n</tool_call><|im_end|>\n"
+	    "<|im_start|>user\n<tool_response>\nr\n</tool_response><|im_end|>\n" GEN);
 	expect("floats print as Python's repr, ints keep their digits, a JSON string prints raw",
-	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"c\","
-	       "\"tool_calls\":[{\"id\":\"1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":"
+	       "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
+	       "\"content\":\"c\","
+	       "\"tool_calls\":[{\"id\":\"1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+	       "\"arguments\":"
 	       "\"[0.1, 1e16, 1e15, 1e-4, 1e-5, 5e-324, -0.0, -0, 2.675, 1.7976931348623157e308, "
-	       "123456789012345678901234567890, 12.50, 1E2]\"}},{\"id\":\"2\",\"type\":\"function\",\"function\":"
-	       "{\"name\":\"g\",\"arguments\":\"\\\"raw text\\\"\"}}]}],\"add_generation_prompt\":false}",
-	       "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nc\n<tool_call>\n"
-	       "{\"name\": \"f\", \"arguments\": [0.1, 1e+16, 1000000000000000.0, 0.0001, 1e-05, 5e-324, "
-	       "-0.0, 0, 2.675, 1.7976931348623157e+308, 123456789012345678901234567890, 12.5, 100.0]}\n"
-	       "</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": raw text}\n</tool_call><|im_end|>\n");
-	expect_rc("tool call arguments that are not JSON",
-		  "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"1\","
-		  "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{bad\"}}]}]}",
-		  CHAT_UNSUPPORTED);
-	expect_rc("tool call arguments with NaN",
-		  "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"1\","
-		  "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"[NaN]\"}}]}]}",
-		  CHAT_UNSUPPORTED);
+	       "123456789012345678901234567890, 12.50, "
+	       "1E2]\"}},{\"id\":\"2\",\"type\":\"function\",\"function\":"
+	       "{\"name\":\"g\",\"arguments\":\"\\\"raw "
+	       "text\\\"\"}}]}],\"add_generation_prompt\":false}",
+	       "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n\n</"
+	       "think>\n\nc\n<tool_call>\n"
+	       "{\"name\": \"f\", \"arguments\": [0.1, 1e+16, 1000000000000000.0, 0.0001, 1e-05, "
+	       "5e-324, "
+	       "-0.0, 0, 2.675, 1.7976931348623157e+308, 123456789012345678901234567890, 12.5, "
+	       "100.0]}\n"
+	       "</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": raw "
+	       "text}\n</tool_call><|im_end|>\n");
+	expect_rc(
+	    "tool call arguments that are not JSON",
+	    "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"1\","
+	    "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{bad\"}}]}]}",
+	    CHAT_UNSUPPORTED);
+	expect_rc(
+	    "tool call arguments with NaN",
+	    "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"1\","
+	    "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"[NaN]\"}}]}]}",
+	    CHAT_UNSUPPORTED);
 	expect_rc("a tool call without id",
 		  "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{"
 		  "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}",
 		  CHAT_INVALID);
 	expect_rc("strict null (dumped by older vLLM, dropped by newer)",
-		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":\"function\","
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":"
+		  "\"function\","
 		  "\"function\":{\"name\":\"f\",\"strict\":null}}]}",
 		  CHAT_UNSUPPORTED);
 	expect_rc("a tool field outside the reproduced set",
-		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":\"function\","
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":"
+		  "\"function\","
 		  "\"function\":{\"name\":\"f\"},\"defer_loading\":true}]}",
 		  CHAT_UNSUPPORTED);
 	expect_rc("a tool function without a name",
-		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":\"function\","
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":"
+		  "\"function\","
 		  "\"function\":{\"description\":\"x\"}}]}",
 		  CHAT_INVALID);
 	expect_rc("a number overflowing a double in tools",
-		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":\"function\","
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"tools\":[{\"type\":"
+		  "\"function\","
 		  "\"function\":{\"name\":\"f\",\"parameters\":{\"m\":1e999}}}]}",
 		  CHAT_UNSUPPORTED);
 }
@@ -417,7 +447,7 @@ static void test_out_buffer(void)
 	      "chat_render appends to out");
 	rc = chat_render(bad, &out, &why);
 	CHECK(rc == CHAT_UNSUPPORTED &&
-		      strcmp(out.data, "PREFIX<|im_start|>user\nhi<|im_end|>\n" GEN) == 0,
+		  strcmp(out.data, "PREFIX<|im_start|>user\nhi<|im_end|>\n" GEN) == 0,
 	      "a refused request leaves out as it was");
 	rc = chat_render(ok, &out, NULL);
 	CHECK(rc == CHAT_OK, "why may be NULL");
@@ -472,7 +502,8 @@ static void test_template_check(void)
 	fd = mkstemp(path);
 	if (fd >= 0) {
 		f = fdopen(fd, "w");
-		fputs("{\"chat_template\":\"{% for m in messages %}{{ m.content }}{% endfor %}\"}", f);
+		fputs("{\"chat_template\":\"{% for m in messages %}{{ m.content }}{% endfor %}\"}",
+		      f);
 		fclose(f);
 		rc = chat_config_check(path, &why);
 		CHECK(rc == -ENOTSUP && why, "a config with another template: -ENOTSUP");

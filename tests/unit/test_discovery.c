@@ -17,46 +17,45 @@ struct bad_case {
 };
 
 static const struct bad_case bad_cases[] = {
-	{"", "not valid JSON", "empty file"},
-	{"{\"services\": [", "not valid JSON", "truncated"},
-	{"{}", "must be an array", "no services key"},
-	{"{\"services\":{}}", "must be an array", "services not an array"},
-	{"{\"services\":[{\"cluster_ip\":\"10.0.0.1\",\"port\":80}]}", "name", "no name"},
-	{"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0\",\"port\":80}]}", "cluster_ip",
-	 "bad cluster ip"},
-	{"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":0}]}", "port",
-	 "port 0"},
-	{"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":70000}]}", "port",
-	 "port too large"},
-	{"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80.5}]}", "port",
-	 "fractional port"},
-	{"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80},"
-	 "{\"name\":\"a\",\"cluster_ip\":\"10.0.0.2\",\"port\":80}]}",
-	 "duplicate name", "duplicate service name"},
-	{"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80},"
-	 "{\"name\":\"b\",\"cluster_ip\":\"10.0.0.1\",\"port\":80}]}",
-	 "same cluster_ip", "duplicate vip"},
-	{"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80,\"endpoints\":"
-	 "[{\"ip\":\"10.1.0.1\"}]}]}",
-	 "port", "endpoint without port"},
-	{"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80,\"endpoints\":"
-	 "[{\"ip\":\"x\",\"port\":1}]}]}",
-	 "ip", "endpoint bad ip"},
-	{"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80,\"endpoints\":"
-	 "[{\"ip\":\"10.1.0.1\",\"port\":1,\"events_port\":-1}]}]}",
-	 "events_port", "bad events port"},
-	{"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80,\"endpoints\":"
-	 "[{\"ip\":\"10.1.0.1\",\"port\":1},{\"ip\":\"10.1.0.1\",\"port\":1}]}]}",
-	 "twice", "duplicate endpoint"},
-	{"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80,\"endpoints\":{}}]}",
-	 "endpoints", "endpoints not an array"},
+    {"", "not valid JSON", "empty file"},
+    {"{\"services\": [", "not valid JSON", "truncated"},
+    {"{}", "must be an array", "no services key"},
+    {"{\"services\":{}}", "must be an array", "services not an array"},
+    {"{\"services\":[{\"cluster_ip\":\"10.0.0.1\",\"port\":80}]}", "name", "no name"},
+    {"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0\",\"port\":80}]}", "cluster_ip",
+     "bad cluster ip"},
+    {"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":0}]}", "port", "port 0"},
+    {"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":70000}]}", "port",
+     "port too large"},
+    {"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80.5}]}", "port",
+     "fractional port"},
+    {"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80},"
+     "{\"name\":\"a\",\"cluster_ip\":\"10.0.0.2\",\"port\":80}]}",
+     "duplicate name", "duplicate service name"},
+    {"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80},"
+     "{\"name\":\"b\",\"cluster_ip\":\"10.0.0.1\",\"port\":80}]}",
+     "same cluster_ip", "duplicate vip"},
+    {"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80,\"endpoints\":"
+     "[{\"ip\":\"10.1.0.1\"}]}]}",
+     "port", "endpoint without port"},
+    {"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80,\"endpoints\":"
+     "[{\"ip\":\"x\",\"port\":1}]}]}",
+     "ip", "endpoint bad ip"},
+    {"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80,\"endpoints\":"
+     "[{\"ip\":\"10.1.0.1\",\"port\":1,\"events_port\":-1}]}]}",
+     "events_port", "bad events port"},
+    {"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80,\"endpoints\":"
+     "[{\"ip\":\"10.1.0.1\",\"port\":1},{\"ip\":\"10.1.0.1\",\"port\":1}]}]}",
+     "twice", "duplicate endpoint"},
+    {"{\"services\":[{\"name\":\"a\",\"cluster_ip\":\"10.0.0.1\",\"port\":80,\"endpoints\":{}}]}",
+     "endpoints", "endpoints not an array"},
 };
 
 static const char good[] =
-	"{\"services\":[{\"name\":\"qwen\",\"cluster_ip\":\"10.96.0.50\",\"port\":8000,"
-	"\"endpoints\":[{\"name\":\"w1\",\"ip\":\"10.0.1.2\",\"port\":8000,\"events_port\":20080,"
-	"\"replay_port\":20081},{\"ip\":\"10.0.1.3\",\"port\":8001}]},"
-	"{\"name\":\"empty\",\"cluster_ip\":\"10.96.0.51\",\"port\":80}]}";
+    "{\"services\":[{\"name\":\"qwen\",\"cluster_ip\":\"10.96.0.50\",\"port\":8000,"
+    "\"endpoints\":[{\"name\":\"w1\",\"ip\":\"10.0.1.2\",\"port\":8000,\"events_port\":20080,"
+    "\"replay_port\":20081},{\"ip\":\"10.0.1.3\",\"port\":8001}]},"
+    "{\"name\":\"empty\",\"cluster_ip\":\"10.96.0.51\",\"port\":80}]}";
 
 static void test_bad(void)
 {
@@ -88,8 +87,8 @@ static void test_good(void)
 	      "service without endpoints");
 	CHECK_EQ(q->nendpoints, 2, "two endpoints");
 	CHECK(strcmp(q->endpoints[0].name, "w1") == 0 && q->endpoints[0].events_port == 20080 &&
-		      q->endpoints[0].replay_port == 20081 &&
-		      q->endpoints[0].addr.sin_port == htons(8000),
+		  q->endpoints[0].replay_port == 20081 &&
+		  q->endpoints[0].addr.sin_port == htons(8000),
 	      "endpoint fields");
 	CHECK(strcmp(q->endpoints[1].name, "10.0.1.3") == 0 && q->endpoints[1].events_port == 0,
 	      "unnamed endpoint named by its ip; optional ports 0");

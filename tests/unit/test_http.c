@@ -27,101 +27,98 @@ struct req_case {
 
 #define H11 " HTTP/1.1\r\nHost: x\r\n"
 static const struct req_case req_cases[] = {
-	{"GET / HTTP/1.1\r\nHost: a\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0, "simple GET"},
-	{"GET / HTTP/1.0\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 0, 0, 0, "HTTP/1.0 defaults to close"},
-	{"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0,
-	 "HTTP/1.0 keep-alive"},
-	{"GET /" H11 "Connection: close\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 0, 0, 0,
-	 "Connection: close"},
-	{"GET /" H11 "Connection: foo, CLOSE\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 0, 0, 0,
-	 "close token in a list, any case"},
-	{"POST /v1/chat/completions" H11 "Content-Length: 12\r\n\r\n", WHOLE, HTTP_BODY_LENGTH, 12,
-	 1, 0, 0, "POST with Content-Length"},
-	{"POST /" H11 "Content-Length: 0\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0,
-	 "Content-Length 0 is no body"},
-	{"POST /" H11 "Transfer-Encoding: chunked\r\n\r\n", WHOLE, HTTP_BODY_CHUNKED, 0, 1, 0, 0,
-	 "chunked"},
-	{"POST /" H11 "Transfer-Encoding: Chunked\r\n\r\n", WHOLE, HTTP_BODY_CHUNKED, 0, 1, 0, 0,
-	 "chunked is case-insensitive"},
-	{"POST /" H11 "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n", WHOLE, HTTP_BODY_LENGTH,
-	 5, 1, 1, 0, "Expect: 100-continue"},
-	{"GET /ws" H11 "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n", WHOLE, HTTP_BODY_NONE,
-	 0, 1, 0, 1, "upgrade"},
-	{"GET /" H11 "Upgrade: h2c\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0,
-	 "Upgrade without Connection: upgrade is ignored"},
-	{"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0,
-	 "one leading empty line ignored"},
-	{"GET / HTTP/1.1\r\nHost: a\r\nX-Empty:\r\nX-Sp:   v  \r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1,
-	 0, 0, "empty value and OWS trimmed"},
-	{"GET / HTTP/1.2\r\nHost: a\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0,
-	 "HTTP/1.2 answered as 1.1"},
-	{"GET /\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "non-ASCII in the target"},
-	{"GET / HTTP/1.1\r\nHost: a\r\nX: caf\xc3\xa9\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0,
-	 "obs-text in a value"},
-	/* incomplete */
-	{"", 0, 0, 0, 0, 0, 0, "empty input needs more"},
-	{"GET / HTTP/1.1\r\nHost: a\r\n", 0, 0, 0, 0, 0, 0, "no blank line yet"},
-	{"GET / HTTP/1.1\r\nHost: a\r\n\r", 0, 0, 0, 0, 0, 0, "last LF missing"},
-	/* malformed */
-	{"GET / HTTP/1.1\nHost: a\n\n", -400, 0, 0, 0, 0, 0, "bare LF line ends"},
-	{"GET / HTTP/1.1\r\nHost: a\rX: y\r\n\r\n", -400, 0, 0, 0, 0, 0, "bare CR"},
-	{"GET / HTTP/1.1\r\nHost: a\r\nX: a\0b\r\n\r\n", -400, 0, 0, 0, 0, 0, "NUL in a value"},
-	{"GET  / HTTP/1.1\r\nHost: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "two spaces after the method"},
-	{"GET / HTTP/1.1 \r\nHost: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "space after the version"},
-	{"GET /\r\n\r\n", -400, 0, 0, 0, 0, 0, "HTTP/0.9 request line"},
-	{"G(T / HTTP/1.1\r\nHost: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "non-token method"},
-	{"GET / HTTP/2.0\r\nHost: a\r\n\r\n", -505, 0, 0, 0, 0, 0, "HTTP/2.0 request line"},
-	{"GET / HTTP/0.9\r\nHost: a\r\n\r\n", -505, 0, 0, 0, 0, 0, "HTTP/0.9 version"},
-	{"GET / HTTP/1.x\r\nHost: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "bad minor version"},
-	{"GET / http/1.1\r\nHost: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "lower-case protocol name"},
-	{"GET / HTTP/1.1\r\n\r\n", -400, 0, 0, 0, 0, 0, "HTTP/1.1 without Host"},
-	{"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", -400, 0, 0, 0, 0, 0, "two Host headers"},
-	{"GET / HTTP/1.1\r\nHost : a\r\n\r\n", -400, 0, 0, 0, 0, 0, "space before the colon"},
-	{"GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n", -400, 0, 0, 0, 0, 0, "obs-fold"},
-	{"GET / HTTP/1.1\r\nHost: a\r\n: v\r\n\r\n", -400, 0, 0, 0, 0, 0, "empty header name"},
-	{"GET / HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n", -400, 0, 0, 0, 0, 0, "no colon"},
-	{"GET / HTTP/1.1\r\nHo\x01st: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "control byte in a name"},
-	{"GET / HTTP/1.1\r\nHost: a\x7f\r\n\r\n", -400, 0, 0, 0, 0, 0, "DEL in a value"},
-	{"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", -400, 0, 0, 0, 0, 0,
-	 "TLS bytes are malformed as a request"},
-	/* smuggling */
-	{"POST /" H11 "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "CL.TE"},
-	{"POST /" H11 "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "TE.CL"},
-	{"POST /" H11 "Content-Length: 5\r\nContent-Length: 5\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "repeated identical Content-Length"},
-	{"POST /" H11 "Content-Length: 5\r\nContent-Length: 6\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "conflicting Content-Length"},
-	{"POST /" H11 "Content-Length: 5, 5\r\n\r\n", -400, 0, 0, 0, 0, 0, "Content-Length list"},
-	{"POST /" H11 "Content-Length: +5\r\n\r\n", -400, 0, 0, 0, 0, 0, "signed Content-Length"},
-	{"POST /" H11 "Content-Length: 0x5\r\n\r\n", -400, 0, 0, 0, 0, 0, "hex Content-Length"},
-	{"POST /" H11 "Content-Length: \r\n\r\n", -400, 0, 0, 0, 0, 0, "empty Content-Length"},
-	{"POST /" H11 "Content-Length: 99999999999999999999\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "Content-Length overflow"},
-	{"POST /" H11 "Content-Length: 1 2\r\n\r\n", -400, 0, 0, 0, 0, 0, "space inside CL"},
-	{"POST /" H11 "Transfer-Encoding: chunked, chunked\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "chunked twice"},
-	{"POST /" H11 "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", -400, 0,
-	 0, 0, 0, 0, "chunked in two headers"},
-	{"POST /" H11 "Transfer-Encoding: chunked, identity\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "chunked not final"},
-	{"POST /" H11 "Transfer-Encoding: identity\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "TE without chunked"},
-	{"POST /" H11 "Transfer-Encoding: xchunked\r\n\r\n", -400, 0, 0, 0, 0, 0, "xchunked"},
-	{"POST /" H11 "Transfer-Encoding: chunked\x0b\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "vertical tab after chunked"},
-	{"POST /" H11 "Transfer-Encoding: ,chunked\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "empty TE element"},
-	{"POST /" H11 "Transfer-Encoding: gzip, chunked\r\n\r\n", -501, 0, 0, 0, 0, 0,
-	 "gzip transfer coding unsupported"},
-	{"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "chunked in HTTP/1.0"},
-	{"POST /" H11 "Transfer-Encoding : chunked\r\n\r\n", -400, 0, 0, 0, 0, 0,
-	 "space before the TE colon"},
-	{"POST /" H11 "Transfer-Encoding: chunked\r\n Content-Length: 3\r\n\r\n", -400, 0, 0, 0, 0,
-	 0, "folded line hiding a CL"},
+    {"GET / HTTP/1.1\r\nHost: a\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0, "simple GET"},
+    {"GET / HTTP/1.0\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 0, 0, 0, "HTTP/1.0 defaults to close"},
+    {"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0,
+     "HTTP/1.0 keep-alive"},
+    {"GET /" H11 "Connection: close\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 0, 0, 0,
+     "Connection: close"},
+    {"GET /" H11 "Connection: foo, CLOSE\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 0, 0, 0,
+     "close token in a list, any case"},
+    {"POST /v1/chat/completions" H11 "Content-Length: 12\r\n\r\n", WHOLE, HTTP_BODY_LENGTH, 12, 1,
+     0, 0, "POST with Content-Length"},
+    {"POST /" H11 "Content-Length: 0\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0,
+     "Content-Length 0 is no body"},
+    {"POST /" H11 "Transfer-Encoding: chunked\r\n\r\n", WHOLE, HTTP_BODY_CHUNKED, 0, 1, 0, 0,
+     "chunked"},
+    {"POST /" H11 "Transfer-Encoding: Chunked\r\n\r\n", WHOLE, HTTP_BODY_CHUNKED, 0, 1, 0, 0,
+     "chunked is case-insensitive"},
+    {"POST /" H11 "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n", WHOLE, HTTP_BODY_LENGTH, 5,
+     1, 1, 0, "Expect: 100-continue"},
+    {"GET /ws" H11 "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1,
+     0, 1, "upgrade"},
+    {"GET /" H11 "Upgrade: h2c\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0,
+     "Upgrade without Connection: upgrade is ignored"},
+    {"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0,
+     "one leading empty line ignored"},
+    {"GET / HTTP/1.1\r\nHost: a\r\nX-Empty:\r\nX-Sp:   v  \r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0,
+     0, "empty value and OWS trimmed"},
+    {"GET / HTTP/1.2\r\nHost: a\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0,
+     "HTTP/1.2 answered as 1.1"},
+    {"GET /\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "non-ASCII in the target"},
+    {"GET / HTTP/1.1\r\nHost: a\r\nX: caf\xc3\xa9\r\n\r\n", WHOLE, HTTP_BODY_NONE, 0, 1, 0, 0,
+     "obs-text in a value"},
+    /* incomplete */
+    {"", 0, 0, 0, 0, 0, 0, "empty input needs more"},
+    {"GET / HTTP/1.1\r\nHost: a\r\n", 0, 0, 0, 0, 0, 0, "no blank line yet"},
+    {"GET / HTTP/1.1\r\nHost: a\r\n\r", 0, 0, 0, 0, 0, 0, "last LF missing"},
+    /* malformed */
+    {"GET / HTTP/1.1\nHost: a\n\n", -400, 0, 0, 0, 0, 0, "bare LF line ends"},
+    {"GET / HTTP/1.1\r\nHost: a\rX: y\r\n\r\n", -400, 0, 0, 0, 0, 0, "bare CR"},
+    {"GET / HTTP/1.1\r\nHost: a\r\nX: a\0b\r\n\r\n", -400, 0, 0, 0, 0, 0, "NUL in a value"},
+    {"GET  / HTTP/1.1\r\nHost: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "two spaces after the method"},
+    {"GET / HTTP/1.1 \r\nHost: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "space after the version"},
+    {"GET /\r\n\r\n", -400, 0, 0, 0, 0, 0, "HTTP/0.9 request line"},
+    {"G(T / HTTP/1.1\r\nHost: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "non-token method"},
+    {"GET / HTTP/2.0\r\nHost: a\r\n\r\n", -505, 0, 0, 0, 0, 0, "HTTP/2.0 request line"},
+    {"GET / HTTP/0.9\r\nHost: a\r\n\r\n", -505, 0, 0, 0, 0, 0, "HTTP/0.9 version"},
+    {"GET / HTTP/1.x\r\nHost: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "bad minor version"},
+    {"GET / http/1.1\r\nHost: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "lower-case protocol name"},
+    {"GET / HTTP/1.1\r\n\r\n", -400, 0, 0, 0, 0, 0, "HTTP/1.1 without Host"},
+    {"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", -400, 0, 0, 0, 0, 0, "two Host headers"},
+    {"GET / HTTP/1.1\r\nHost : a\r\n\r\n", -400, 0, 0, 0, 0, 0, "space before the colon"},
+    {"GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n", -400, 0, 0, 0, 0, 0, "obs-fold"},
+    {"GET / HTTP/1.1\r\nHost: a\r\n: v\r\n\r\n", -400, 0, 0, 0, 0, 0, "empty header name"},
+    {"GET / HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n", -400, 0, 0, 0, 0, 0, "no colon"},
+    {"GET / HTTP/1.1\r\nHo\x01st: a\r\n\r\n", -400, 0, 0, 0, 0, 0, "control byte in a name"},
+    {"GET / HTTP/1.1\r\nHost: a\x7f\r\n\r\n", -400, 0, 0, 0, 0, 0, "DEL in a value"},
+    {"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", -400, 0, 0, 0, 0, 0,
+     "TLS bytes are malformed as a request"},
+    /* smuggling */
+    {"POST /" H11 "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", -400, 0, 0, 0, 0, 0,
+     "CL.TE"},
+    {"POST /" H11 "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", -400, 0, 0, 0, 0, 0,
+     "TE.CL"},
+    {"POST /" H11 "Content-Length: 5\r\nContent-Length: 5\r\n\r\n", -400, 0, 0, 0, 0, 0,
+     "repeated identical Content-Length"},
+    {"POST /" H11 "Content-Length: 5\r\nContent-Length: 6\r\n\r\n", -400, 0, 0, 0, 0, 0,
+     "conflicting Content-Length"},
+    {"POST /" H11 "Content-Length: 5, 5\r\n\r\n", -400, 0, 0, 0, 0, 0, "Content-Length list"},
+    {"POST /" H11 "Content-Length: +5\r\n\r\n", -400, 0, 0, 0, 0, 0, "signed Content-Length"},
+    {"POST /" H11 "Content-Length: 0x5\r\n\r\n", -400, 0, 0, 0, 0, 0, "hex Content-Length"},
+    {"POST /" H11 "Content-Length: \r\n\r\n", -400, 0, 0, 0, 0, 0, "empty Content-Length"},
+    {"POST /" H11 "Content-Length: 99999999999999999999\r\n\r\n", -400, 0, 0, 0, 0, 0,
+     "Content-Length overflow"},
+    {"POST /" H11 "Content-Length: 1 2\r\n\r\n", -400, 0, 0, 0, 0, 0, "space inside CL"},
+    {"POST /" H11 "Transfer-Encoding: chunked, chunked\r\n\r\n", -400, 0, 0, 0, 0, 0,
+     "chunked twice"},
+    {"POST /" H11 "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", -400, 0, 0, 0,
+     0, 0, "chunked in two headers"},
+    {"POST /" H11 "Transfer-Encoding: chunked, identity\r\n\r\n", -400, 0, 0, 0, 0, 0,
+     "chunked not final"},
+    {"POST /" H11 "Transfer-Encoding: identity\r\n\r\n", -400, 0, 0, 0, 0, 0, "TE without chunked"},
+    {"POST /" H11 "Transfer-Encoding: xchunked\r\n\r\n", -400, 0, 0, 0, 0, 0, "xchunked"},
+    {"POST /" H11 "Transfer-Encoding: chunked\x0b\r\n\r\n", -400, 0, 0, 0, 0, 0,
+     "vertical tab after chunked"},
+    {"POST /" H11 "Transfer-Encoding: ,chunked\r\n\r\n", -400, 0, 0, 0, 0, 0, "empty TE element"},
+    {"POST /" H11 "Transfer-Encoding: gzip, chunked\r\n\r\n", -501, 0, 0, 0, 0, 0,
+     "gzip transfer coding unsupported"},
+    {"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", -400, 0, 0, 0, 0, 0,
+     "chunked in HTTP/1.0"},
+    {"POST /" H11 "Transfer-Encoding : chunked\r\n\r\n", -400, 0, 0, 0, 0, 0,
+     "space before the TE colon"},
+    {"POST /" H11 "Transfer-Encoding: chunked\r\n Content-Length: 3\r\n\r\n", -400, 0, 0, 0, 0, 0,
+     "folded line hiding a CL"},
 };
 
 static void test_request_table(void)
@@ -140,8 +137,8 @@ static void test_request_table(void)
 		CHECK_EQ(rc, want, c->desc);
 		if (rc > 0 && c->rc == WHOLE) {
 			CHECK(m.body == c->body && m.content_length == c->cl &&
-				      m.keep_alive == !!c->keep_alive &&
-				      m.expect_continue == !!c->expect && m.upgrade == !!c->upgrade,
+				  m.keep_alive == !!c->keep_alive &&
+				  m.expect_continue == !!c->expect && m.upgrade == !!c->upgrade,
 			      "%s: body %d cl %llu keep-alive %d expect %d upgrade %d", c->desc,
 			      m.body, (unsigned long long)m.content_length, m.keep_alive,
 			      m.expect_continue, m.upgrade);
@@ -163,9 +160,10 @@ static void test_request_table(void)
 
 static void test_request_fields(void)
 {
-	const char *in = "POST /v1/completions?x=1 HTTP/1.1\r\nHost: node:8000\r\n"
-			 "Content-Type: application/json\r\nX-Trim:  a b \t\r\nContent-Length: 7\r\n"
-			 "\r\n{\"a\":1}";
+	const char *in =
+	    "POST /v1/completions?x=1 HTTP/1.1\r\nHost: node:8000\r\n"
+	    "Content-Type: application/json\r\nX-Trim:  a b \t\r\nContent-Length: 7\r\n"
+	    "\r\n{\"a\":1}";
 	struct http_msg m;
 	const struct http_header *h;
 	int rc = http_parse_request(in, strlen(in), MAXH, &m);
@@ -265,39 +263,38 @@ struct resp_case {
 };
 
 static const struct resp_case resp_cases[] = {
-	{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "GET", WHOLE, 200, HTTP_BODY_LENGTH, 5, 1,
-	 "200 with length"},
-	{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "POST", WHOLE, 200,
-	 HTTP_BODY_CHUNKED, 0, 1, "chunked (SSE)"},
-	{"HTTP/1.1 200 OK\r\n\r\n", "GET", WHOLE, 200, HTTP_BODY_EOF, 0, 0,
-	 "no framing: until close"},
-	{"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", "GET", WHOLE, 200, HTTP_BODY_LENGTH, 1, 0,
-	 "HTTP/1.0 response closes"},
-	{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\n", "GET", WHOLE, 200,
-	 HTTP_BODY_LENGTH, 5, 0, "Connection: close"},
-	{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "HEAD", WHOLE, 200, HTTP_BODY_NONE, 0, 1,
-	 "HEAD response has no body"},
-	{"HTTP/1.1 204 No Content\r\n\r\n", "GET", WHOLE, 204, HTTP_BODY_NONE, 0, 1, "204"},
-	{"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n", "GET", WHOLE, 304,
-	 HTTP_BODY_NONE, 0, 1, "304 ignores its length"},
-	{"HTTP/1.1 100 Continue\r\n\r\n", "POST", WHOLE, 100, HTTP_BODY_NONE, 0, 1, "100 Continue"},
-	{"HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", "GET", WHOLE, 200, HTTP_BODY_NONE, 0, 1,
-	 "no reason phrase, no space"},
-	{"HTTP/1.1 200 \r\nContent-Length: 0\r\n\r\n", "GET", WHOLE, 200, HTTP_BODY_NONE, 0, 1,
-	 "empty reason phrase"},
-	{"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", "GET", WHOLE, 200,
-	 HTTP_BODY_LENGTH, 3, 1, "identical repeated CL tolerated in a response"},
-	{"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", "GET",
-	 WHOLE, 200, HTTP_BODY_CHUNKED, 0, 0, "TE wins over CL, then close"},
-	{"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "GET", WHOLE, 200, HTTP_BODY_EOF, 0,
-	 0, "TE not chunked: until close"},
-	{"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", "GET", -502, 0, 0, 0,
-	 0, "conflicting CL"},
-	{"HTTP/1.1 2x0 OK\r\n\r\n", "GET", -502, 0, 0, 0, 0, "bad status code"},
-	{"HTTP/1.1 099 Low\r\n\r\n", "GET", -502, 0, 0, 0, 0, "status below 100"},
-	{"HTTP/1.1 200 OK\nContent-Length: 0\n\n", "GET", -502, 0, 0, 0, 0, "bare LF"},
-	{"ICY 200 OK\r\n\r\n", "GET", -502, 0, 0, 0, 0, "not HTTP"},
-	{"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n", "GET", 0, 0, 0, 0, 0, "incomplete"},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "GET", WHOLE, 200, HTTP_BODY_LENGTH, 5, 1,
+     "200 with length"},
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "POST", WHOLE, 200, HTTP_BODY_CHUNKED,
+     0, 1, "chunked (SSE)"},
+    {"HTTP/1.1 200 OK\r\n\r\n", "GET", WHOLE, 200, HTTP_BODY_EOF, 0, 0, "no framing: until close"},
+    {"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", "GET", WHOLE, 200, HTTP_BODY_LENGTH, 1, 0,
+     "HTTP/1.0 response closes"},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\n", "GET", WHOLE, 200,
+     HTTP_BODY_LENGTH, 5, 0, "Connection: close"},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "HEAD", WHOLE, 200, HTTP_BODY_NONE, 0, 1,
+     "HEAD response has no body"},
+    {"HTTP/1.1 204 No Content\r\n\r\n", "GET", WHOLE, 204, HTTP_BODY_NONE, 0, 1, "204"},
+    {"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n", "GET", WHOLE, 304, HTTP_BODY_NONE, 0,
+     1, "304 ignores its length"},
+    {"HTTP/1.1 100 Continue\r\n\r\n", "POST", WHOLE, 100, HTTP_BODY_NONE, 0, 1, "100 Continue"},
+    {"HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", "GET", WHOLE, 200, HTTP_BODY_NONE, 0, 1,
+     "no reason phrase, no space"},
+    {"HTTP/1.1 200 \r\nContent-Length: 0\r\n\r\n", "GET", WHOLE, 200, HTTP_BODY_NONE, 0, 1,
+     "empty reason phrase"},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", "GET", WHOLE, 200,
+     HTTP_BODY_LENGTH, 3, 1, "identical repeated CL tolerated in a response"},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", "GET", WHOLE,
+     200, HTTP_BODY_CHUNKED, 0, 0, "TE wins over CL, then close"},
+    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "GET", WHOLE, 200, HTTP_BODY_EOF, 0, 0,
+     "TE not chunked: until close"},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", "GET", -502, 0, 0, 0, 0,
+     "conflicting CL"},
+    {"HTTP/1.1 2x0 OK\r\n\r\n", "GET", -502, 0, 0, 0, 0, "bad status code"},
+    {"HTTP/1.1 099 Low\r\n\r\n", "GET", -502, 0, 0, 0, 0, "status below 100"},
+    {"HTTP/1.1 200 OK\nContent-Length: 0\n\n", "GET", -502, 0, 0, 0, 0, "bare LF"},
+    {"ICY 200 OK\r\n\r\n", "GET", -502, 0, 0, 0, 0, "not HTTP"},
+    {"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n", "GET", 0, 0, 0, 0, 0, "incomplete"},
 };
 
 static void test_response_table(void)
@@ -312,7 +309,7 @@ static void test_response_table(void)
 		CHECK_EQ(rc, want, c->desc);
 		if (rc > 0)
 			CHECK(m.status == c->status && m.body == c->body &&
-				      m.content_length == c->cl && m.keep_alive == !!c->keep_alive,
+				  m.content_length == c->cl && m.keep_alive == !!c->keep_alive,
 			      "%s: status %d body %d cl %llu keep-alive %d", c->desc, m.status,
 			      m.body, (unsigned long long)m.content_length, m.keep_alive);
 		for (size_t k = 0; k < n; k++) {
@@ -334,36 +331,35 @@ struct chunk_case {
 };
 
 static const struct chunk_case chunk_cases[] = {
-	{"5\r\nhello\r\n0\r\n\r\n", 15, "hello", 1, "one chunk"},
-	{"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\nNEXT", 26, "hello world", 1,
-	 "two chunks, stops at the message end"},
-	{"A\r\n0123456789\r\n0\r\n\r\n", 20, "0123456789", 1, "upper-case hex"},
-	{"a\r\n0123456789\r\n0\r\n\r\n", 20, "0123456789", 1, "lower-case hex"},
-	{"000005\r\nhello\r\n0\r\n\r\n", 20, "hello", 1, "leading zeros"},
-	{"5;name=value\r\nhello\r\n0\r\n\r\n", 26, "hello", 1, "chunk extension"},
-	{"5 ; a=\"q;x\"\r\nhello\r\n0;last\r\n\r\n", 30, "hello", 1,
-	 "BWS and quoted extension"},
-	{"5\r\nhello\r\n0\r\nX-Trailer: 1\r\nY: 2\r\n\r\n", 35, "hello", 1, "trailers"},
-	{"0\r\n\r\n", 5, "", 1, "empty body"},
-	{"5\r\nhel", 6, "hel", 0, "partial data"},
-	{"5\r\nhello\r\n", 10, "hello", 0, "waiting for the next size"},
-	{"5\r\nhello\r\n0\r\n", 13, "hello", 0, "waiting for the trailers' end"},
-	{"5\nhello\r\n0\r\n\r\n", -1, "", 0, "bare LF after size"},
-	{"5\r\nhello\n0\r\n\r\n", -1, "", 0, "bare LF after data"},
-	{"5\r\nhelloX\r\n0\r\n\r\n", -1, "", 0, "data longer than its size"},
-	{"5\r\nhello\r\n0\r\n\n", -1, "", 0, "bare LF at the end"},
-	{"-5\r\nhello\r\n", -1, "", 0, "negative size"},
-	{"0x5\r\nhello\r\n", -1, "", 0, "0x prefix"},
-	{"\r\nhello\r\n", -1, "", 0, "missing size"},
-	{" 5\r\nhello\r\n", -1, "", 0, "space before size"},
-	{"5 5\r\nhello\r\n", -1, "", 0, "space inside the size"},
-	{"5\t5\r\nhello\r\n", -1, "", 0, "tab inside the size"},
-	{"5 \r\nhello\r\n0\r\n\r\n", 16, "hello", 1, "whitespace after the size (BWS)"},
-	{"5\x00\r\nhello\r\n", -1, "", 0, "NUL after size"},
-	{"fffffffffffffffff\r\n", -1, "", 0, "size overflow"},
-	{"5;a\x01\r\nhello\r\n", -1, "", 0, "control byte in extension"},
-	{"5\r\nhello\r\n0\r\n folded\r\n\r\n", -1, "", 0, "folded trailer"},
-	{"5\r\nhello\r\n0\r\nX\rY\r\n\r\n", -1, "", 0, "bare CR in a trailer"},
+    {"5\r\nhello\r\n0\r\n\r\n", 15, "hello", 1, "one chunk"},
+    {"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\nNEXT", 26, "hello world", 1,
+     "two chunks, stops at the message end"},
+    {"A\r\n0123456789\r\n0\r\n\r\n", 20, "0123456789", 1, "upper-case hex"},
+    {"a\r\n0123456789\r\n0\r\n\r\n", 20, "0123456789", 1, "lower-case hex"},
+    {"000005\r\nhello\r\n0\r\n\r\n", 20, "hello", 1, "leading zeros"},
+    {"5;name=value\r\nhello\r\n0\r\n\r\n", 26, "hello", 1, "chunk extension"},
+    {"5 ; a=\"q;x\"\r\nhello\r\n0;last\r\n\r\n", 30, "hello", 1, "BWS and quoted extension"},
+    {"5\r\nhello\r\n0\r\nX-Trailer: 1\r\nY: 2\r\n\r\n", 35, "hello", 1, "trailers"},
+    {"0\r\n\r\n", 5, "", 1, "empty body"},
+    {"5\r\nhel", 6, "hel", 0, "partial data"},
+    {"5\r\nhello\r\n", 10, "hello", 0, "waiting for the next size"},
+    {"5\r\nhello\r\n0\r\n", 13, "hello", 0, "waiting for the trailers' end"},
+    {"5\nhello\r\n0\r\n\r\n", -1, "", 0, "bare LF after size"},
+    {"5\r\nhello\n0\r\n\r\n", -1, "", 0, "bare LF after data"},
+    {"5\r\nhelloX\r\n0\r\n\r\n", -1, "", 0, "data longer than its size"},
+    {"5\r\nhello\r\n0\r\n\n", -1, "", 0, "bare LF at the end"},
+    {"-5\r\nhello\r\n", -1, "", 0, "negative size"},
+    {"0x5\r\nhello\r\n", -1, "", 0, "0x prefix"},
+    {"\r\nhello\r\n", -1, "", 0, "missing size"},
+    {" 5\r\nhello\r\n", -1, "", 0, "space before size"},
+    {"5 5\r\nhello\r\n", -1, "", 0, "space inside the size"},
+    {"5\t5\r\nhello\r\n", -1, "", 0, "tab inside the size"},
+    {"5 \r\nhello\r\n0\r\n\r\n", 16, "hello", 1, "whitespace after the size (BWS)"},
+    {"5\x00\r\nhello\r\n", -1, "", 0, "NUL after size"},
+    {"fffffffffffffffff\r\n", -1, "", 0, "size overflow"},
+    {"5;a\x01\r\nhello\r\n", -1, "", 0, "control byte in extension"},
+    {"5\r\nhello\r\n0\r\n folded\r\n\r\n", -1, "", 0, "folded trailer"},
+    {"5\r\nhello\r\n0\r\nX\rY\r\n\r\n", -1, "", 0, "bare CR in a trailer"},
 };
 
 static void test_chunked_table(void)
@@ -382,7 +378,7 @@ static void test_chunked_table(void)
 		CHECK_EQ(used, c->used, c->desc);
 		if (used >= 0)
 			CHECK(done == !!c->done && strcmp(out.data ? out.data : "", c->out) == 0 &&
-				      ch.total == strlen(c->out),
+				  ch.total == strlen(c->out),
 			      "%s: decoded and done", c->desc);
 		buf_free(&out);
 
@@ -404,7 +400,7 @@ static void test_chunked_table(void)
 			CHECK(err, "%s: byte at a time also fails", c->desc);
 		else
 			CHECK(!err && total == c->used && done == !!c->done &&
-				      strcmp(out.data ? out.data : "", c->out) == 0,
+				  strcmp(out.data ? out.data : "", c->out) == 0,
 			      "%s: byte at a time gives the same", c->desc);
 		buf_free(&out);
 	}
@@ -412,7 +408,8 @@ static void test_chunked_table(void)
 
 static void test_chunked_split_everywhere(void)
 {
-	const char *in = "4;a=b\r\nwiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nT: v\r\n\r\n";
+	const char *in =
+	    "4;a=b\r\nwiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nT: v\r\n\r\n";
 	size_t n = strlen(in);
 	int bad = 0;
 
@@ -454,27 +451,27 @@ struct sniff_case {
 };
 
 static const struct sniff_case sniff_cases[] = {
-	{"", 0, 1, "nothing yet: maybe"},
-	{"G", 1, 1, "one letter: maybe"},
-	{"GET / HTTP/1.1\r\n", 16, 1, "GET request line"},
-	{"POST /v1/chat/completions HTTP/1.1\r\nHost", 40, 1, "POST"},
-	{"OPTIONS * HTTP/1.1\r\n", 20, 1, "OPTIONS *"},
-	{"GET / HTTP/1.0\r\n", 16, 1, "HTTP/1.0"},
-	{"GET / HTTP/1.1 junk", 19, 1, "HTTP/1.1 then junk: HTTP (parser answers 400)"},
-	{"\r\nGET / HTTP/1.1\r\n", 18, 1, "leading CRLF"},
-	{"GET /very/long/target", 21, 1, "target incomplete: maybe"},
-	{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24, 0, "HTTP/2 preface"},
-	{"PRI * HT", 8, 0, "HTTP/2 preface prefix"},
-	{"PRI", 3, 1, "three letters of PRI: maybe"},
-	{"\x16\x03\x01\x02\x00", 5, 0, "TLS ClientHello"},
-	{"\x00\x01\x02", 3, 0, "binary"},
-	{"SSH-2.0-OpenSSH_9.2\r\n", 21, 0, "SSH banner"},
-	{"hello world\r\n", 13, 0, "plain text line"},
-	{"GET / HTTP/2.0\r\n", 16, 0, "HTTP/2.0 request line"},
-	{"GET / FTP/1.1\r\n", 15, 0, "other protocol name"},
-	{"GET /\r\n", 7, 0, "HTTP/0.9"},
-	{" GET / HTTP/1.1", 15, 0, "leading space"},
-	{"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA / HTTP/1.1", 51, 0, "method too long"},
+    {"", 0, 1, "nothing yet: maybe"},
+    {"G", 1, 1, "one letter: maybe"},
+    {"GET / HTTP/1.1\r\n", 16, 1, "GET request line"},
+    {"POST /v1/chat/completions HTTP/1.1\r\nHost", 40, 1, "POST"},
+    {"OPTIONS * HTTP/1.1\r\n", 20, 1, "OPTIONS *"},
+    {"GET / HTTP/1.0\r\n", 16, 1, "HTTP/1.0"},
+    {"GET / HTTP/1.1 junk", 19, 1, "HTTP/1.1 then junk: HTTP (parser answers 400)"},
+    {"\r\nGET / HTTP/1.1\r\n", 18, 1, "leading CRLF"},
+    {"GET /very/long/target", 21, 1, "target incomplete: maybe"},
+    {"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24, 0, "HTTP/2 preface"},
+    {"PRI * HT", 8, 0, "HTTP/2 preface prefix"},
+    {"PRI", 3, 1, "three letters of PRI: maybe"},
+    {"\x16\x03\x01\x02\x00", 5, 0, "TLS ClientHello"},
+    {"\x00\x01\x02", 3, 0, "binary"},
+    {"SSH-2.0-OpenSSH_9.2\r\n", 21, 0, "SSH banner"},
+    {"hello world\r\n", 13, 0, "plain text line"},
+    {"GET / HTTP/2.0\r\n", 16, 0, "HTTP/2.0 request line"},
+    {"GET / FTP/1.1\r\n", 15, 0, "other protocol name"},
+    {"GET /\r\n", 7, 0, "HTTP/0.9"},
+    {" GET / HTTP/1.1", 15, 0, "leading space"},
+    {"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA / HTTP/1.1", 51, 0, "method too long"},
 };
 
 static void test_sniff_table(void)
@@ -495,18 +492,17 @@ static void test_write_error(void)
 	CHECK_EQ(rc, 0, "write_error");
 	rc = http_parse_response(b.data, b.len, MAXH, "POST", &m);
 	CHECK(rc > 0 && m.status == 413 && !m.keep_alive && m.body == HTTP_BODY_LENGTH &&
-		      m.content_length == b.len - (size_t)rc,
+		  m.content_length == b.len - (size_t)rc,
 	      "error response parses back: 413, close, exact length");
 	j = cJSON_Parse(b.data + (rc > 0 ? rc : 0));
 	e = cJSON_GetObjectItem(j, "error");
-	CHECK(e && cJSON_IsString(cJSON_GetObjectItem(e, "message")) &&
-		      strcmp(cJSON_GetObjectItem(e, "message")->valuestring, "body \"too\" large") ==
-			      0 &&
-		      strcmp(cJSON_GetObjectItem(e, "type")->valuestring,
-			     "invalid_request_error") == 0 &&
-		      cJSON_IsNull(cJSON_GetObjectItem(e, "param")) &&
-		      cJSON_GetObjectItem(e, "code")->valueint == 413,
-	      "OpenAI error shape");
+	CHECK(
+	    e && cJSON_IsString(cJSON_GetObjectItem(e, "message")) &&
+		strcmp(cJSON_GetObjectItem(e, "message")->valuestring, "body \"too\" large") == 0 &&
+		strcmp(cJSON_GetObjectItem(e, "type")->valuestring, "invalid_request_error") == 0 &&
+		cJSON_IsNull(cJSON_GetObjectItem(e, "param")) &&
+		cJSON_GetObjectItem(e, "code")->valueint == 413,
+	    "OpenAI error shape");
 	cJSON_Delete(j);
 	buf_reset(&b);
 	http_write_error(&b, 503, "service_unavailable", "no endpoint", false);
@@ -518,8 +514,8 @@ static void test_write_error(void)
 	http_write_error_retry(&b, 503, "server_error", "over the limit", true, 2);
 	rc = http_parse_response(b.data, b.len, MAXH, "GET", &m);
 	CHECK(rc > 0 && !m.keep_alive && http_find_header(&m, "retry-after") &&
-		      strncmp(http_find_header(&m, "retry-after")->value, "2", 1) == 0 &&
-		      m.content_length == b.len - (size_t)rc,
+		  strncmp(http_find_header(&m, "retry-after")->value, "2", 1) == 0 &&
+		  m.content_length == b.len - (size_t)rc,
 	      "shed answer: Retry-After, close, exact length");
 	buf_free(&b);
 	CHECK_STREQ(http_reason(431), "Request Header Fields Too Large", "reason 431");
@@ -545,10 +541,9 @@ static void test_forward_head(void)
 	CHECK(http_find_header(&f, "x-keep") && http_find_header(&f, "host"),
 	      "end-to-end headers kept");
 	CHECK(!http_find_header(&f, "connection") && !http_find_header(&f, "x-hop") &&
-		      !http_find_header(&f, "keep-alive") && !http_find_header(&f, "te") &&
-		      !http_find_header(&f, "expect") &&
-		      !http_find_header(&f, "transfer-encoding") &&
-		      !http_find_header(&f, "transfer_encoding"),
+		  !http_find_header(&f, "keep-alive") && !http_find_header(&f, "te") &&
+		  !http_find_header(&f, "expect") && !http_find_header(&f, "transfer-encoding") &&
+		  !http_find_header(&f, "transfer_encoding"),
 	      "hop-by-hop, Connection-named and underscore framing headers dropped");
 	buf_reset(&b);
 	in = "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";

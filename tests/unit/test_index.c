@@ -85,7 +85,7 @@ int main(void)
 	CHECK(g == 3 && c == 3, "worker 2 holds 3 GPU and 3 CPU");
 	eng = 3 * 1000003 + 1;
 	CHECK_EQ(index_block_removed(idx, 2, INDEX_TIER_CPU, &eng, 1), 0,
-	   "remove CPU copy: block stays in GPU");
+		 "remove CPU copy: block stays in GPU");
 	index_query(idx, ca, 200, depth, gd, 4);
 	CHECK(depth[2] == 3 && gd[2] == 3, "still depth 3");
 	CHECK_EQ(index_block_removed(idx, 2, INDEX_TIER_GPU, &eng, 1), 1, "remove GPU copy");
@@ -199,9 +199,13 @@ int main(void)
 			/* b's blocks 2.. follow a's block 1 (one engine hash per block, as vLLM's
 			 * prefix cache gives) */
 			uint64_t e2[1] = {777};
-			struct index_stored bs = {.engine = e2, .n = 1, .has_parent = true,
-						  .parent = 1 * 1000003 + 1, .tokens = b + 2 * BS,
-						  .n_tokens = BS, .block_size = BS,
+			struct index_stored bs = {.engine = e2,
+						  .n = 1,
+						  .has_parent = true,
+						  .parent = 1 * 1000003 + 1,
+						  .tokens = b + 2 * BS,
+						  .n_tokens = BS,
+						  .block_size = BS,
 						  .tier = INDEX_TIER_GPU};
 			CHECK_EQ(index_block_stored(idx, 0, &bs), 1, "b's own block 2 stored");
 		}
@@ -217,14 +221,16 @@ int main(void)
 		eng = 1 * 1000003 + 3;
 		index_block_removed(idx, 0, INDEX_TIER_GPU, &eng, 1);
 		CHECK_EQ(index_worker_blocks_at(idx, 0, 3), 0, "removed block leaves its count");
-		CHECK_EQ(index_worker_blocks_at(idx, 0, 400), 0, "deep positions share the last count");
+		CHECK_EQ(index_worker_blocks_at(idx, 0, 400), 0,
+			 "deep positions share the last count");
 		{
 			static uint32_t deep[BS * 300];
 			fill(deep, BS * 300, 11);
 			store(idx, 2, deep, 0, 200, 3, INDEX_TIER_GPU);
 			store(idx, 2, deep, 200, 300, 3, INDEX_TIER_GPU);
 			CHECK_EQ(index_worker_blocks_at(idx, 2, INDEX_POS_MAX - 1),
-				 300 - (INDEX_POS_MAX - 1), "positions from INDEX_POS_MAX-1 share one count");
+				 300 - (INDEX_POS_MAX - 1),
+				 "positions from INDEX_POS_MAX-1 share one count");
 			CHECK_EQ(index_worker_blocks_at(idx, 2, 1000), 300 - (INDEX_POS_MAX - 1),
 				 "any deeper position reads that count");
 		}
@@ -314,8 +320,8 @@ int main(void)
 									first = 0;
 							cnt += (uint32_t)first;
 						}
-						good_at &= index_worker_blocks_at(idx, x, (uint32_t)j) ==
-							   cnt;
+						good_at &= index_worker_blocks_at(
+							       idx, x, (uint32_t)j) == cnt;
 					}
 				nq++;
 			}

@@ -25,8 +25,7 @@ static void fill(uint32_t *t, size_t n, uint32_t base)
 }
 
 /* Looks up, allocates everything (prefill of the whole prompt) like a first schedule. */
-static int admit(struct kvcache *c, struct kvc_seq *s, const uint32_t *t, size_t n,
-		 size_t *hit)
+static int admit(struct kvcache *c, struct kvc_seq *s, const uint32_t *t, size_t n, size_t *hit)
 {
 	uint32_t comp[64];
 	size_t nc;
@@ -88,13 +87,15 @@ static void test_reverse_free_and_eviction(void)
 	int same = 1;
 	for (uint32_t i = 0; i < 9; i++)
 		same &= kvc_free_at(c, i) == want[i];
-	CHECK(same, "freed in reverse order: queue is 4..9, 3, 2, 1 (A's last block evicted first)");
+	CHECK(same,
+	      "freed in reverse order: queue is 4..9, 3, 2, 1 (A's last block evicted first)");
 	CHECK_EQ(kvc_num_cached(c), 3, "A's blocks stay cached while free (lazy eviction)");
 	kvc_take_events(c, &ev);
 	kvc_events_clear(&ev);
 	rc = admit(c, &b, tb, 28, NULL);
 	CHECK_EQ(rc, 0, "B: 7 blocks of other tokens");
-	CHECK_EQ(b.blocks[6], 3, "B's 7th block is A's last block (first cached block in the queue)");
+	CHECK_EQ(b.blocks[6], 3,
+		 "B's 7th block is A's last block (first cached block in the queue)");
 	kvc_take_events(c, &ev);
 	size_t removed = 0, stored = 0;
 	for (size_t i = 0; i < ev.n; i++) {
@@ -144,7 +145,8 @@ static void test_ref_counts(void)
 	CHECK_EQ(kvc_num_free(c), 5, "B took only one new block");
 	kvc_release(c, &a);
 	kvc_block_info(c, b.blocks[0], &info);
-	CHECK(info.ref_cnt == 1 && info.free_pos == -1, "after A ends the shared block stays in use");
+	CHECK(info.ref_cnt == 1 && info.free_pos == -1,
+	      "after A ends the shared block stays in use");
 	CHECK_EQ(kvc_num_free(c), 5, "no block freed while B holds them");
 	kvc_release(c, &b);
 	CHECK_EQ(kvc_num_free(c), 9, "all free after B ends");
@@ -234,7 +236,7 @@ static void test_events_and_reset(void)
 	admit(c, &a, t, 6, NULL);
 	kvc_take_events(c, &ev);
 	CHECK(ev.n == 1 && ev.v[0].type == KVC_EV_STORED && ev.v[0].nhashes == 1 &&
-		      !ev.v[0].has_parent,
+		  !ev.v[0].has_parent,
 	      "one full block: BlockStored of 1 hash, no parent");
 	CHECK(memcmp(ev.v[0].tokens, t, 4 * sizeof(uint32_t)) == 0, "its 4 token ids");
 	kvc_events_clear(&ev);
@@ -244,8 +246,8 @@ static void test_events_and_reset(void)
 	kvc_allocate(c, &a, NULL, 0, 8, 1, t, 9);
 	kvc_take_events(c, &ev);
 	CHECK(ev.n == 1 && ev.v[0].type == KVC_EV_STORED && ev.v[0].has_parent &&
-		      memcmp(ev.v[0].parent, a.hashes[0], KVC_HASH_LEN) == 0 &&
-		      memcmp(ev.v[0].hashes[0], a.hashes[1], KVC_HASH_LEN) == 0,
+		  memcmp(ev.v[0].parent, a.hashes[0], KVC_HASH_LEN) == 0 &&
+		  memcmp(ev.v[0].hashes[0], a.hashes[1], KVC_HASH_LEN) == 0,
 	      "the second block is stored when it fills, parent = block 0's hash");
 	kvc_events_clear(&ev);
 	rc = kvc_reset(c);
@@ -282,7 +284,7 @@ static void test_hash_seed(void)
 	CHECK(memcmp(s1.hashes, s2.hashes, 2 * KVC_HASH_LEN) == 0, "same seed, same chain");
 	CHECK(memcmp(s1.hashes[0], s3.hashes[0], KVC_HASH_LEN) != 0, "another seed, another chain");
 	CHECK(memcmp(s1.hashes[0], s4.hashes[0], KVC_HASH_LEN) == 0 &&
-		      memcmp(s1.hashes[1], s4.hashes[1], KVC_HASH_LEN) != 0,
+		  memcmp(s1.hashes[1], s4.hashes[1], KVC_HASH_LEN) != 0,
 	      "a token change alters its block's hash only from there on");
 	uint8_t h[KVC_HASH_LEN] = {0};
 	h[24] = 0x80;
@@ -376,7 +378,8 @@ static void test_sched_waiting_and_chunks(void)
 static void test_sched_blocks_run_out(void)
 {
 	struct kvcache *c = mk(6); /* 5 usable blocks */
-	struct sched_cfg cfg = {.max_num_batched_tokens = 64, .max_num_seqs = 16, .step_fixed_ms = 1};
+	struct sched_cfg cfg = {
+	    .max_num_batched_tokens = 64, .max_num_seqs = 16, .step_fixed_ms = 1};
 	struct sched *s = sched_new(&cfg, c);
 	uint32_t ba[32], bb[32], out[8] = {9, 9, 9, 9, 9, 9, 9, 9};
 	struct sreq a, b;
@@ -407,7 +410,8 @@ static void test_sched_blocks_run_out(void)
 static void test_sched_preemption(void)
 {
 	struct kvcache *c = mk(5); /* 4 usable blocks */
-	struct sched_cfg cfg = {.max_num_batched_tokens = 64, .max_num_seqs = 16, .step_fixed_ms = 1};
+	struct sched_cfg cfg = {
+	    .max_num_batched_tokens = 64, .max_num_seqs = 16, .step_fixed_ms = 1};
 	struct sched *s = sched_new(&cfg, c);
 	uint32_t ba[32], bb[32], out[8] = {7, 7, 7, 7, 7, 7, 7, 7};
 	struct sreq a, b;
@@ -447,7 +451,8 @@ static void test_sched_preemption(void)
 static void test_sched_hit_on_blocks_being_computed(void)
 {
 	struct kvcache *c = mk(16);
-	struct sched_cfg cfg = {.max_num_batched_tokens = 8, .max_num_seqs = 16, .step_fixed_ms = 1};
+	struct sched_cfg cfg = {
+	    .max_num_batched_tokens = 8, .max_num_seqs = 16, .step_fixed_ms = 1};
 	struct sched *s = sched_new(&cfg, c);
 	uint32_t ba[32], bb[32], out[4] = {1, 2, 3, 4};
 	struct sreq a, b;
@@ -482,7 +487,8 @@ static void test_sched_hit_on_blocks_being_computed(void)
 static void test_sched_decode_blocks_cached(void)
 {
 	struct kvcache *c = mk(16);
-	struct sched_cfg cfg = {.max_num_batched_tokens = 64, .max_num_seqs = 16, .step_fixed_ms = 1};
+	struct sched_cfg cfg = {
+	    .max_num_batched_tokens = 64, .max_num_seqs = 16, .step_fixed_ms = 1};
 	struct sched *s = sched_new(&cfg, c);
 	uint32_t ba[32], bb[32], out[4] = {50, 51, 52, 53};
 	struct sreq a, b;
@@ -497,10 +503,11 @@ static void test_sched_decode_blocks_cached(void)
 		sched_finish(s, on_tok, NULL);
 	}
 	CHECK(ra.done && a.ntokens == 10, "A: 6 prompt + 4 output tokens, 9 of them computed");
-	CHECK_EQ(kvc_num_cached(c), 2, "2 full blocks cached: the prompt's and a decode-filled one");
+	CHECK_EQ(kvc_num_cached(c), 2,
+		 "2 full blocks cached: the prompt's and a decode-filled one");
 	CHECK_EQ(kvc_free_at(c, 0), ablk[2], "A's partial 3rd block (no hash) is at the head");
 	CHECK(kvc_free_at(c, kvc_num_free(c) - 1) == ablk[0] &&
-		      kvc_free_at(c, kvc_num_free(c) - 2) == ablk[1],
+		  kvc_free_at(c, kvc_num_free(c) - 2) == ablk[1],
 	      "its hashed blocks at the tail, block 0 last (reverse order)");
 	/* B = A's prompt + A's first 2 output tokens + 1 new token. */
 	mkreq(&b, bb, 9, 100, out, 1, &rb);

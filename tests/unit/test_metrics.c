@@ -28,7 +28,8 @@ int main(void)
 	h = metrics_histogram(m, "lat_seconds", NULL, "Latency.", bounds, 2);
 	CHECK(c1 && c2 && g && h, "series registered");
 	CHECK_EQ(metrics_failed(m), 0, "no registration refused so far");
-	CHECK(!metrics_histogram(m, "bad", NULL, "", bounds, 0), "histogram without bounds refused");
+	CHECK(!metrics_histogram(m, "bad", NULL, "", bounds, 0),
+	      "histogram without bounds refused");
 	CHECK_EQ(metrics_failed(m), 1, "a refused registration is counted (metrics_failed)");
 	metrics_inc(c1);
 	metrics_add(c2, 5);
@@ -39,8 +40,9 @@ int main(void)
 	metrics_add_collector(m, collector, &ext);
 	rc = metrics_render(m, &b);
 	CHECK_EQ(rc, 0, "render");
-	CHECK(strstr(b.data, "# HELP x_total X things.\n# TYPE x_total counter\nx_total{k=\"a\"} 1\n"
-			     "x_total{k=\"b\"} 5\n"),
+	CHECK(strstr(b.data,
+		     "# HELP x_total X things.\n# TYPE x_total counter\nx_total{k=\"a\"} 1\n"
+		     "x_total{k=\"b\"} 5\n"),
 	      "series of one name grouped under one HELP/TYPE");
 	CHECK(strstr(b.data, "# TYPE y gauge\ny -3\n"), "gauge");
 	CHECK(strstr(b.data, "lat_seconds_bucket{le=\"0.1\"} 1\nlat_seconds_bucket{le=\"1\"} 2\n"

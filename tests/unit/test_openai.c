@@ -59,14 +59,15 @@ static void test_completions(void)
 	rc = parse(OPENAI_COMPLETIONS, body, &r, &why);
 	CHECK_EQ(rc, OPENAI_OK, "string prompt parsed");
 	CHECK(r.prompt.n == ref.n && memcmp(r.prompt.v, ref.v, ref.n * 4) == 0,
-	      "string prompt: the tokenizer's ids (add_special_tokens makes no difference for Qwen3)");
-	CHECK(r.model && !strcmp(r.model, "m") && r.stream && r.include_usage && r.max_tokens == 7 &&
-		      r.seed == 3 && !r.prompt_was_ids,
+	      "string prompt: the tokenizer's ids (add_special_tokens makes no difference for "
+	      "Qwen3)");
+	CHECK(r.model && !strcmp(r.model, "m") && r.stream && r.include_usage &&
+		  r.max_tokens == 7 && r.seed == 3 && !r.prompt_was_ids,
 	      "model, stream, include_usage, max_tokens, seed");
 	openai_req_free(&r);
 	rc = parse(OPENAI_COMPLETIONS, "{\"prompt\":[5,6,151643]}", &r, &why);
 	CHECK(rc == OPENAI_OK && r.prompt.n == 3 && r.prompt.v[2] == 151643 && r.prompt_was_ids &&
-		      r.max_tokens == -1 && !r.model,
+		  r.max_tokens == -1 && !r.model,
 	      "token-id prompt used as is; max_tokens absent = -1; model optional");
 	openai_req_free(&r);
 	rc = parse(OPENAI_COMPLETIONS, "{\"prompt\":[[9,8]]}", &r, &why);
@@ -112,55 +113,96 @@ struct prompt_case {
 };
 
 static const struct prompt_case prompt_cases[] = {
-	{"{\"prompt\":\"Hello world\"}", OPENAI_OK, "Hello world", {0}, 0, 1, "a string"},
-	{"{\"prompt\":[\"Hello world\"]}", OPENAI_OK, "Hello world", {0}, 0, 1,
-	 "a list of one string"},
-	{"{\"prompt\":[\"Hello world\",\"Second prompt\",\"x\"]}", OPENAI_OK, "Hello world", {0}, 0,
-	 3, "a batch of strings: the first, nprompts 3"},
-	{"{\"prompt\":[\"caf\\u00e9 \\\"q\\\"\",\"b\"]}", OPENAI_OK, "caf\xc3\xa9 \"q\"", {0}, 0, 2,
-	 "a batch of strings with escapes: the first decoded"},
-	{"{\"prompt\":[5,6,151643]}", OPENAI_OK, NULL, {5, 6, 151643}, 3, 1, "a list of token ids"},
-	{"{\"prompt\":[1.0,2]}", OPENAI_OK, NULL, {1, 2}, 2, 1,
-	 "ids written as integral floats (pydantic takes 1.0 as 1)"},
-	{"{\"prompt\":[[9,8]]}", OPENAI_OK, NULL, {9, 8}, 2, 1, "a list of one id list"},
-	{"{\"prompt\":[[9,8],[1,2,3],[7]]}", OPENAI_OK, NULL, {9, 8}, 2, 3,
-	 "a batch of id lists: the first, nprompts 3"},
-	{"{\"prompt\":[[151668],[0]]}", OPENAI_OK, NULL, {151668}, 1, 2,
-	 "a batch of id lists at the vocabulary's ends"},
-	{"{\"prompt\":\"\"}", OPENAI_INVALID, NULL, {0}, 0, 0, "an empty string"},
-	{"{\"prompt\":[]}", OPENAI_INVALID, NULL, {0}, 0, 0, "an empty list"},
-	{"{\"prompt\":[\"\"]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a list of one empty string"},
-	{"{\"prompt\":[\"a\",\"\"]}", OPENAI_INVALID, NULL, {0}, 0, 0,
-	 "a batch with a later empty string"},
-	{"{\"prompt\":[[]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a nested empty list"},
-	{"{\"prompt\":[[],[1]]}", OPENAI_INVALID, NULL, {0}, 0, 0,
-	 "a batch whose first list is empty"},
-	{"{\"prompt\":[[1],[]]}", OPENAI_INVALID, NULL, {0}, 0, 0,
-	 "a batch with a later empty list"},
-	{"{\"prompt\":[\"a\",1]}", OPENAI_INVALID, NULL, {0}, 0, 0, "mixed batch: string, number"},
-	{"{\"prompt\":[\"a\",[1]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "mixed batch: string, list"},
-	{"{\"prompt\":[1,\"a\"]}", OPENAI_INVALID, NULL, {0}, 0, 0, "mixed: number, string"},
-	{"{\"prompt\":[1,[2]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "mixed: number, list"},
-	{"{\"prompt\":[[1],\"a\"]}", OPENAI_INVALID, NULL, {0}, 0, 0, "mixed batch: list, string"},
-	{"{\"prompt\":[[1],2]}", OPENAI_INVALID, NULL, {0}, 0, 0, "mixed batch: list, number"},
-	{"{\"prompt\":[\"a\",null]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a batch with a null"},
-	{"{\"prompt\":[null]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a list of null"},
-	{"{\"prompt\":[{}]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a list of an object"},
-	{"{\"prompt\":[[1],[\"a\"]]}", OPENAI_INVALID, NULL, {0}, 0, 0,
-	 "a later id list holding a string"},
-	{"{\"prompt\":[[\"a\"]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a list of a list of strings"},
-	{"{\"prompt\":[[[1]]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "three levels of lists"},
-	{"{\"prompt\":[[1,[2]]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a list inside an id list"},
-	{"{\"prompt\":[[1],[2.5]]}", OPENAI_INVALID, NULL, {0}, 0, 0,
-	 "a fractional id in a later list"},
-	{"{\"prompt\":[[1],[-1]]}", OPENAI_INVALID, NULL, {0}, 0, 0,
-	 "a negative id in a later list"},
-	{"{\"prompt\":[[1],[1e20]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a huge id in a later list"},
-	{"{\"prompt\":[[1],[151669]]}", OPENAI_INVALID, NULL, {0}, 0, 0,
-	 "an id past the vocabulary in a later list"},
-	{"{\"prompt\":5}", OPENAI_INVALID, NULL, {0}, 0, 0, "a number"},
-	{"{\"prompt\":{}}", OPENAI_INVALID, NULL, {0}, 0, 0, "an object"},
-	{"{\"prompt\":true}", OPENAI_INVALID, NULL, {0}, 0, 0, "a boolean"},
+    {"{\"prompt\":\"Hello world\"}", OPENAI_OK, "Hello world", {0}, 0, 1, "a string"},
+    {"{\"prompt\":[\"Hello world\"]}", OPENAI_OK, "Hello world", {0}, 0, 1, "a list of one string"},
+    {"{\"prompt\":[\"Hello world\",\"Second prompt\",\"x\"]}",
+     OPENAI_OK,
+     "Hello world",
+     {0},
+     0,
+     3,
+     "a batch of strings: the first, nprompts 3"},
+    {"{\"prompt\":[\"caf\\u00e9 \\\"q\\\"\",\"b\"]}",
+     OPENAI_OK,
+     "caf\xc3\xa9 \"q\"",
+     {0},
+     0,
+     2,
+     "a batch of strings with escapes: the first decoded"},
+    {"{\"prompt\":[5,6,151643]}", OPENAI_OK, NULL, {5, 6, 151643}, 3, 1, "a list of token ids"},
+    {"{\"prompt\":[1.0,2]}",
+     OPENAI_OK,
+     NULL,
+     {1, 2},
+     2,
+     1,
+     "ids written as integral floats (pydantic takes 1.0 as 1)"},
+    {"{\"prompt\":[[9,8]]}", OPENAI_OK, NULL, {9, 8}, 2, 1, "a list of one id list"},
+    {"{\"prompt\":[[9,8],[1,2,3],[7]]}",
+     OPENAI_OK,
+     NULL,
+     {9, 8},
+     2,
+     3,
+     "a batch of id lists: the first, nprompts 3"},
+    {"{\"prompt\":[[151668],[0]]}",
+     OPENAI_OK,
+     NULL,
+     {151668},
+     1,
+     2,
+     "a batch of id lists at the vocabulary's ends"},
+    {"{\"prompt\":\"\"}", OPENAI_INVALID, NULL, {0}, 0, 0, "an empty string"},
+    {"{\"prompt\":[]}", OPENAI_INVALID, NULL, {0}, 0, 0, "an empty list"},
+    {"{\"prompt\":[\"\"]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a list of one empty string"},
+    {"{\"prompt\":[\"a\",\"\"]}",
+     OPENAI_INVALID,
+     NULL,
+     {0},
+     0,
+     0,
+     "a batch with a later empty string"},
+    {"{\"prompt\":[[]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a nested empty list"},
+    {"{\"prompt\":[[],[1]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a batch whose first list is empty"},
+    {"{\"prompt\":[[1],[]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a batch with a later empty list"},
+    {"{\"prompt\":[\"a\",1]}", OPENAI_INVALID, NULL, {0}, 0, 0, "mixed batch: string, number"},
+    {"{\"prompt\":[\"a\",[1]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "mixed batch: string, list"},
+    {"{\"prompt\":[1,\"a\"]}", OPENAI_INVALID, NULL, {0}, 0, 0, "mixed: number, string"},
+    {"{\"prompt\":[1,[2]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "mixed: number, list"},
+    {"{\"prompt\":[[1],\"a\"]}", OPENAI_INVALID, NULL, {0}, 0, 0, "mixed batch: list, string"},
+    {"{\"prompt\":[[1],2]}", OPENAI_INVALID, NULL, {0}, 0, 0, "mixed batch: list, number"},
+    {"{\"prompt\":[\"a\",null]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a batch with a null"},
+    {"{\"prompt\":[null]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a list of null"},
+    {"{\"prompt\":[{}]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a list of an object"},
+    {"{\"prompt\":[[1],[\"a\"]]}",
+     OPENAI_INVALID,
+     NULL,
+     {0},
+     0,
+     0,
+     "a later id list holding a string"},
+    {"{\"prompt\":[[\"a\"]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a list of a list of strings"},
+    {"{\"prompt\":[[[1]]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "three levels of lists"},
+    {"{\"prompt\":[[1,[2]]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a list inside an id list"},
+    {"{\"prompt\":[[1],[2.5]]}",
+     OPENAI_INVALID,
+     NULL,
+     {0},
+     0,
+     0,
+     "a fractional id in a later list"},
+    {"{\"prompt\":[[1],[-1]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a negative id in a later list"},
+    {"{\"prompt\":[[1],[1e20]]}", OPENAI_INVALID, NULL, {0}, 0, 0, "a huge id in a later list"},
+    {"{\"prompt\":[[1],[151669]]}",
+     OPENAI_INVALID,
+     NULL,
+     {0},
+     0,
+     0,
+     "an id past the vocabulary in a later list"},
+    {"{\"prompt\":5}", OPENAI_INVALID, NULL, {0}, 0, 0, "a number"},
+    {"{\"prompt\":{}}", OPENAI_INVALID, NULL, {0}, 0, 0, "an object"},
+    {"{\"prompt\":true}", OPENAI_INVALID, NULL, {0}, 0, 0, "a boolean"},
 };
 
 static void test_prompt_shapes(void)
@@ -185,8 +227,8 @@ static void test_prompt_shapes(void)
 				tok_ids_push(&want, c->ids[k]);
 		}
 		CHECK(rc == OPENAI_OK && r.prompt.n == want.n && want.n > 0 &&
-			      memcmp(r.prompt.v, want.v, want.n * sizeof(want.v[0])) == 0 &&
-			      r.nprompts == c->nprompts && r.prompt_was_ids == !c->text,
+			  memcmp(r.prompt.v, want.v, want.n * sizeof(want.v[0])) == 0 &&
+			  r.nprompts == c->nprompts && r.prompt_was_ids == !c->text,
 		      "%s (rc %d, %zu ids, nprompts %zu, why: %s)", c->desc, rc, r.prompt.n,
 		      r.nprompts, why ? why : "-");
 		tok_ids_free(&want);
@@ -216,14 +258,17 @@ static void test_chat(void)
 	CHECK_EQ(r.max_tokens, 9, "max_completion_tokens wins over max_tokens for chat");
 	CHECK_EQ(r.nprompts, 1, "chat: one prompt");
 	openai_req_free(&r);
-	/* A tool definition holding numbers: json.dumps prints 1 and 1.0 differently, which only the
-	 * body text tells, so it renders from the text (chat_render on the tree alone refuses it). */
-	expect_status(OPENAI_CHAT,
-		      "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":"
-		      "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
-		      "\"properties\":{\"n\":{\"type\":\"number\",\"maximum\":1.0}}}}}]}",
-		      OPENAI_OK, "tools with numbers render exactly from the body text");
-	expect_status(OPENAI_CHAT, "{\"messages\":\"hi\"}", OPENAI_INVALID, "messages not an array");
+	/* A tool definition holding numbers: json.dumps prints 1 and 1.0 differently, which only
+	 * the body text tells, so it renders from the text (chat_render on the tree alone refuses
+	 * it). */
+	expect_status(
+	    OPENAI_CHAT,
+	    "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":"
+	    "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+	    "\"properties\":{\"n\":{\"type\":\"number\",\"maximum\":1.0}}}}}]}",
+	    OPENAI_OK, "tools with numbers render exactly from the body text");
+	expect_status(OPENAI_CHAT, "{\"messages\":\"hi\"}", OPENAI_INVALID,
+		      "messages not an array");
 	expect_status(OPENAI_CHAT, "{\"prompt\":\"hi\"}", OPENAI_INVALID, "chat without messages");
 	cJSON_Delete(j);
 	buf_free(&text);
@@ -245,60 +290,57 @@ struct usage_case {
 	"\"text\":\"" text "\",\"logprobs\":null,\"finish_reason\":null}],\"usage\":null}\n\n"
 
 static const struct usage_case usage_cases[] = {
-	{"{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":"
-	 "\"Hello\",\"finish_reason\":\"length\"}]," USAGE_FULL "}",
-	 2371, 2032, "JSON response"},
-	{SSE_CHUNK("Hel") SSE_CHUNK("lo") "data: {\"id\":\"cmpl-1\",\"choices\":[]," USAGE_FULL
-					  "}\n\ndata: [DONE]\n\n",
-	 2371, 2032, "SSE stream, usage in the last chunk"},
-	{SSE_CHUNK("Hel") SSE_CHUNK("lo") "data: [DONE]\n\n", -1, -1, "SSE stream without usage"},
-	{"", -1, -1, "empty body"},
-	{"{\"choices\":[{\"text\":\"{\\\"usage\\\": {\\\"prompt_tokens\\\": 99, "
-	 "\\\"cached_tokens\\\": 5}}\"}],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":1}}",
-	 7, -1, "escaped fake usage in the text is not usage"},
-	{SSE_CHUNK("\\\"cached_tokens\\\": 5, \\\"prompt_tokens\\\":6") "data: [DONE]\n\n", -1, -1,
-	 "escaped fake usage in a stream, and no real one"},
-	{"{\"choices\":[{\"text\":\"a\\\\\"}],\"prompt_tokens\":4}", 4, -1,
-	 "an escaped backslash ends the text: the key after it counts"},
-	{"{\"text\":\"\\u0022prompt_tokens\\u0022: 3, \\u005c\\\" x\","
-	 "\"usage\":{\"prompt_tokens\":8}}",
-	 8, -1, "unicode escapes (of a quote, a backslash) stay inside the string"},
-	{"{\"text\":\"caf\xc3\xa9 \xe6\xbc\xa2 \\ud83d\\ude00\",\"usage\":{\"prompt_tokens\":9,"
-	 "\"prompt_tokens_details\":{\"cached_tokens\":3}}}",
-	 9, 3, "UTF-8 and surrogate escapes in the text"},
-	{"{\"usage\":{\"prompt_tokens\":12,"
-	 "\"prompt_tokens_details\":{\"cached_tokens\":null}}}",
-	 12, -1, "null cached_tokens"},
-	{"{\"usage\":{\"prompt_tokens\":12,\"prompt_tokens_details\":null}}", 12, -1,
-	 "null prompt_tokens_details"},
-	{"{\n  \"usage\": {\n    \"prompt_tokens\" \t:\r\n 42 ,\n    \"prompt_tokens_details\": {\n"
-	 "      \"cached_tokens\" : 16\n    }\n  }\n}\n",
-	 42, 16, "pretty-printed: whitespace around the colon"},
-	{"data: {\"usage\":{\"prompt_tokens\":5,"
-	 "\"prompt_tokens_details\":{\"cached_tokens\":1}}}\n\n"
-	 "data: {\"usage\":{\"prompt_tokens\":5,"
-	 "\"prompt_tokens_details\":{\"cached_tokens\":4}}}\n\n",
-	 5, 4, "continuous usage: the last value is kept"},
-	{"{\"prompt_tokens\":5} {\"prompt_tokens\":-1,\"cached_tokens\":-2}", 5, -1,
-	 "a negative value is ignored (the earlier one stays)"},
-	{"{\"prompt_tokens\":12.5,\"cached_tokens\":1e3}", -1, -1,
-	 "non-integer values are ignored"},
-	{"{\"prompt_tokens\":12345678901234567890,\"cached_tokens\":1000000000000000000}", -1, -1,
-	 "values of more than 18 digits are ignored"},
-	{"{\"prompt_tokens\":999999999999999999,\"cached_tokens\":0}", 999999999999999999LL, 0,
-	 "18 digits and zero are read"},
-	{"{\"prompt_tokens\":\"12\",\"cached_tokens\":[3]}", -1, -1,
-	 "a string or list value is not"},
-	{"{\"a\":\"prompt_tokens\",\"b\":5,\"c\":[\"cached_tokens\",6]}", -1, -1,
-	 "the key's name as a string value is not a key"},
-	{"{\"xprompt_tokens\":3,\"prompt_tokensx\":4,\"cached_token\":5,"
-	 "\"prompt_tokens_details_\":6}",
-	 -1, -1, "longer, shorter and prefixed keys are not matched"},
-	{"{\"prompt\\u005ftokens\":3}", -1, -1, "a key spelled with escapes is not matched"},
-	{"{\"prompt_\\ttokens\":3}", -1, -1,
-	 "an escaped tab inside a key-like string is a byte of it"},
-	{"oops \" stray quote\n\ndata: {\"usage\":{\"prompt_tokens\":3}}\n\n", 3, -1,
-	 "a raw newline ends a stray string: the next event is read"},
+    {"{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":"
+     "\"Hello\",\"finish_reason\":\"length\"}]," USAGE_FULL "}",
+     2371, 2032, "JSON response"},
+    {SSE_CHUNK("Hel") SSE_CHUNK("lo") "data: {\"id\":\"cmpl-1\",\"choices\":[]," USAGE_FULL
+				      "}\n\ndata: [DONE]\n\n",
+     2371, 2032, "SSE stream, usage in the last chunk"},
+    {SSE_CHUNK("Hel") SSE_CHUNK("lo") "data: [DONE]\n\n", -1, -1, "SSE stream without usage"},
+    {"", -1, -1, "empty body"},
+    {"{\"choices\":[{\"text\":\"{\\\"usage\\\": {\\\"prompt_tokens\\\": 99, "
+     "\\\"cached_tokens\\\": 5}}\"}],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":1}}",
+     7, -1, "escaped fake usage in the text is not usage"},
+    {SSE_CHUNK("\\\"cached_tokens\\\": 5, \\\"prompt_tokens\\\":6") "data: [DONE]\n\n", -1, -1,
+     "escaped fake usage in a stream, and no real one"},
+    {"{\"choices\":[{\"text\":\"a\\\\\"}],\"prompt_tokens\":4}", 4, -1,
+     "an escaped backslash ends the text: the key after it counts"},
+    {"{\"text\":\"\\u0022prompt_tokens\\u0022: 3, \\u005c\\\" x\","
+     "\"usage\":{\"prompt_tokens\":8}}",
+     8, -1, "unicode escapes (of a quote, a backslash) stay inside the string"},
+    {"{\"text\":\"caf\xc3\xa9 \xe6\xbc\xa2 \\ud83d\\ude00\",\"usage\":{\"prompt_tokens\":9,"
+     "\"prompt_tokens_details\":{\"cached_tokens\":3}}}",
+     9, 3, "UTF-8 and surrogate escapes in the text"},
+    {"{\"usage\":{\"prompt_tokens\":12,"
+     "\"prompt_tokens_details\":{\"cached_tokens\":null}}}",
+     12, -1, "null cached_tokens"},
+    {"{\"usage\":{\"prompt_tokens\":12,\"prompt_tokens_details\":null}}", 12, -1,
+     "null prompt_tokens_details"},
+    {"{\n  \"usage\": {\n    \"prompt_tokens\" \t:\r\n 42 ,\n    \"prompt_tokens_details\": {\n"
+     "      \"cached_tokens\" : 16\n    }\n  }\n}\n",
+     42, 16, "pretty-printed: whitespace around the colon"},
+    {"data: {\"usage\":{\"prompt_tokens\":5,"
+     "\"prompt_tokens_details\":{\"cached_tokens\":1}}}\n\n"
+     "data: {\"usage\":{\"prompt_tokens\":5,"
+     "\"prompt_tokens_details\":{\"cached_tokens\":4}}}\n\n",
+     5, 4, "continuous usage: the last value is kept"},
+    {"{\"prompt_tokens\":5} {\"prompt_tokens\":-1,\"cached_tokens\":-2}", 5, -1,
+     "a negative value is ignored (the earlier one stays)"},
+    {"{\"prompt_tokens\":12.5,\"cached_tokens\":1e3}", -1, -1, "non-integer values are ignored"},
+    {"{\"prompt_tokens\":12345678901234567890,\"cached_tokens\":1000000000000000000}", -1, -1,
+     "values of more than 18 digits are ignored"},
+    {"{\"prompt_tokens\":999999999999999999,\"cached_tokens\":0}", 999999999999999999LL, 0,
+     "18 digits and zero are read"},
+    {"{\"prompt_tokens\":\"12\",\"cached_tokens\":[3]}", -1, -1, "a string or list value is not"},
+    {"{\"a\":\"prompt_tokens\",\"b\":5,\"c\":[\"cached_tokens\",6]}", -1, -1,
+     "the key's name as a string value is not a key"},
+    {"{\"xprompt_tokens\":3,\"prompt_tokensx\":4,\"cached_token\":5,"
+     "\"prompt_tokens_details_\":6}",
+     -1, -1, "longer, shorter and prefixed keys are not matched"},
+    {"{\"prompt\\u005ftokens\":3}", -1, -1, "a key spelled with escapes is not matched"},
+    {"{\"prompt_\\ttokens\":3}", -1, -1, "an escaped tab inside a key-like string is a byte of it"},
+    {"oops \" stray quote\n\ndata: {\"usage\":{\"prompt_tokens\":3}}\n\n", 3, -1,
+     "a raw newline ends a stray string: the next event is read"},
 };
 
 static void usage_run(const char *in, size_t n, size_t split, bool bytewise, int64_t *prompt,

@@ -361,7 +361,8 @@ int main(void)
 			CHECK(num(x, "attempts") == 2, "retry: one record, two attempts");
 			cJSON_Delete(root);
 			{
-				/* the new worker owes the whole prompt's prefill until the first byte */
+				/* the new worker owes the whole prompt's prefill until the first
+				 * byte */
 				char want[96];
 				double nb = (double)(ids.n / BS);
 
@@ -369,8 +370,9 @@ int main(void)
 					 "\"name\":\"qwen/w%d\",\"slot\":%d,\"events_id\":%d,"
 					 "\"inflight\":1,\"prefill_blocks\":%d",
 					 w2, w2, w2, (int)nb);
-				CHECK(strstr(wj.data, want) != NULL && strstr(wj.data, "\"inflight\":0,"
-									   "\"prefill_blocks\":0"),
+				CHECK(strstr(wj.data, want) != NULL &&
+					  strstr(wj.data, "\"inflight\":0,"
+							  "\"prefill_blocks\":0"),
 				      "prefill backlog: %d blocks on the retry's worker, 0 on the "
 				      "failed one",
 				      (int)nb);
@@ -383,7 +385,8 @@ int main(void)
 					 "\"inflight\":1,\"prefill_blocks\":0",
 					 w2, w2, w2);
 				CHECK(strstr(wj.data, want) != NULL,
-				      "prefill backlog: gone at the first response byte (twice: once)");
+				      "prefill backlog: gone at the first response byte (twice: "
+				      "once)");
 			}
 			CHECK_EQ(pick(&g, "/v1/completions", b1, 0x3f, &t), -ENOENT,
 				 "retry: every endpoint tried: none left");
@@ -394,8 +397,10 @@ int main(void)
 		/* the outcome reaches the record */
 		{
 			char *b1 = ids_body(ids.v, ids.n);
-			struct router_outcome o = {.status = 200, .cached_tokens = -1,
-						   .prompt_tokens = 300, .attempts = 1};
+			struct router_outcome o = {.status = 200,
+						   .cached_tokens = -1,
+						   .prompt_tokens = 300,
+						   .attempts = 1};
 
 			pick(&g, "/v1/completions", b1, 0, &t);
 			done(&g, &t, 288);
@@ -403,8 +408,8 @@ int main(void)
 			CHECK(num(x, "reported_cached_tokens") == 288 && num(x, "status") == 200,
 			      "router_done: the reported cached tokens and status in the record");
 			cJSON_Delete(root);
-			/* vLLM leaves prompt_tokens_details out when nothing was cached: from a worker
-			 * that has reported them, a usage without them means 0 */
+			/* vLLM leaves prompt_tokens_details out when nothing was cached: from a
+			 * worker that has reported them, a usage without them means 0 */
 			pick(&g, "/v1/completions", b1, 0, &t);
 			router_done(g.r, &t, &o);
 			x = last_route(&g, &root);
@@ -425,7 +430,8 @@ int main(void)
 					nseen++;
 			}
 			CHECK(seen[3] >= 4 && nseen >= 2,
-			      "hot: 12 requests in flight at once: the holder takes %d, %d workers in all",
+			      "hot: 12 requests in flight at once: the holder takes %d, %d workers "
+			      "in all",
 			      seen[3], nseen);
 			for (int i = 0; i < 12; i++)
 				done(&g, &hot[i], 0);
@@ -471,13 +477,15 @@ int main(void)
 				done(&g, &t, 0);
 			}
 			CHECK(nseen == NW && named,
-			      "per-Service policy: round-robin over all %d workers (%d), recorded as such",
+			      "per-Service policy: round-robin over all %d workers (%d), recorded "
+			      "as such",
 			      NW, nseen);
 			g.svc.policy[0] = '\0';
 			w = pick(&g, "/v1/completions", b1, 0, &t);
 			x = last_route(&g, &root);
 			CHECK(w == 3 && !strcmp(str(x, "policy"), "kv"),
-			      "no policy named: the router's own (kv) again, to the holder (%d)", w);
+			      "no policy named: the router's own (kv) again, to the holder (%d)",
+			      w);
 			cJSON_Delete(root);
 			done(&g, &t, 0);
 			free(b1);

@@ -46,19 +46,20 @@ static int same_ids(const char *a, size_t an, const char *b, size_t bn)
 static void test_roundtrip(void)
 {
 	static const char *const texts[] = {
-		"Hello, world! It's a test.\n\n  Indented\tline\r\n",
-		"int main(void) { return 0; }",
-		"안녕하세요 世界 😀👍🏽 ü ß ſ",
-		"<|im_start|>user\nhi<|im_end|>\n<think>\n\n</think>",
-		"   trailing spaces   ",
-		"",
+	    "Hello, world! It's a test.\n\n  Indented\tline\r\n",
+	    "int main(void) { return 0; }",
+	    "안녕하세요 世界 😀👍🏽 ü ß ſ",
+	    "<|im_start|>user\nhi<|im_end|>\n<think>\n\n</think>",
+	    "   trailing spaces   ",
+	    "",
 	};
 	struct tok_ids ids = {0};
 	struct buf out = {0};
 
 	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
 		out.len = 0;
-		CHECK(encode_str(qwen, texts[i], strlen(texts[i]), &ids) == 0, "encode text %zu", i);
+		CHECK(encode_str(qwen, texts[i], strlen(texts[i]), &ids) == 0, "encode text %zu",
+		      i);
 		CHECK(tokenizer_decode(qwen, ids.v, ids.n, &out) == 0, "decode text %zu", i);
 		CHECK(out.len == strlen(texts[i]) && memcmp(out.data, texts[i], out.len) == 0,
 		      "decode(encode(text %zu)) gives the text back (%zu ids)", i, ids.n);
@@ -77,7 +78,8 @@ static void test_added_tokens(void)
 	CHECK_EQ(tokenizer_token_id(qwen, "<think>"), 151667, "<think> id (added, not special)");
 	CHECK_EQ(tokenizer_token_id(qwen, "<|no_such|>"), -1, "unknown content has no id");
 	encode_str(qwen, " the", 4, &ids);
-	CHECK(ids.n == 1 && tokenizer_token_id(qwen, " the") == ids.v[0], "a vocab token's id by its text");
+	CHECK(ids.n == 1 && tokenizer_token_id(qwen, " the") == ids.v[0],
+	      "a vocab token's id by its text");
 	CHECK_EQ(tokenizer_token_id(qwen, "\xc4\xa0the"), -1, "not by its byte-level spelling");
 	encode_str(qwen, "<|im_end|>", 10, &ids);
 	CHECK(ids.n == 1 && ids.v[0] == (uint32_t)im_end, "an added token alone is its id");
@@ -93,8 +95,10 @@ static void test_nfc(void)
 {
 	CHECK(SAME("caf\x65\xcc\x81", "caf\xc3\xa9"), "e + U+0301 encodes as U+00E9");
 	CHECK(SAME("\xe2\x84\xab", "\xc3\x85"), "U+212B ANGSTROM SIGN encodes as U+00C5");
-	CHECK(SAME("\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"), "Hangul jamo L V T compose");
-	CHECK(SAME("q\xcc\x87\xcc\xa3", "q\xcc\xa3\xcc\x87"), "U+0307 U+0323 reorder to U+0323 U+0307");
+	CHECK(SAME("\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"),
+	      "Hangul jamo L V T compose");
+	CHECK(SAME("q\xcc\x87\xcc\xa3", "q\xcc\xa3\xcc\x87"),
+	      "U+0307 U+0323 reorder to U+0323 U+0307");
 	CHECK(!SAME("\xef\xac\x81", "fi"), "U+FB01 is not folded (NFC, not NFKC)");
 	{
 		/* one accent in 1 MB of ASCII: only the region around it is normalized */
@@ -106,12 +110,14 @@ static void test_nfc(void)
 		memcpy(b, a, n - 10);
 		memcpy(b + n - 10, " \xc3\xa9 ", 4);
 		memcpy(b + n - 6, a + n - 5, 5);
-		CHECK(same_ids(a, n, b, n - 1), "1 MB of text with one e + U+0301 encodes as with U+00E9");
+		CHECK(same_ids(a, n, b, n - 1),
+		      "1 MB of text with one e + U+0301 encodes as with U+00E9");
 		free(a);
 		free(b);
 	}
 	/* U+1AC1 (Unicode 14) is a starter in the reference's Unicode 9.0 NFC: no reordering. */
-	CHECK(!SAME("a\xe1\xab\x81\xcc\x96", "a\xcc\x96\xe1\xab\x81"), "marks newer than Unicode 9.0 do not reorder");
+	CHECK(!SAME("a\xe1\xab\x81\xcc\x96", "a\xcc\x96\xe1\xab\x81"),
+	      "marks newer than Unicode 9.0 do not reorder");
 }
 
 static void test_invalid_utf8(void)
@@ -119,11 +125,17 @@ static void test_invalid_utf8(void)
 	/* maximal subparts: C3 alone; E2 82 truncated; ED A0 80 (surrogate) is three; F5 is one */
 	CHECK(SAME("a\xc3z", "a\xef\xbf\xbdz"), "a lone lead byte is one U+FFFD");
 	CHECK(SAME("a\xe2\x82z", "a\xef\xbf\xbdz"), "a truncated sequence is one U+FFFD");
-	CHECK(SAME("\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"), "an encoded surrogate is three U+FFFD");
+	CHECK(SAME("\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"),
+	      "an encoded surrogate is three U+FFFD");
 	CHECK(SAME("x\xf5\x80", "x\xef\xbf\xbd\xef\xbf\xbd"), "F5 80 is two U+FFFD");
-	CHECK(SAME("\xf0\x9f\x98", "\xef\xbf\xbd"), "a truncated 4-byte sequence at the end is one U+FFFD");
+	CHECK(SAME("\xf0\x9f\x98", "\xef\xbf\xbd"),
+	      "a truncated 4-byte sequence at the end is one U+FFFD");
 	CHECK(SAME("\xc0\x80", "\xef\xbf\xbd\xef\xbf\xbd"), "an overlong NUL is two U+FFFD");
-	CHECK(SAME("\xef" "A\xef\xbf", "\xef\xbf\xbd" "A\xef\xbf\xbd"), "a truncated EF sequence is one U+FFFD");
+	CHECK(SAME("\xef"
+		   "A\xef\xbf",
+		   "\xef\xbf\xbd"
+		   "A\xef\xbf\xbd"),
+	      "a truncated EF sequence is one U+FFFD");
 	CHECK(SAME("\xef\xbf\xbd", "\xef\xbf\xbd"), "a real U+FFFD is kept");
 }
 
@@ -131,7 +143,8 @@ static void test_pretokenizer_rules(void)
 {
 	struct tok_ids ids = {0};
 
-	/* ids of "'s", "'S" and "'ſ" are one contraction piece each: the folded forms split alike */
+	/* ids of "'s", "'S" and "'ſ" are one contraction piece each: the folded forms split alike
+	 */
 	encode_str(qwen, "it's", 4, &ids);
 	CHECK_EQ(ids.n, 2, "it's is two pieces");
 	encode_str(qwen, "it\x27\xc5\xbf", 5, &ids);
@@ -158,15 +171,18 @@ static void test_long_runs(void)
 	CHECK(encode_str(qwen, s, n, &ids) == 0, "100 KB run of one letter encodes");
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-	CHECK(ms < 2000, "100 KB run takes %.1f ms (n log n merges; < 2 s even under sanitizers)", ms);
-	CHECK(tokenizer_decode(qwen, ids.v, ids.n, &out) == 0 && out.len == n && memcmp(out.data, s, n) == 0,
+	CHECK(ms < 2000, "100 KB run takes %.1f ms (n log n merges; < 2 s even under sanitizers)",
+	      ms);
+	CHECK(tokenizer_decode(qwen, ids.v, ids.n, &out) == 0 && out.len == n &&
+		  memcmp(out.data, s, n) == 0,
 	      "and decodes back (%zu ids)", ids.n);
 	/* 40,000 combining marks in reverse canonical order: the reordering must stay linear */
 	s[0] = 'a';
 	for (size_t i = 1; i + 4 <= n; i += 4)
 		memcpy(s + i, "\xcd\x85\xcc\xb4", 4); /* U+0345 (class 240) U+0334 (class 1) */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	CHECK(encode_str(qwen, s, 1 + (n - 1) / 4 * 4, &ids) == 0, "100 KB of marks to reorder encodes");
+	CHECK(encode_str(qwen, s, 1 + (n - 1) / 4 * 4, &ids) == 0,
+	      "100 KB of marks to reorder encodes");
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
 	CHECK(ms < 2000, "and takes %.1f ms (linear canonical ordering)", ms);
@@ -180,7 +196,8 @@ static void test_decode_errors(void)
 	struct buf out = {0};
 	uint32_t bad = 151669, ok = 151645;
 
-	CHECK_EQ(tokenizer_decode(qwen, &bad, 1, &out), -EINVAL, "an id outside the vocabulary is -EINVAL");
+	CHECK_EQ(tokenizer_decode(qwen, &bad, 1, &out), -EINVAL,
+		 "an id outside the vocabulary is -EINVAL");
 	CHECK(tokenizer_decode(qwen, &ok, 1, &out) == 0 && strcmp(out.data, "<|im_end|>") == 0,
 	      "an added token decodes as its content");
 	CHECK(tokenizer_memory(qwen) > 1000000 && tokenizer_memory(qwen) < 64u << 20,
@@ -201,7 +218,8 @@ static void *thr_run(void *arg)
 
 	th->ok = 1;
 	for (int i = 0; i < 50; i++)
-		if (encode_str(qwen, th->text, strlen(th->text), &ids) || !ids_equal(&ids, &th->want))
+		if (encode_str(qwen, th->text, strlen(th->text), &ids) ||
+		    !ids_equal(&ids, &th->want))
 			th->ok = 0;
 	tok_ids_free(&ids);
 	return NULL;
@@ -209,8 +227,9 @@ static void *thr_run(void *arg)
 
 static void test_threads(void)
 {
-	struct thr th[2] = {{.text = "The quick brown fox\n\njumps over 13 lazy dogs' backs. café 😀"},
-			    {.text = "def f(x):\n    return x  # 한국어 中文\r\n"}};
+	struct thr th[2] = {
+	    {.text = "The quick brown fox\n\njumps over 13 lazy dogs' backs. café 😀"},
+	    {.text = "def f(x):\n    return x  # 한국어 中文\r\n"}};
 	pthread_t tid[2];
 
 	for (int i = 0; i < 2; i++)
@@ -224,14 +243,16 @@ static void test_threads(void)
 	}
 }
 
-/* --- synthetic tokenizer.json ------------------------------------------------------------------ */
+/* --- synthetic tokenizer.json ------------------------------------------------------------------
+ */
 
 /* byte -> GPT-2 byte-level code point */
 static unsigned b2u(int b)
 {
 	int n = 0;
 	for (int i = 0; i < 256; i++) {
-		int printable = (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || (i >= 0xAE && i <= 0xFF);
+		int printable =
+		    (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || (i >= 0xAE && i <= 0xFF);
 		if (i == b)
 			return printable ? (unsigned)i : (unsigned)(256 + n);
 		if (!printable)
@@ -254,24 +275,33 @@ static void bl(char *o, const char *bytes)
 	*o = '\0';
 }
 
-/* A small byte-level BPE: 256 byte symbols, merges "a b"->"ab", "ab c"->"abc", " a"; one added token. */
+/* A small byte-level BPE: 256 byte symbols, merges "a b"->"ab", "ab c"->"abc", " a"; one added
+ * token. */
 static cJSON *mini_json(void)
 {
 	cJSON *root = cJSON_Parse(
-		"{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,"
-		"\"added_tokens\":[{\"id\":260,\"content\":\"<|x|>\",\"single_word\":false,\"lstrip\":false,"
-		"\"rstrip\":false,\"normalized\":false,\"special\":true}],"
-		"\"normalizer\":{\"type\":\"NFC\"},"
-		"\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
-		"\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+"
-		"[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},"
-		"{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":false,\"use_regex\":false}]},"
-		"\"post_processor\":{\"type\":\"ByteLevel\"},\"decoder\":{\"type\":\"ByteLevel\"},"
-		"\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,\"continuing_subword_prefix\":\"\","
-		"\"end_of_word_suffix\":\"\",\"fuse_unk\":false,\"byte_fallback\":false,\"ignore_merges\":false,"
-		"\"vocab\":{},\"merges\":[]}}");
+	    "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,"
+	    "\"added_tokens\":[{\"id\":260,\"content\":\"<|x|>\",\"single_word\":false,\"lstrip\":"
+	    "false,"
+	    "\"rstrip\":false,\"normalized\":false,\"special\":true}],"
+	    "\"normalizer\":{\"type\":\"NFC\"},"
+	    "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\","
+	    "\"pattern\":{\"Regex\":"
+	    "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| "
+	    "?[^\\\\s\\\\p{L}\\\\p{N}]+"
+	    "[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\","
+	    "\"invert\":false},"
+	    "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":false,\"use_"
+	    "regex\":false}]},"
+	    "\"post_processor\":{\"type\":\"ByteLevel\"},\"decoder\":{\"type\":\"ByteLevel\"},"
+	    "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,\"continuing_subword_"
+	    "prefix\":\"\","
+	    "\"end_of_word_suffix\":\"\",\"fuse_unk\":false,\"byte_fallback\":false,\"ignore_"
+	    "merges\":false,"
+	    "\"vocab\":{},\"merges\":[]}}");
 	cJSON *model = cJSON_GetObjectItem(root, "model");
-	cJSON *vocab = cJSON_GetObjectItem(model, "vocab"), *merges = cJSON_GetObjectItem(model, "merges");
+	cJSON *vocab = cJSON_GetObjectItem(model, "vocab"),
+	      *merges = cJSON_GetObjectItem(model, "merges");
 	char k[40], l[16], r[16];
 
 	for (int b = 0; b < 256; b++) {
@@ -287,7 +317,8 @@ static cJSON *mini_json(void)
 	bl(k, "abc"), cJSON_AddNumberToObject(vocab, k, 257);
 	bl(k, " a"), cJSON_AddNumberToObject(vocab, k, 258);
 	bl(k, "bc"), cJSON_AddNumberToObject(vocab, k, 259); /* in vocab but made by no merge */
-	bl(l, "a"), bl(r, "b"), snprintf(k, sizeof(k), "%s %s", l, r), cJSON_AddItemToArray(merges, cJSON_CreateString(k));
+	bl(l, "a"), bl(r, "b"), snprintf(k, sizeof(k), "%s %s", l, r),
+	    cJSON_AddItemToArray(merges, cJSON_CreateString(k));
 	{
 		cJSON *pair = cJSON_CreateArray();
 		bl(l, "ab"), bl(r, "c");
@@ -295,7 +326,8 @@ static cJSON *mini_json(void)
 		cJSON_AddItemToArray(pair, cJSON_CreateString(r));
 		cJSON_AddItemToArray(merges, pair);
 	}
-	bl(l, " "), bl(r, "a"), snprintf(k, sizeof(k), "%s %s", l, r), cJSON_AddItemToArray(merges, cJSON_CreateString(k));
+	bl(l, " "), bl(r, "a"), snprintf(k, sizeof(k), "%s %s", l, r),
+	    cJSON_AddItemToArray(merges, cJSON_CreateString(k));
 	return root;
 }
 
@@ -338,17 +370,20 @@ static void test_synthetic(void)
 	CHECK(ids.n == 2 && ids.v[0] == 'b' && ids.v[1] == 'c',
 	      "a vocab token no merge builds is not taken whole (bc -> b c)");
 	encode_str(t, "x ab<|x|>", 9, &ids);
-	CHECK(ids.n == 4 && ids.v[0] == 'x' && ids.v[1] == ' ' && ids.v[2] == 256 && ids.v[3] == 260,
+	CHECK(ids.n == 4 && ids.v[0] == 'x' && ids.v[1] == ' ' && ids.v[2] == 256 &&
+		  ids.v[3] == 260,
 	      "lowest rank first: ' ab' -> ' ' ab (a b ranks before ' ' a); added token split out");
 	encode_str(t, "x a", 3, &ids);
 	CHECK(ids.n == 2 && ids.v[1] == 258, "' a' merges when nothing ranks lower");
 	tokenizer_free(t);
-	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(j, "model"), "ignore_merges", cJSON_CreateTrue());
+	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(j, "model"), "ignore_merges",
+				  cJSON_CreateTrue());
 	t = load_json(j, err, sizeof(err));
 	CHECK(t != NULL, "loads with ignore_merges (%s)", t ? "ok" : err);
 	if (t) {
 		encode_str(t, "bc", 2, &ids);
-		CHECK(ids.n == 1 && ids.v[0] == 259, "ignore_merges: a whole-piece vocab hit is taken as is");
+		CHECK(ids.n == 1 && ids.v[0] == 259,
+		      "ignore_merges: a whole-piece vocab hit is taken as is");
 	}
 	tok_ids_free(&ids);
 	tokenizer_free(t);
@@ -361,26 +396,33 @@ static void test_refusals(void)
 	static const struct {
 		const char *path, *json, *part;
 	} cases[] = {
-		{"normalizer", "{\"type\":\"NFKC\"}", "normalizer"},
-		{"normalizer", "{\"type\":\"Sequence\",\"normalizers\":[]}", "normalizer"},
-		{"truncation", "{\"max_length\":8}", "truncation"},
-		{"padding", "{\"length\":8}", "padding"},
-		{"pre_tokenizer", "{\"type\":\"ByteLevel\",\"add_prefix_space\":false}", "pre_tokenizer"},
-		{"pre_tokenizer", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"},"
-				  "\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\"}]}", "Qwen2 regex"},
-		{"post_processor", "{\"type\":\"TemplateProcessing\"}", "post_processor"},
-		{"decoder", "{\"type\":\"WordPiece\"}", "decoder"},
-		{"model.type", "\"WordPiece\"", "model"},
-		{"model.dropout", "0.1", "dropout"},
-		{"model.byte_fallback", "true", "byte_fallback"},
-		{"model.continuing_subword_prefix", "\"##\"", "continuing_subword_prefix"},
-		{"added.lstrip", "true", "lstrip"},
-		{"added.normalized", "true", "normalized"},
-		{"model.merges", "[\"a b\", \"x yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\"]", "merge 1"},
-		{"model.merges", "[\"a  b\"]", "merge 0"},
-		{"model.merges", "[[\"a\"]]", "merge 0"},
-		{"model.merges", "[\"\u00e9 b\"]", "merge 0"},
-		{"model.vocab", "{\"a\": 99999999}", "vocab id"},
+	    {"normalizer", "{\"type\":\"NFKC\"}", "normalizer"},
+	    {"normalizer", "{\"type\":\"Sequence\",\"normalizers\":[]}", "normalizer"},
+	    {"truncation", "{\"max_length\":8}", "truncation"},
+	    {"padding", "{\"length\":8}", "padding"},
+	    {"pre_tokenizer", "{\"type\":\"ByteLevel\",\"add_prefix_space\":false}",
+	     "pre_tokenizer"},
+	    {"pre_tokenizer",
+	     "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+	     "\"\\\\s+\"},"
+	     "\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\"}]}",
+	     "Qwen2 regex"},
+	    {"post_processor", "{\"type\":\"TemplateProcessing\"}", "post_processor"},
+	    {"decoder", "{\"type\":\"WordPiece\"}", "decoder"},
+	    {"model.type", "\"WordPiece\"", "model"},
+	    {"model.dropout", "0.1", "dropout"},
+	    {"model.byte_fallback", "true", "byte_fallback"},
+	    {"model.continuing_subword_prefix", "\"##\"", "continuing_subword_prefix"},
+	    {"added.lstrip", "true", "lstrip"},
+	    {"added.normalized", "true", "normalized"},
+	    {"model.merges",
+	     "[\"a b\", \"x "
+	     "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\"]",
+	     "merge 1"},
+	    {"model.merges", "[\"a  b\"]", "merge 0"},
+	    {"model.merges", "[[\"a\"]]", "merge 0"},
+	    {"model.merges", "[\"\u00e9 b\"]", "merge 0"},
+	    {"model.vocab", "{\"a\": 99999999}", "vocab id"},
 	};
 	char err[512];
 
@@ -399,17 +441,20 @@ static void test_refusals(void)
 		cJSON_ReplaceItemInObject(parent, key, v);
 		err[0] = '\0';
 		t = load_json(j, err, sizeof(err));
-		CHECK(!t && strstr(err, cases[i].part), "refused: %s = %s (%s)", cases[i].path, cases[i].json, err);
+		CHECK(!t && strstr(err, cases[i].part), "refused: %s = %s (%s)", cases[i].path,
+		      cases[i].json, err);
 		tokenizer_free(t);
 		cJSON_Delete(j);
 	}
-	CHECK(!tokenizer_load("/nonexistent/tokenizer.json", err, sizeof(err)) && strstr(err, "cannot read"),
+	CHECK(!tokenizer_load("/nonexistent/tokenizer.json", err, sizeof(err)) &&
+		  strstr(err, "cannot read"),
 	      "a missing file is refused (%s)", err);
 	{
 		char path[] = "/tmp/kvs-test-tok-XXXXXX";
 		int fd = mkstemp(path);
 		CHECK(fd >= 0 && write(fd, "{\"model\":", 9) == 9, "write broken file");
-		CHECK(!tokenizer_load(path, err, sizeof(err)) && strstr(err, "JSON"), "broken JSON is refused (%s)", err);
+		CHECK(!tokenizer_load(path, err, sizeof(err)) && strstr(err, "JSON"),
+		      "broken JSON is refused (%s)", err);
 		close(fd);
 		unlink(path);
 	}
@@ -420,14 +465,18 @@ static void test_refusals(void)
 static void test_cache(void)
 {
 	static const char *const texts[] = {
-		"<|im_start|>system\nYou are a helpful assistant that answers briefly.<|im_end|>\n"
-		"<|im_start|>user\nWhat is the capital of France, and why?<|im_end|>\n"
-		"<|im_start|>assistant\n",
-		"<|im_start|>system\nYou are a helpful assistant that answers briefly.<|im_end|>\n"
-		"<|im_start|>user\nAnd of Germany? 안녕하세요 世界 😀👍🏽 ü ß ſ<|im_end|>\n"
-		"<|im_start|>assistant\n",
-		"def tokenize_everything(self, input_text):\n\treturn [ord(c) for c in input_text]\n",
-		"a", "", "\xff\xfe broken utf-8 \xc3", "e\xcc\x81 NFC e\xcc\x81 again and again",
+	    "<|im_start|>system\nYou are a helpful assistant that answers briefly.<|im_end|>\n"
+	    "<|im_start|>user\nWhat is the capital of France, and why?<|im_end|>\n"
+	    "<|im_start|>assistant\n",
+	    "<|im_start|>system\nYou are a helpful assistant that answers briefly.<|im_end|>\n"
+	    "<|im_start|>user\nAnd of Germany? 안녕하세요 世界 😀👍🏽 ü ß "
+	    "ſ<|im_end|>\n"
+	    "<|im_start|>assistant\n",
+	    "def tokenize_everything(self, input_text):\n\treturn [ord(c) for c in input_text]\n",
+	    "a",
+	    "",
+	    "\xff\xfe broken utf-8 \xc3",
+	    "e\xcc\x81 NFC e\xcc\x81 again and again",
 	};
 	struct tok_cache *c = tok_cache_new(16 << 10); /* small: generations turn over */
 	struct tok_cache_stats st;
@@ -456,8 +505,8 @@ static void test_cache(void)
 	      "tok_cache: repeated segments and pieces are hits (%llu, %llu)",
 	      (unsigned long long)st.segment_hits, (unsigned long long)st.piece_hits);
 	CHECK(st.drops > 0 && st.bytes <= 16 << 10,
-	      "tok_cache: bounded (%llu bytes, %llu generation drops)", (unsigned long long)st.bytes,
-	      (unsigned long long)st.drops);
+	      "tok_cache: bounded (%llu bytes, %llu generation drops)",
+	      (unsigned long long)st.bytes, (unsigned long long)st.drops);
 	tok_cache_free(c);
 }
 

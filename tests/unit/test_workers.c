@@ -213,9 +213,9 @@ static void router_backoff(void)
 static void test_load_waiting(void)
 {
 	static const struct {
-		uint32_t ours;		  /* this router's requests there at the scrape */
-		double running, waiting;  /* the worker's gauges */
-		double remote, others_q;  /* expected */
+		uint32_t ours;		 /* this router's requests there at the scrape */
+		double running, waiting; /* the worker's gauges */
+		double remote, others_q; /* expected */
 		const char *what;
 	} t[] = {
 	    {0, 0, 0, 0, 0, "idle"},
@@ -239,9 +239,14 @@ static void test_load_waiting(void)
 	CHECK(workers_new(&ws) == 0 && workers_sync(ws, &s) == 0, "load: one worker");
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		struct worker *w = workers_find(ws, "qwen", &ep);
-		struct scrape_metrics m = {.running = t[i].running, .waiting = t[i].waiting,
-					   .kv_usage = -1, .num_gpu_blocks = -1, .block_size = -1,
-					   .prefix_queries = -1, .prefix_hits = -1, .start_time = -1};
+		struct scrape_metrics m = {.running = t[i].running,
+					   .waiting = t[i].waiting,
+					   .kv_usage = -1,
+					   .num_gpu_blocks = -1,
+					   .block_size = -1,
+					   .prefix_queries = -1,
+					   .prefix_hits = -1,
+					   .start_time = -1};
 		double remote, waiting, free_blocks, cap;
 		uint32_t slot = 0;
 
@@ -253,8 +258,8 @@ static void test_load_waiting(void)
 		workers_metrics(ws, w, &m, 0, 1000);
 		workers_load(ws, w, 1010, 0, &remote, &waiting, &free_blocks, &cap);
 		CHECK(remote == t[i].remote && waiting == t[i].others_q,
-		      "load: %s (others %.0f, their queue %.0f; want %.0f, %.0f)", t[i].what, remote,
-		      waiting, t[i].remote, t[i].others_q);
+		      "load: %s (others %.0f, their queue %.0f; want %.0f, %.0f)", t[i].what,
+		      remote, waiting, t[i].remote, t[i].others_q);
 		for (uint32_t j = 0; j < t[i].ours; j++)
 			workers_flight_del(ws, slot, chain, 1);
 	}

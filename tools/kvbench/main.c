@@ -79,7 +79,7 @@ struct opts {
 	const char *tokenizer;
 	const char *model;
 	const char *label;
-	const char *route_log; /* --route-log FILE */
+	const char *route_log;	  /* --route-log FILE */
 	struct policy_kv_opts kv; /* --kv-* */
 	double timeout_s;
 	double time_scale; /* the workers' --time-scale: times are reported in model time */
@@ -130,7 +130,7 @@ struct result {
 struct run_stats {
 	size_t requests, errors, hits;
 	double cached_ratio, hit_rate, ttft_p50, ttft_p99, hit_p50, miss_p50, req_per_s,
-		workers_per_prefix, metrics_ratio, wall_s;
+	    workers_per_prefix, metrics_ratio, wall_s;
 	double e2e_p50, e2e_p99;	     /* end-to-end latency, model ms */
 	double lag_p50, lag_p99, lag_max;    /* trace: send lag, wall ms */
 	double prompt_tokens, cached_tokens; /* usage figures of the answered requests, summed */
@@ -150,8 +150,8 @@ struct bench {
 	size_t clamped;		  /* trace: rows whose lengths did not fit their hash ids */
 	int tfd;		  /* trace: timerfd armed at the next row's send time */
 	struct buf tbody;	  /* trace: the body being sent */
-	char **bodies;	  /* request bodies, measured */
-	char **wbodies;	  /* warm-up bodies */
+	char **bodies;		  /* request bodies, measured */
+	char **wbodies;		  /* warm-up bodies */
 	int ep;
 	uint64_t rng;
 	uint64_t rr;
@@ -166,7 +166,7 @@ struct bench {
 	struct result *res;
 	size_t next, ndone, nres;
 	struct cconn **idle; /* per slot: a kept-alive connection */
-	struct index *idx;    /* with --events: what the workers hold, from their KV events */
+	struct index *idx;   /* with --events: what the workers hold, from their KV events */
 	struct events *ev;
 };
 
@@ -529,8 +529,10 @@ static void sse_scan(struct cconn *c)
 		const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
 		if (cJSON_IsObject(u)) {
 			const cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
-			const cJSON *d = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details");
-			const cJSON *ct = d ? cJSON_GetObjectItemCaseSensitive(d, "cached_tokens") : NULL;
+			const cJSON *d =
+			    cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details");
+			const cJSON *ct =
+			    d ? cJSON_GetObjectItemCaseSensitive(d, "cached_tokens") : NULL;
 
 			if (cJSON_IsNumber(pt))
 				c->prompt = (long)pt->valuedouble;
@@ -547,8 +549,8 @@ static void request_end(struct bench *b, struct cconn *c, bool ok);
 static bool response_feed(struct bench *b, struct cconn *c, bool eof)
 {
 	if (c->st == S_HEAD) {
-		int n = http_parse_response(buf_rptr(&c->in), buf_unread(&c->in), 65536, "POST",
-					    &c->m);
+		int n =
+		    http_parse_response(buf_rptr(&c->in), buf_unread(&c->in), 65536, "POST", &c->m);
 
 		if (n == 0)
 			return false;
@@ -563,7 +565,7 @@ static bool response_feed(struct bench *b, struct cconn *c, bool eof)
 		const struct http_header *h = http_find_header(&c->m, "x-kvsim-worker");
 		if (h) {
 			size_t l = h->value_len < sizeof(c->worker) - 1 ? h->value_len
-								       : sizeof(c->worker) - 1;
+									: sizeof(c->worker) - 1;
 			memcpy(c->worker, h->value, l);
 			c->worker[l] = '\0';
 		} else if (b->o.trace) {
@@ -578,8 +580,8 @@ static bool response_feed(struct bench *b, struct cconn *c, bool eof)
 	bool complete = false;
 	if (c->m.body == HTTP_BODY_CHUNKED) {
 		bool done = false;
-		ssize_t k = http_chunked_feed(&c->ch, buf_rptr(&c->in), buf_unread(&c->in), &c->body,
-					      &done);
+		ssize_t k = http_chunked_feed(&c->ch, buf_rptr(&c->in), buf_unread(&c->in),
+					      &c->body, &done);
 
 		if (k < 0) {
 			request_end(b, c, false);
@@ -588,8 +590,9 @@ static bool response_feed(struct bench *b, struct cconn *c, bool eof)
 		buf_consume(&c->in, (size_t)k);
 		complete = done;
 	} else if (c->m.body == HTTP_BODY_LENGTH) {
-		size_t want = c->m.content_length - (c->body.len < c->m.content_length ? c->body.len
-										 : c->m.content_length);
+		size_t want =
+		    c->m.content_length -
+		    (c->body.len < c->m.content_length ? c->body.len : c->m.content_length);
 		size_t take = buf_unread(&c->in) < want ? buf_unread(&c->in) : want;
 
 		buf_append(&c->body, buf_rptr(&c->in), take);
@@ -672,7 +675,8 @@ static void cconn_event(struct bench *b, struct cconn *c, uint32_t ev)
 			return;
 		}
 		while (buf_unread(&c->out)) {
-			ssize_t n = send(c->fd, buf_rptr(&c->out), buf_unread(&c->out), MSG_NOSIGNAL);
+			ssize_t n =
+			    send(c->fd, buf_rptr(&c->out), buf_unread(&c->out), MSG_NOSIGNAL);
 
 			if (n < 0) {
 				if (errno == EAGAIN || errno == EINPROGRESS || errno == ENOTCONN)
@@ -965,7 +969,9 @@ cleanup:
 
 static const char *spread_name(const struct opts *o)
 {
-	return o->spread == SPREAD_RR ? "round-robin" : o->spread == SPREAD_ROUTER ? o->policy : "random";
+	return o->spread == SPREAD_RR	    ? "round-robin"
+	       : o->spread == SPREAD_ROUTER ? o->policy
+					    : "random";
 }
 
 static double median_of(struct run_stats *rs, size_t n, size_t off)
@@ -1226,7 +1232,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			} else
 				return -1;
 			break;
-		case O_P: o->wl.prefix_types = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_P:
+			o->wl.prefix_types = (uint32_t)strtoul(optarg, &end, 10);
+			break;
 		case O_POP:
 			if (!strcmp(optarg, "uniform"))
 				o->wl.zipf_s = 0;
@@ -1235,35 +1243,65 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			else
 				return -1;
 			break;
-		case O_C: o->concurrency = (uint32_t)strtoul(optarg, &end, 10); break;
+		case O_C:
+			o->concurrency = (uint32_t)strtoul(optarg, &end, 10);
+			break;
 		case O_N:
 			o->wl.requests = strtoul(optarg, &end, 10);
 			o->requests_set = true;
 			break;
-		case O_R: o->runs = (uint32_t)strtoul(optarg, &end, 10); break;
-		case O_SEED: o->wl.seed = strtoull(optarg, &end, 10); break;
+		case O_R:
+			o->runs = (uint32_t)strtoul(optarg, &end, 10);
+			break;
+		case O_SEED:
+			o->wl.seed = strtoull(optarg, &end, 10);
+			break;
 		case O_PSEED:
 			o->wl.prefix_seed = strtoull(optarg, &end, 10);
 			o->wl.prefix_seed_set = true;
 			break;
-		case O_TOK: o->tokenizer = optarg; break;
-		case O_PT: o->wl.prefix_tokens = (uint32_t)strtoul(optarg, &end, 10); break;
-		case O_ST: o->wl.suffix_tokens = (uint32_t)strtoul(optarg, &end, 10); break;
-		case O_OT: o->output_tokens = (uint32_t)strtoul(optarg, &end, 10); break;
-		case O_MIX: o->wl.mixed_pct = (uint32_t)strtoul(optarg, &end, 10); break;
-		case O_MODEL: o->model = optarg; break;
+		case O_TOK:
+			o->tokenizer = optarg;
+			break;
+		case O_PT:
+			o->wl.prefix_tokens = (uint32_t)strtoul(optarg, &end, 10);
+			break;
+		case O_ST:
+			o->wl.suffix_tokens = (uint32_t)strtoul(optarg, &end, 10);
+			break;
+		case O_OT:
+			o->output_tokens = (uint32_t)strtoul(optarg, &end, 10);
+			break;
+		case O_MIX:
+			o->wl.mixed_pct = (uint32_t)strtoul(optarg, &end, 10);
+			break;
+		case O_MODEL:
+			o->model = optarg;
+			break;
 		case O_API:
 			if (!strcmp(optarg, "chat"))
 				o->chat = true;
 			else if (strcmp(optarg, "completions"))
 				return -1;
 			break;
-		case O_KA: o->keep_alive = true; break;
-		case O_RESET: o->reset = true; break;
-		case O_NOWARM: o->warmup = false; break;
-		case O_TO: o->timeout_s = strtod(optarg, &end); break;
-		case O_LABEL: o->label = optarg; break;
-		case O_TS: o->time_scale = strtod(optarg, &end); break;
+		case O_KA:
+			o->keep_alive = true;
+			break;
+		case O_RESET:
+			o->reset = true;
+			break;
+		case O_NOWARM:
+			o->warmup = false;
+			break;
+		case O_TO:
+			o->timeout_s = strtod(optarg, &end);
+			break;
+		case O_LABEL:
+			o->label = optarg;
+			break;
+		case O_TS:
+			o->time_scale = strtod(optarg, &end);
+			break;
 		case O_EVENTS: {
 			char *dup = strdup(optarg), *save = NULL, *tk;
 
@@ -1273,18 +1311,42 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			free(dup);
 			break;
 		}
-		case O_JSON: o->json = true; break;
-		case O_QUIET: o->quiet = true; break;
-		case O_ROUTE_STATS: o->route_stats = true; break;
-		case O_ROUTE_LOG: o->route_log = optarg; break;
-		case O_KV_SF: o->kv.spill_factor = strtod(optarg, &end); break;
-		case O_KV_SS: o->kv.spill_slack = strtod(optarg, &end); break;
-		case O_KV_KS: o->kv.key_slack = strtod(optarg, &end); break;
-		case O_KV_BS: o->kv.balance_slack = strtod(optarg, &end); break;
-		case O_KV_RG: o->kv.replica_gap = strtod(optarg, &end); break;
-		case O_KV_SG: o->kv.spill_gap = strtod(optarg, &end); break;
-		case O_KV_BL: o->kv.backlog = strtod(optarg, &end); break;
-		case O_TRACE: o->trace = optarg; break;
+		case O_JSON:
+			o->json = true;
+			break;
+		case O_QUIET:
+			o->quiet = true;
+			break;
+		case O_ROUTE_STATS:
+			o->route_stats = true;
+			break;
+		case O_ROUTE_LOG:
+			o->route_log = optarg;
+			break;
+		case O_KV_SF:
+			o->kv.spill_factor = strtod(optarg, &end);
+			break;
+		case O_KV_SS:
+			o->kv.spill_slack = strtod(optarg, &end);
+			break;
+		case O_KV_KS:
+			o->kv.key_slack = strtod(optarg, &end);
+			break;
+		case O_KV_BS:
+			o->kv.balance_slack = strtod(optarg, &end);
+			break;
+		case O_KV_RG:
+			o->kv.replica_gap = strtod(optarg, &end);
+			break;
+		case O_KV_SG:
+			o->kv.spill_gap = strtod(optarg, &end);
+			break;
+		case O_KV_BL:
+			o->kv.backlog = strtod(optarg, &end);
+			break;
+		case O_TRACE:
+			o->trace = optarg;
+			break;
 		case O_TBT:
 			bad = parse_count(optarg, TRACE_FORMAT_BLOCK, &u);
 			o->trace_bt = (uint32_t)u;
@@ -1304,9 +1366,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_MAXPROMPT:
 			bad = parse_count(optarg, UINT64_MAX, &o->max_prompt_tokens);
 			break;
-		case O_TSPEED: o->trace_speedup = strtod(optarg, &end); break;
-		case O_HELP: usage(stdout); exit(0);
-		default: return -1;
+		case O_TSPEED:
+			o->trace_speedup = strtod(optarg, &end);
+			break;
+		case O_HELP:
+			usage(stdout);
+			exit(0);
+		default:
+			return -1;
 		}
 		if (bad || errno || (end && *end)) {
 			fprintf(stderr, "kvbench: bad value '%s'\n", optarg);
@@ -1333,13 +1400,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			return -1;
 		}
 	}
-	if (optind != argc || !o->nt || o->time_scale <= 0 || !o->wl.prefix_types || !o->concurrency || !o->runs ||
-	    o->runs > 64 || !o->output_tokens || o->wl.mixed_pct > 90 ||
-	    (o->spread == SPREAD_ROUTER && o->nt > MAX_TARGETS))
+	if (optind != argc || !o->nt || o->time_scale <= 0 || !o->wl.prefix_types ||
+	    !o->concurrency || !o->runs || o->runs > 64 || !o->output_tokens ||
+	    o->wl.mixed_pct > 90 || (o->spread == SPREAD_ROUTER && o->nt > MAX_TARGETS))
 		return -1;
 	if (o->nev && (o->nev != o->nt || o->spread != SPREAD_ROUTER)) {
-		fprintf(stderr, "kvbench: --events needs a policy --spread (dynamo, kv, approx) and "
-				"one endpoint per --url\n");
+		fprintf(stderr,
+			"kvbench: --events needs a policy --spread (dynamo, kv, approx) and "
+			"one endpoint per --url\n");
 		return -1;
 	}
 	if (!o->requests_set)
@@ -1478,8 +1546,8 @@ int main(int argc, char **argv)
 	o->model = "Qwen/Qwen3-0.6B";
 	o->timeout_s = 600;
 	o->time_scale = 1;
-	o->wl = (struct wl_opts){.prefix_types = 7, .prefix_tokens = 2032, .suffix_tokens = 339,
-				 .seed = 1};
+	o->wl = (struct wl_opts){
+	    .prefix_types = 7, .prefix_tokens = 2032, .suffix_tokens = 339, .seed = 1};
 	o->trace_bt = TRACE_FORMAT_BLOCK;
 	o->trace_speedup = 1;
 	b.tfd = -1;
@@ -1592,9 +1660,10 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"kvbench: %d URL(s), spread %s, P=%u, C=%u, %zu requests (+%u warm-up), "
 			"%u+%u tokens in, %u out, seed %" PRIu64 ", %u run(s)\n",
-			o->nt, (o->nt > 1 ? spread_name(o) : "none"), o->wl.prefix_types, o->concurrency,
-			o->wl.requests, o->warmup ? o->wl.prefix_types : 0, o->wl.prefix_tokens,
-			o->wl.suffix_tokens, o->output_tokens, o->wl.seed, o->runs);
+			o->nt, (o->nt > 1 ? spread_name(o) : "none"), o->wl.prefix_types,
+			o->concurrency, o->wl.requests, o->warmup ? o->wl.prefix_types : 0,
+			o->wl.prefix_tokens, o->wl.suffix_tokens, o->output_tokens, o->wl.seed,
+			o->runs);
 	for (uint32_t run = 0; run < o->runs && !g_stop; run++) {
 		double q0 = 0, h0 = 0, q1 = 0, h1 = 0, t0;
 		bool mok;
@@ -1605,8 +1674,11 @@ int main(int argc, char **argv)
 		b.router = NULL;
 		if (o->spread == SPREAD_ROUTER) {
 			/* a fresh router per run: no state carried over, like a restarted daemon */
-			struct router_cfg rc = {.policy = o->policy, .kv = &o->kv, .index = b.idx,
-						.events = b.ev, .models = b.models,
+			struct router_cfg rc = {.policy = o->policy,
+						.kv = &o->kv,
+						.index = b.idx,
+						.events = b.ev,
+						.models = b.models,
 						.seed = o->wl.seed + run};
 
 			metrics_free(b.metrics);
@@ -1638,7 +1710,8 @@ int main(int argc, char **argv)
 				char *nl = strchr(l, '\n');
 				size_t ll = nl ? (size_t)(nl - l) : strlen(l);
 
-				if (!strncmp(l, "kvsplice_route_", 15) && !memmem(l, ll, "_bucket", 7))
+				if (!strncmp(l, "kvsplice_route_", 15) &&
+				    !memmem(l, ll, "_bucket", 7))
 					fprintf(stderr, "%.*s\n", (int)ll, l);
 				l = nl ? nl + 1 : NULL;
 			}
@@ -1650,7 +1723,8 @@ int main(int argc, char **argv)
 
 			if (!f || router_debug_json(b.router, &rl) < 0 ||
 			    fwrite(rl.data, 1, rl.len, f) != rl.len)
-				fprintf(stderr, "kvbench: --route-log %s: cannot write\n", o->route_log);
+				fprintf(stderr, "kvbench: --route-log %s: cannot write\n",
+					o->route_log);
 			if (f)
 				fclose(f);
 			buf_free(&rl);
@@ -1779,8 +1853,9 @@ int main(int argc, char **argv)
 		cJSON_AddNumberToObject(root, "prefix_types", o->wl.prefix_types);
 		cJSON_AddNumberToObject(root, "concurrency", o->concurrency);
 		cJSON_AddNumberToObject(root, "seed", (double)o->wl.seed);
-		cJSON_AddNumberToObject(root, "prefix_seed",
-					(double)(o->wl.prefix_seed_set ? o->wl.prefix_seed : o->wl.seed));
+		cJSON_AddNumberToObject(
+		    root, "prefix_seed",
+		    (double)(o->wl.prefix_seed_set ? o->wl.prefix_seed : o->wl.seed));
 		cJSON_AddNumberToObject(root, "zipf_s", o->wl.zipf_s);
 		cJSON_AddNumberToObject(root, "prompt_tokens",
 					o->wl.prefix_tokens + o->wl.suffix_tokens);
@@ -1799,8 +1874,8 @@ int main(int argc, char **argv)
 		free(s);
 	} else {
 		printf("kvbench: %d URL(s) spread %s, P=%u, C=%u, seed %" PRIu64 "%s%s\n", o->nt,
-		       (o->nt > 1 ? spread_name(o) : "none"), o->wl.prefix_types, o->concurrency, o->wl.seed,
-		       o->label ? ", " : "", o->label ? o->label : "");
+		       (o->nt > 1 ? spread_name(o) : "none"), o->wl.prefix_types, o->concurrency,
+		       o->wl.seed, o->label ? ", " : "", o->label ? o->label : "");
 		printf("%-7s %5s %4s %6s %7s %7s %8s %8s %7s %7s %6s %6s\n", "run", "reqs", "err",
 		       "hit%", "cached", "metrics", "ttft_p50", "ttft_p99", "hit_p50", "miss_p50",
 		       "req/s", "w/pfx");

@@ -20,8 +20,8 @@ struct wl_opts {
 	uint32_t suffix_tokens; /* 339 */
 	uint32_t mixed_pct;	/* 0: fixed lengths; else prefix and suffix vary by +-pct % */
 	double zipf_s;		/* 0: uniform */
-	uint64_t seed;	       /* request order, suffixes */
-	uint64_t prefix_seed;  /* the prefix texts (prefix_seed_set), else seed */
+	uint64_t seed;		/* request order, suffixes */
+	uint64_t prefix_seed;	/* the prefix texts (prefix_seed_set), else seed */
 	bool prefix_seed_set;
 	size_t requests; /* measured requests */
 };

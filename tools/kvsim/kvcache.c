@@ -12,7 +12,7 @@
 
 struct kvc_blk {
 	uint32_t ref_cnt;
-	uint32_t prev, next; /* free queue links (NIL at the ends) */
+	uint32_t prev, next;  /* free queue links (NIL at the ends) */
 	uint32_t bucket_next; /* hash table chain */
 	bool in_free, has_hash, has_parent;
 	uint8_t hash[KVC_HASH_LEN];
@@ -86,8 +86,7 @@ static void fq_push_head(struct kvcache *c, uint32_t id)
 	c->nfree++;
 }
 
-struct kvcache *kvc_new(uint32_t num_blocks, uint32_t block_size, const void *seed,
-			size_t seed_len)
+struct kvcache *kvc_new(uint32_t num_blocks, uint32_t block_size, const void *seed, size_t seed_len)
 {
 	struct kvcache *c;
 	uint8_t rnd[KVC_HASH_LEN];
@@ -229,8 +228,8 @@ static uint32_t cache_get(const struct kvcache *c, const uint8_t *h)
 	return NIL;
 }
 
-size_t kvc_lookup(const struct kvcache *c, const struct kvc_seq *seq, size_t ntokens,
-		  uint32_t *out, size_t max)
+size_t kvc_lookup(const struct kvcache *c, const struct kvc_seq *seq, size_t ntokens, uint32_t *out,
+		  size_t max)
 {
 	size_t limit = ntokens ? (ntokens - 1) / c->block_size : 0, n = 0;
 
@@ -361,13 +360,13 @@ static int cache_full_blocks(struct kvcache *c, struct kvc_seq *seq, const uint3
 	return 0;
 }
 
-int kvc_allocate(struct kvcache *c, struct kvc_seq *seq, const uint32_t *computed,
-		 size_t ncomputed, size_t num_computed, size_t num_new, const uint32_t *tokens,
-		 size_t ntokens)
+int kvc_allocate(struct kvcache *c, struct kvc_seq *seq, const uint32_t *computed, size_t ncomputed,
+		 size_t num_computed, size_t num_new, const uint32_t *tokens, size_t ntokens)
 {
 	size_t bs = c->block_size;
 	size_t total = num_computed + ncomputed * bs + num_new;
-	size_t required = (total + bs - 1) / bs, have = seq->nblocks + ncomputed, need, evictable = 0;
+	size_t required = (total + bs - 1) / bs, have = seq->nblocks + ncomputed, need,
+	       evictable = 0;
 	int err;
 
 	need = required > have ? required - have : 0;

@@ -32,7 +32,7 @@ struct kvc_seq {
 	size_t nblocks, bcap;
 	uint8_t (*hashes)[KVC_HASH_LEN]; /* chain hashes of the full blocks of known tokens */
 	size_t nhashes, hcap;
-	size_t num_cached_blocks; /* blocks of this request already registered in the cache */
+	size_t num_cached_blocks;   /* blocks of this request already registered in the cache */
 	uint8_t salt[KVC_HASH_LEN]; /* extra key mixed into block 0 (cache_salt), when has_salt */
 	bool has_salt;
 };
@@ -77,17 +77,16 @@ int kvc_seq_hash(struct kvcache *c, struct kvc_seq *seq, const uint32_t *tokens,
 /* Longest cached prefix of seq (hashes must be current) for a request of ntokens tokens: at most
  * (ntokens - 1) / block_size blocks, stopping at the first miss. Writes up to max block ids to
  * out and returns their count. Changes nothing. */
-size_t kvc_lookup(const struct kvcache *c, const struct kvc_seq *seq, size_t ntokens,
-		  uint32_t *out, size_t max);
+size_t kvc_lookup(const struct kvcache *c, const struct kvc_seq *seq, size_t ntokens, uint32_t *out,
+		  size_t max);
 
 /* vLLM's allocate_slots(): takes the ncomputed looked-up blocks (first schedule only, else 0),
  * then enough new blocks so that seq holds num_computed + num_new tokens, where num_computed is
  * the tokens the request already has computed (not counting the looked-up blocks). Registers the
  * full blocks among tokens[0..min(ntokens, total)) in the cache. Returns 0, -ENOSPC when not
  * enough free blocks (nothing changed), -ENOMEM. */
-int kvc_allocate(struct kvcache *c, struct kvc_seq *seq, const uint32_t *computed,
-		 size_t ncomputed, size_t num_computed, size_t num_new, const uint32_t *tokens,
-		 size_t ntokens);
+int kvc_allocate(struct kvcache *c, struct kvc_seq *seq, const uint32_t *computed, size_t ncomputed,
+		 size_t num_computed, size_t num_new, const uint32_t *tokens, size_t ntokens);
 
 /* Frees seq's blocks in reverse order (ref counts down; blocks reaching 0 join the free queue)
  * and empties seq->blocks (hashes are kept, for a preempted request). */
@@ -108,11 +107,11 @@ struct kvc_block_info {
 	uint32_t id;
 	uint32_t ref_cnt;
 	bool has_hash;
-	const uint8_t *hash;   /* when has_hash */
+	const uint8_t *hash; /* when has_hash */
 	bool has_parent;
-	const uint8_t *parent; /* engine hash of the previous block of its chain */
+	const uint8_t *parent;	/* engine hash of the previous block of its chain */
 	const uint32_t *tokens; /* block_size tokens, when has_hash */
-	int64_t free_pos;	/* position in the free queue from the head (next evicted = 0), or -1 */
+	int64_t free_pos; /* position in the free queue from the head (next evicted = 0), or -1 */
 };
 /* Fills info for block id (1..num_blocks-1). Returns 0 or -EINVAL. */
 int kvc_block_info(const struct kvcache *c, uint32_t id, struct kvc_block_info *info);

@@ -93,7 +93,7 @@ struct sim {
 	bool step_inflight;
 	double step_end;
 	struct job *ahead, *atail; /* jobs waiting for their API overhead to pass (FIFO) */
-	uint32_t *nice;	  /* output token ids */
+	uint32_t *nice;		   /* output token ids */
 	size_t nnice;
 	uint64_t req_counter;
 	uint64_t ok_requests, err_requests;
@@ -215,10 +215,10 @@ static int conn_flush(struct sim *sm, struct conn *c)
 
 static void head_common(struct sim *sm, struct buf *b, int status, const char *ctype, bool close)
 {
-	buf_printf(b,
-		   "HTTP/1.1 %d %s\r\nserver: kvsim\r\nx-kvsim-worker: %s\r\ncontent-type: %s\r\n%s",
-		   status, http_reason(status), sm->o.worker_id, ctype,
-		   close ? "connection: close\r\n" : "");
+	buf_printf(
+	    b, "HTTP/1.1 %d %s\r\nserver: kvsim\r\nx-kvsim-worker: %s\r\ncontent-type: %s\r\n%s",
+	    status, http_reason(status), sm->o.worker_id, ctype,
+	    close ? "connection: close\r\n" : "");
 }
 
 static void respond(struct sim *sm, struct conn *c, int status, const char *ctype, const char *body,
@@ -300,7 +300,6 @@ static void engine_kick_at(struct sim *sm, double start)
 	sm->step_end = start + d / 1000.0 / sm->o.time_scale;
 }
 
-
 static void usage_json(struct buf *b, const struct job *j)
 {
 	buf_printf(b,
@@ -328,10 +327,11 @@ static void stream_head(struct sim *sm, struct job *j)
 	if (j->q.endpoint == OPENAI_CHAT) {
 		struct buf p = {0};
 
-		buf_printf(&p,
-			   "{\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%" PRId64
-			   ",\"model\":",
-			   j->id, j->created);
+		buf_printf(
+		    &p,
+		    "{\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%" PRId64
+		    ",\"model\":",
+		    j->id, j->created);
 		buf_json_str(&p, sm->o.model, strlen(sm->o.model));
 		buf_puts(&p, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
 			     "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}");
@@ -356,7 +356,8 @@ static void stream_token(struct sim *sm, struct job *j, const char *text, size_t
 		buf_puts(&p, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":");
 		buf_json_str(&p, text, tlen);
 		buf_printf(&p, "},\"logprobs\":null,\"finish_reason\":%s%s}]}",
-			   finished ? "\"length\"" : "null", finished ? ",\"stop_reason\":null" : "");
+			   finished ? "\"length\"" : "null",
+			   finished ? ",\"stop_reason\":null" : "");
 	} else {
 		buf_puts(&p, ",\"choices\":[{\"index\":0,\"text\":");
 		buf_json_str(&p, text, tlen);
@@ -367,11 +368,10 @@ static void stream_token(struct sim *sm, struct job *j, const char *text, size_t
 	if (finished) {
 		if (j->q.include_usage) {
 			p.len = 0;
-			buf_printf(&p,
-				   "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64
-				   ",\"model\":",
-				   j->id, chat ? "chat.completion.chunk" : "text_completion",
-				   j->created);
+			buf_printf(
+			    &p,
+			    "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":",
+			    j->id, chat ? "chat.completion.chunk" : "text_completion", j->created);
 			buf_json_str(&p, sm->o.model, strlen(sm->o.model));
 			buf_puts(&p, ",\"choices\":[],\"usage\":");
 			usage_json(&p, j);
@@ -488,7 +488,8 @@ static void handle_models(struct sim *sm, struct conn *c)
 
 	buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
 	buf_json_str(&b, sm->o.model, strlen(sm->o.model));
-	buf_printf(&b, ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"vllm\",\"root\":",
+	buf_printf(&b,
+		   ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"vllm\",\"root\":",
 		   (int64_t)wall_s());
 	buf_json_str(&b, sm->o.model, strlen(sm->o.model));
 	buf_printf(&b, ",\"parent\":null,\"max_model_len\":%u,\"permission\":[]}]}",
@@ -560,52 +561,52 @@ static void handle_metrics(struct sim *sm, struct conn *c)
 			   "process_start_time_seconds %s\n",
 			   start);
 	snprintf(lbl, sizeof(lbl), "{engine=\"0\",model_name=\"%s\"}", sm->o.model);
-	buf_printf(&b,
-		   "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
-		   "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running%s %zu.0\n"
-		   "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
-		   "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting%s %zu.0\n"
-		   "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
-		   "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc%s %.6f\n"
-		   "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number "
-		   "of queried tokens.\n"
-		   "# TYPE vllm:prefix_cache_queries_total counter\n"
-		   "vllm:prefix_cache_queries_total%s %" PRIu64 ".0\n"
-		   "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of "
-		   "cached tokens.\n"
-		   "# TYPE vllm:prefix_cache_hits_total counter\n"
-		   "vllm:prefix_cache_hits_total%s %" PRIu64 ".0\n"
-		   "# HELP vllm:num_preemptions_total Cumulative number of preemption from the "
-		   "engine.\n"
-		   "# TYPE vllm:num_preemptions_total counter\nvllm:num_preemptions_total%s %" PRIu64
-		   ".0\n"
-		   "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
-		   "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total%s %" PRIu64
-		   ".0\n"
-		   "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
-		   "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total%s %" PRIu64
-		   ".0\n"
-		   "# HELP vllm:request_success_total Count of successfully processed requests.\n"
-		   "# TYPE vllm:request_success_total counter\nvllm:request_success_total%s %" PRIu64
-		   ".0\n"
-		   /* vLLM's num_gpu_blocks is the whole pool, its reserved null block included */
-		   "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
-		   "# TYPE vllm:cache_config_info gauge\n"
-		   "vllm:cache_config_info{block_size=\"%u\",cache_dtype=\"auto\","
-		   "enable_prefix_caching=\"True\",num_gpu_blocks=\"%u\",num_cpu_blocks=\"None\","
-		   "engine=\"0\"} 1.0\n"
-		   "# HELP kvsim_connections_total TCP connections accepted (kvsim only).\n"
-		   "# TYPE kvsim_connections_total counter\nkvsim_connections_total %" PRIu64 "\n"
-		   "# HELP kvsim_errors_total Requests answered with an error (kvsim only).\n"
-		   "# TYPE kvsim_errors_total counter\nkvsim_errors_total %" PRIu64 "\n"
-		   "# HELP kvsim_busy_seconds_total Model time spent running engine steps: its rate "
-		   "is the worker's utilisation (kvsim only).\n"
-		   "# TYPE kvsim_busy_seconds_total counter\nkvsim_busy_seconds_total %.6f\n",
-		   lbl, sched_num_running(sm->s), lbl, sched_num_waiting(sm->s), lbl,
-		   kvc_usage(sm->kv), lbl, st->queries_tokens, lbl, st->hit_tokens, lbl,
-		   st->preemptions, lbl, st->prompt_tokens, lbl, st->generation_tokens, lbl,
-		   sm->ok_requests, kvc_block_size(sm->kv), kvc_usable_blocks(sm->kv) + 1,
-		   sm->connections, sm->err_requests, sm->busy_ms / 1000.0);
+	buf_printf(
+	    &b,
+	    "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+	    "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running%s %zu.0\n"
+	    "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+	    "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting%s %zu.0\n"
+	    "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n"
+	    "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc%s %.6f\n"
+	    "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number "
+	    "of queried tokens.\n"
+	    "# TYPE vllm:prefix_cache_queries_total counter\n"
+	    "vllm:prefix_cache_queries_total%s %" PRIu64 ".0\n"
+	    "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of "
+	    "cached tokens.\n"
+	    "# TYPE vllm:prefix_cache_hits_total counter\n"
+	    "vllm:prefix_cache_hits_total%s %" PRIu64 ".0\n"
+	    "# HELP vllm:num_preemptions_total Cumulative number of preemption from the "
+	    "engine.\n"
+	    "# TYPE vllm:num_preemptions_total counter\nvllm:num_preemptions_total%s %" PRIu64
+	    ".0\n"
+	    "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.\n"
+	    "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total%s %" PRIu64 ".0\n"
+	    "# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
+	    "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total%s %" PRIu64
+	    ".0\n"
+	    "# HELP vllm:request_success_total Count of successfully processed requests.\n"
+	    "# TYPE vllm:request_success_total counter\nvllm:request_success_total%s %" PRIu64
+	    ".0\n"
+	    /* vLLM's num_gpu_blocks is the whole pool, its reserved null block included */
+	    "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+	    "# TYPE vllm:cache_config_info gauge\n"
+	    "vllm:cache_config_info{block_size=\"%u\",cache_dtype=\"auto\","
+	    "enable_prefix_caching=\"True\",num_gpu_blocks=\"%u\",num_cpu_blocks=\"None\","
+	    "engine=\"0\"} 1.0\n"
+	    "# HELP kvsim_connections_total TCP connections accepted (kvsim only).\n"
+	    "# TYPE kvsim_connections_total counter\nkvsim_connections_total %" PRIu64 "\n"
+	    "# HELP kvsim_errors_total Requests answered with an error (kvsim only).\n"
+	    "# TYPE kvsim_errors_total counter\nkvsim_errors_total %" PRIu64 "\n"
+	    "# HELP kvsim_busy_seconds_total Model time spent running engine steps: its rate "
+	    "is the worker's utilisation (kvsim only).\n"
+	    "# TYPE kvsim_busy_seconds_total counter\nkvsim_busy_seconds_total %.6f\n",
+	    lbl, sched_num_running(sm->s), lbl, sched_num_waiting(sm->s), lbl, kvc_usage(sm->kv),
+	    lbl, st->queries_tokens, lbl, st->hit_tokens, lbl, st->preemptions, lbl,
+	    st->prompt_tokens, lbl, st->generation_tokens, lbl, sm->ok_requests,
+	    kvc_block_size(sm->kv), kvc_usable_blocks(sm->kv) + 1, sm->connections,
+	    sm->err_requests, sm->busy_ms / 1000.0);
 	respond(sm, c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
 	buf_free(&b);
 }
@@ -638,8 +639,9 @@ static void handle_debug(struct sim *sm, struct conn *c)
 
 		if (kvc_block_info(sm->kv, id, &bi) || !bi.has_hash)
 			continue;
-		buf_printf(&b, "%s{\"id\":%u,\"ref_cnt\":%u,\"free_pos\":%" PRId64
-			       ",\"hash\":\"%" PRIu64 "\",\"hash_hex\":\"",
+		buf_printf(&b,
+			   "%s{\"id\":%u,\"ref_cnt\":%u,\"free_pos\":%" PRId64
+			   ",\"hash\":\"%" PRIu64 "\",\"hash_hex\":\"",
 			   first ? "" : ",", id, bi.ref_cnt, bi.free_pos, kvc_hash_u64(bi.hash));
 		hex(&b, bi.hash);
 		if (bi.has_parent) {
@@ -763,11 +765,12 @@ static void handle_generate(struct sim *sm, struct conn *c, enum openai_endpoint
 	}
 	max_tokens = j->q.max_tokens < 0 ? sm->o.max_model_len - plen : (size_t)j->q.max_tokens;
 	if (plen + max_tokens > sm->o.max_model_len) {
-		snprintf(msg, sizeof(msg),
-			 "This model's maximum context length is %u tokens. However, you requested "
-			 "%zu tokens (%zu in the messages, %zu in the completion). Please reduce the "
-			 "length of the messages or completion.",
-			 sm->o.max_model_len, plen + max_tokens, plen, max_tokens);
+		snprintf(
+		    msg, sizeof(msg),
+		    "This model's maximum context length is %u tokens. However, you requested "
+		    "%zu tokens (%zu in the messages, %zu in the completion). Please reduce the "
+		    "length of the messages or completion.",
+		    sm->o.max_model_len, plen + max_tokens, plen, max_tokens);
 		respond_error(sm, c, 400, "BadRequestError", msg);
 		goto fail;
 	}
@@ -834,8 +837,8 @@ static bool method_is(const struct http_msg *m, const char *meth)
 static void dispatch(struct sim *sm, struct conn *c)
 {
 	const struct http_msg *m = &c->m;
-	enum openai_endpoint ep = openai_endpoint_of(m->method, m->method_len, m->target,
-						     m->target_len);
+	enum openai_endpoint ep =
+	    openai_endpoint_of(m->method, m->method_len, m->target, m->target_len);
 
 	if (ep != OPENAI_NONE) {
 		handle_generate(sm, c, ep);
@@ -873,7 +876,8 @@ static void conn_process(struct sim *sm, struct conn *c)
 				return;
 			if (n < 0) {
 				c->keep_alive = false;
-				respond_error(sm, c, -n, "BadRequestError", "malformed HTTP request");
+				respond_error(sm, c, -n, "BadRequestError",
+					      "malformed HTTP request");
 				return;
 			}
 			c->head_len = (size_t)n;
@@ -882,7 +886,8 @@ static void conn_process(struct sim *sm, struct conn *c)
 			memset(&c->ch, 0, sizeof(c->ch));
 			if (c->m.body == HTTP_BODY_LENGTH && c->m.content_length > sm->o.max_body) {
 				c->keep_alive = false;
-				respond_error(sm, c, 413, "BadRequestError", "request body too large");
+				respond_error(sm, c, 413, "BadRequestError",
+					      "request body too large");
 				return;
 			}
 			if (c->m.expect_continue)
@@ -918,7 +923,8 @@ static void conn_process(struct sim *sm, struct conn *c)
 			used = 0;
 		}
 		/* Reading more may have moved the buffer: parse the head again where it is now. */
-		if (http_parse_request(buf_rptr(&c->in), buf_unread(&c->in), MAX_HEAD, &c->m) <= 0) {
+		if (http_parse_request(buf_rptr(&c->in), buf_unread(&c->in), MAX_HEAD, &c->m) <=
+		    0) {
 			c->keep_alive = false;
 			respond_error(sm, c, 400, "BadRequestError", "malformed HTTP request");
 			return;
@@ -1019,13 +1025,14 @@ static void on_signal(int sig)
 }
 
 static const char *const NICE_WORDS[] = {
-	" the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " was",
-	" with", " be", " by", " on", " not", " he", " this", " are", " or", " his", " from",
-	" at", " which", " but", " have", " an", " had", " they", " you", " were", " their",
-	" one", " all", " we", " can", " her", " has", " there", " been", " if", " more",
-	" when", " will", " would", " who", " so", " no", " time", " cache", " block", " model",
-	" token", " worker", " prefix", " route", " node", " fast", " small", " large", " new",
-	" old", " good", " first"};
+    " the",  " of",    " and",	 " to",	   " in",    " is",	" that",   " for",
+    " it",   " as",    " was",	 " with",  " be",    " by",	" on",	   " not",
+    " he",   " this",  " are",	 " or",	   " his",   " from",	" at",	   " which",
+    " but",  " have",  " an",	 " had",   " they",  " you",	" were",   " their",
+    " one",  " all",   " we",	 " can",   " her",   " has",	" there",  " been",
+    " if",   " more",  " when",	 " will",  " would", " who",	" so",	   " no",
+    " time", " cache", " block", " model", " token", " worker", " prefix", " route",
+    " node", " fast",  " small", " large", " new",   " old",	" good",   " first"};
 
 static int build_nice(struct sim *sm)
 {
@@ -1049,79 +1056,108 @@ static int build_nice(struct sim *sm)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: kvsim --port N --worker-id ID --tokenizer PATH [options]\n"
-		"One simulated vLLM worker: OpenAI API, vLLM v1 prefix cache, KV events.\n"
-		"  --host ADDR                 listen address (0.0.0.0)\n"
-		"  --port N                    listen port (0: any; the port is printed on stderr)\n"
-		"  --worker-id ID              x-kvsim-worker header value (w0)\n"
-		"  --tokenizer PATH            tokenizer.json (models/qwen3/tokenizer.json)\n"
-		"  --model NAME                served model name (Qwen/Qwen3-0.6B)\n"
-		"  --time-scale S              run the same schedule S times faster (1)\n"
-		"  --kv-cache-memory-bytes B   KV capacity (1073741824)\n"
-		"  --kv-bytes-per-token B      KV bytes per token (114688, Qwen3-0.6B)\n"
-		"  --num-blocks N              blocks, overriding the two above\n"
-		"  --block-size N              tokens per block (16)\n"
-		"  --max-model-len N           longest prompt + completion (4096)\n"
-		"  --max-num-batched-tokens N  chunked-prefill token budget per step (2048)\n"
-		"  --max-num-seqs N            running requests at most (256)\n"
-		"  --step-fixed-ms X           step time: fixed part (%.1f)\n"
-		"  --step-prefill-fixed-ms X   step time: extra when the step has prefill (%.1f)\n"
-		"  --prefill-us-per-token X    step time: per prefill token (%.1f)\n"
-		"  --decode-us-per-seq X       step time: per decoding sequence (%.1f)\n"
-		"  --api-overhead-ms X         API server time before a request reaches the engine "
-		"(%.1f)\n"
-		"  --seed N                    output-token seed (0)\n"
-		"  --hash-seed STR             engine block-hash seed (default: random per process)\n"
-		"  --events-endpoint EP        ZMQ PUB bind, e.g. tcp://127.0.0.1:5557 or tcp://127.0.0.1:*\n"
-		"                              (the bound endpoint is printed on stderr) (none)\n"
-		"  --replay-endpoint EP        ZMQ ROUTER replay bind (none)\n"
-		"  --topic T                   event topic (\"\")\n"
-		"  --events-format array|map   event encoding (array: vLLM before PR 42892)\n"
-		"  --int-block-hashes 0|1      hashes as u64 ints (1) or 32 raw bytes (0)\n"
-		"  --buffer-steps N            replay ring, in batches (10000)\n"
-		"  --log-level L               error|warn|info|debug\n"
-		"Test hooks: POST /debug/events?drop=N drops the next N event batches from the PUB\n"
-		"(kept for replay), as a PUB past its high-water mark does; ?replay=off leaves\n"
-		"replay requests unanswered (a dead replay endpoint), ?replay=on answers again.\n",
-		10.0, 11.8, 23.8, 1000.0, 4.0);
+	fprintf(
+	    f,
+	    "usage: kvsim --port N --worker-id ID --tokenizer PATH [options]\n"
+	    "One simulated vLLM worker: OpenAI API, vLLM v1 prefix cache, KV events.\n"
+	    "  --host ADDR                 listen address (0.0.0.0)\n"
+	    "  --port N                    listen port (0: any; the port is printed on stderr)\n"
+	    "  --worker-id ID              x-kvsim-worker header value (w0)\n"
+	    "  --tokenizer PATH            tokenizer.json (models/qwen3/tokenizer.json)\n"
+	    "  --model NAME                served model name (Qwen/Qwen3-0.6B)\n"
+	    "  --time-scale S              run the same schedule S times faster (1)\n"
+	    "  --kv-cache-memory-bytes B   KV capacity (1073741824)\n"
+	    "  --kv-bytes-per-token B      KV bytes per token (114688, Qwen3-0.6B)\n"
+	    "  --num-blocks N              blocks, overriding the two above\n"
+	    "  --block-size N              tokens per block (16)\n"
+	    "  --max-model-len N           longest prompt + completion (4096)\n"
+	    "  --max-num-batched-tokens N  chunked-prefill token budget per step (2048)\n"
+	    "  --max-num-seqs N            running requests at most (256)\n"
+	    "  --step-fixed-ms X           step time: fixed part (%.1f)\n"
+	    "  --step-prefill-fixed-ms X   step time: extra when the step has prefill (%.1f)\n"
+	    "  --prefill-us-per-token X    step time: per prefill token (%.1f)\n"
+	    "  --decode-us-per-seq X       step time: per decoding sequence (%.1f)\n"
+	    "  --api-overhead-ms X         API server time before a request reaches the engine "
+	    "(%.1f)\n"
+	    "  --seed N                    output-token seed (0)\n"
+	    "  --hash-seed STR             engine block-hash seed (default: random per process)\n"
+	    "  --events-endpoint EP        ZMQ PUB bind, e.g. tcp://127.0.0.1:5557 or "
+	    "tcp://127.0.0.1:*\n"
+	    "                              (the bound endpoint is printed on stderr) (none)\n"
+	    "  --replay-endpoint EP        ZMQ ROUTER replay bind (none)\n"
+	    "  --topic T                   event topic (\"\")\n"
+	    "  --events-format array|map   event encoding (array: vLLM before PR 42892)\n"
+	    "  --int-block-hashes 0|1      hashes as u64 ints (1) or 32 raw bytes (0)\n"
+	    "  --buffer-steps N            replay ring, in batches (10000)\n"
+	    "  --log-level L               error|warn|info|debug\n"
+	    "Test hooks: POST /debug/events?drop=N drops the next N event batches from the PUB\n"
+	    "(kept for replay), as a PUB past its high-water mark does; ?replay=off leaves\n"
+	    "replay requests unanswered (a dead replay endpoint), ?replay=on answers again.\n",
+	    10.0, 11.8, 23.8, 1000.0, 4.0);
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	enum { O_HOST = 256, O_PORT, O_WID, O_TOK, O_MODEL, O_TS, O_KVB, O_KVBT, O_NB, O_BS, O_MML,
-	       O_MNBT, O_MNS, O_SF, O_SPF, O_PPT, O_DPS, O_API, O_SEED, O_HSEED, O_EV, O_RP, O_TOP,
-	       O_EF, O_IBH, O_BUF, O_LOG, O_HELP };
+	enum {
+		O_HOST = 256,
+		O_PORT,
+		O_WID,
+		O_TOK,
+		O_MODEL,
+		O_TS,
+		O_KVB,
+		O_KVBT,
+		O_NB,
+		O_BS,
+		O_MML,
+		O_MNBT,
+		O_MNS,
+		O_SF,
+		O_SPF,
+		O_PPT,
+		O_DPS,
+		O_API,
+		O_SEED,
+		O_HSEED,
+		O_EV,
+		O_RP,
+		O_TOP,
+		O_EF,
+		O_IBH,
+		O_BUF,
+		O_LOG,
+		O_HELP
+	};
 	static const struct option lo[] = {
-		{"host", 1, 0, O_HOST},
-		{"port", 1, 0, O_PORT},
-		{"worker-id", 1, 0, O_WID},
-		{"tokenizer", 1, 0, O_TOK},
-		{"model", 1, 0, O_MODEL},
-		{"time-scale", 1, 0, O_TS},
-		{"kv-cache-memory-bytes", 1, 0, O_KVB},
-		{"kv-bytes-per-token", 1, 0, O_KVBT},
-		{"num-blocks", 1, 0, O_NB},
-		{"block-size", 1, 0, O_BS},
-		{"max-model-len", 1, 0, O_MML},
-		{"max-num-batched-tokens", 1, 0, O_MNBT},
-		{"max-num-seqs", 1, 0, O_MNS},
-		{"step-fixed-ms", 1, 0, O_SF},
-		{"step-prefill-fixed-ms", 1, 0, O_SPF},
-		{"prefill-us-per-token", 1, 0, O_PPT},
-		{"decode-us-per-seq", 1, 0, O_DPS},
-		{"api-overhead-ms", 1, 0, O_API},
-		{"seed", 1, 0, O_SEED},
-		{"hash-seed", 1, 0, O_HSEED},
-		{"events-endpoint", 1, 0, O_EV},
-		{"replay-endpoint", 1, 0, O_RP},
-		{"topic", 1, 0, O_TOP},
-		{"events-format", 1, 0, O_EF},
-		{"int-block-hashes", 1, 0, O_IBH},
-		{"buffer-steps", 1, 0, O_BUF},
-		{"log-level", 1, 0, O_LOG},
-		{"help", 0, 0, O_HELP},
-		{0, 0, 0, 0},
+	    {"host", 1, 0, O_HOST},
+	    {"port", 1, 0, O_PORT},
+	    {"worker-id", 1, 0, O_WID},
+	    {"tokenizer", 1, 0, O_TOK},
+	    {"model", 1, 0, O_MODEL},
+	    {"time-scale", 1, 0, O_TS},
+	    {"kv-cache-memory-bytes", 1, 0, O_KVB},
+	    {"kv-bytes-per-token", 1, 0, O_KVBT},
+	    {"num-blocks", 1, 0, O_NB},
+	    {"block-size", 1, 0, O_BS},
+	    {"max-model-len", 1, 0, O_MML},
+	    {"max-num-batched-tokens", 1, 0, O_MNBT},
+	    {"max-num-seqs", 1, 0, O_MNS},
+	    {"step-fixed-ms", 1, 0, O_SF},
+	    {"step-prefill-fixed-ms", 1, 0, O_SPF},
+	    {"prefill-us-per-token", 1, 0, O_PPT},
+	    {"decode-us-per-seq", 1, 0, O_DPS},
+	    {"api-overhead-ms", 1, 0, O_API},
+	    {"seed", 1, 0, O_SEED},
+	    {"hash-seed", 1, 0, O_HSEED},
+	    {"events-endpoint", 1, 0, O_EV},
+	    {"replay-endpoint", 1, 0, O_RP},
+	    {"topic", 1, 0, O_TOP},
+	    {"events-format", 1, 0, O_EF},
+	    {"int-block-hashes", 1, 0, O_IBH},
+	    {"buffer-steps", 1, 0, O_BUF},
+	    {"log-level", 1, 0, O_LOG},
+	    {"help", 0, 0, O_HELP},
+	    {0, 0, 0, 0},
 	};
 	int c, lvl;
 	char *end;
@@ -1130,29 +1166,75 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		errno = 0;
 		end = NULL;
 		switch (c) {
-		case O_HOST: o->host = optarg; break;
-		case O_PORT: o->port = (int)strtol(optarg, &end, 10); break;
-		case O_WID: o->worker_id = optarg; break;
-		case O_TOK: o->tokenizer = optarg; break;
-		case O_MODEL: o->model = optarg; break;
-		case O_TS: o->time_scale = strtod(optarg, &end); break;
-		case O_KVB: o->kv_bytes = strtoull(optarg, &end, 10); break;
-		case O_KVBT: o->kv_bytes_per_token = strtoull(optarg, &end, 10); break;
-		case O_NB: o->num_blocks = (uint32_t)strtoul(optarg, &end, 10); break;
-		case O_BS: o->block_size = (uint32_t)strtoul(optarg, &end, 10); break;
-		case O_MML: o->max_model_len = (uint32_t)strtoul(optarg, &end, 10); break;
-		case O_MNBT: o->sc.max_num_batched_tokens = (uint32_t)strtoul(optarg, &end, 10); break;
-		case O_MNS: o->sc.max_num_seqs = (uint32_t)strtoul(optarg, &end, 10); break;
-		case O_SF: o->sc.step_fixed_ms = strtod(optarg, &end); break;
-		case O_SPF: o->sc.step_prefill_fixed_ms = strtod(optarg, &end); break;
-		case O_PPT: o->sc.prefill_us_per_token = strtod(optarg, &end); break;
-		case O_DPS: o->sc.decode_us_per_seq = strtod(optarg, &end); break;
-		case O_API: o->api_overhead_ms = strtod(optarg, &end); break;
-		case O_SEED: o->seed = strtoull(optarg, &end, 10); break;
-		case O_HSEED: o->hash_seed = optarg; break;
-		case O_EV: o->ev.endpoint = optarg; break;
-		case O_RP: o->ev.replay_endpoint = optarg; break;
-		case O_TOP: o->ev.topic = optarg; break;
+		case O_HOST:
+			o->host = optarg;
+			break;
+		case O_PORT:
+			o->port = (int)strtol(optarg, &end, 10);
+			break;
+		case O_WID:
+			o->worker_id = optarg;
+			break;
+		case O_TOK:
+			o->tokenizer = optarg;
+			break;
+		case O_MODEL:
+			o->model = optarg;
+			break;
+		case O_TS:
+			o->time_scale = strtod(optarg, &end);
+			break;
+		case O_KVB:
+			o->kv_bytes = strtoull(optarg, &end, 10);
+			break;
+		case O_KVBT:
+			o->kv_bytes_per_token = strtoull(optarg, &end, 10);
+			break;
+		case O_NB:
+			o->num_blocks = (uint32_t)strtoul(optarg, &end, 10);
+			break;
+		case O_BS:
+			o->block_size = (uint32_t)strtoul(optarg, &end, 10);
+			break;
+		case O_MML:
+			o->max_model_len = (uint32_t)strtoul(optarg, &end, 10);
+			break;
+		case O_MNBT:
+			o->sc.max_num_batched_tokens = (uint32_t)strtoul(optarg, &end, 10);
+			break;
+		case O_MNS:
+			o->sc.max_num_seqs = (uint32_t)strtoul(optarg, &end, 10);
+			break;
+		case O_SF:
+			o->sc.step_fixed_ms = strtod(optarg, &end);
+			break;
+		case O_SPF:
+			o->sc.step_prefill_fixed_ms = strtod(optarg, &end);
+			break;
+		case O_PPT:
+			o->sc.prefill_us_per_token = strtod(optarg, &end);
+			break;
+		case O_DPS:
+			o->sc.decode_us_per_seq = strtod(optarg, &end);
+			break;
+		case O_API:
+			o->api_overhead_ms = strtod(optarg, &end);
+			break;
+		case O_SEED:
+			o->seed = strtoull(optarg, &end, 10);
+			break;
+		case O_HSEED:
+			o->hash_seed = optarg;
+			break;
+		case O_EV:
+			o->ev.endpoint = optarg;
+			break;
+		case O_RP:
+			o->ev.replay_endpoint = optarg;
+			break;
+		case O_TOP:
+			o->ev.topic = optarg;
+			break;
 		case O_EF:
 			if (!strcmp(optarg, "array"))
 				o->ev.format = KVEV_ARRAY;
@@ -1166,14 +1248,19 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return -1;
 			o->ev.int_hashes = optarg[0] == '1';
 			break;
-		case O_BUF: o->ev.buffer_steps = strtoul(optarg, &end, 10); break;
+		case O_BUF:
+			o->ev.buffer_steps = strtoul(optarg, &end, 10);
+			break;
 		case O_LOG:
 			if ((lvl = log_parse_level(optarg)) < 0)
 				return -1;
 			log_set_level((enum log_level)lvl);
 			break;
-		case O_HELP: usage(stdout); exit(0);
-		default: return -1;
+		case O_HELP:
+			usage(stdout);
+			exit(0);
+		default:
+			return -1;
 		}
 		if (errno || (end && *end)) {
 			fprintf(stderr, "kvsim: bad value '%s'\n", optarg);
@@ -1198,25 +1285,25 @@ int main(int argc, char **argv)
 	int one = 1, rc = 1, evfd = -1;
 	uint32_t nblocks;
 
-	*o = (struct opts){.host = "0.0.0.0",
-			   .worker_id = "w0",
-			   .tokenizer = "models/qwen3/tokenizer.json",
-			   .model = "Qwen/Qwen3-0.6B",
-			   .time_scale = 1,
-			   .kv_bytes = 1073741824ull,
-			   .kv_bytes_per_token = 114688,
-			   .block_size = 16,
-			   .max_model_len = 4096,
-			   .max_body = 64u << 20,
-			   .ev = {.topic = "", .format = KVEV_ARRAY, .int_hashes = true,
-				  .buffer_steps = 10000},
-			   .sc = {.max_num_batched_tokens = 2048,
-				  .max_num_seqs = 256,
-				  .step_fixed_ms = 10.0,
-				  .step_prefill_fixed_ms = 11.8,
-				  .prefill_us_per_token = 23.8,
-				  .decode_us_per_seq = 1000.0},
-			   .api_overhead_ms = 4.0};
+	*o = (struct opts){
+	    .host = "0.0.0.0",
+	    .worker_id = "w0",
+	    .tokenizer = "models/qwen3/tokenizer.json",
+	    .model = "Qwen/Qwen3-0.6B",
+	    .time_scale = 1,
+	    .kv_bytes = 1073741824ull,
+	    .kv_bytes_per_token = 114688,
+	    .block_size = 16,
+	    .max_model_len = 4096,
+	    .max_body = 64u << 20,
+	    .ev = {.topic = "", .format = KVEV_ARRAY, .int_hashes = true, .buffer_steps = 10000},
+	    .sc = {.max_num_batched_tokens = 2048,
+		   .max_num_seqs = 256,
+		   .step_fixed_ms = 10.0,
+		   .step_prefill_fixed_ms = 11.8,
+		   .prefill_us_per_token = 23.8,
+		   .decode_us_per_seq = 1000.0},
+	    .api_overhead_ms = 4.0};
 	if (parse_opts(argc, argv, o)) {
 		usage(stderr);
 		return 2;
@@ -1236,7 +1323,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvsim: tokenizer %s: %s\n", o->tokenizer, err);
 		return 1;
 	}
-	sm.kv = kvc_new(nblocks, o->block_size, o->hash_seed, o->hash_seed ? strlen(o->hash_seed) : 0);
+	sm.kv =
+	    kvc_new(nblocks, o->block_size, o->hash_seed, o->hash_seed ? strlen(o->hash_seed) : 0);
 	if (!sm.kv || build_nice(&sm)) {
 		fprintf(stderr, "kvsim: cannot create a cache of %u blocks\n", nblocks);
 		goto cleanup;
@@ -1282,11 +1370,12 @@ int main(int argc, char **argv)
 	if (sm.ev)
 		kvev_endpoints(sm.ev, pub_ep, sizeof(pub_ep), rep_ep, sizeof(rep_ep));
 	/* One line that scripts parse: the bound port and event endpoints. */
-	fprintf(stderr,
-		"kvsim %s: listening on %s:%u, %u blocks of %u (%u usable), time scale %g, events %s, "
-		"replay %s\n",
-		o->worker_id, o->host, ntohs(sa.sin_port), nblocks, o->block_size, nblocks - 1,
-		o->time_scale, pub_ep[0] ? pub_ep : "none", rep_ep[0] ? rep_ep : "none");
+	fprintf(
+	    stderr,
+	    "kvsim %s: listening on %s:%u, %u blocks of %u (%u usable), time scale %g, events %s, "
+	    "replay %s\n",
+	    o->worker_id, o->host, ntohs(sa.sin_port), nblocks, o->block_size, nblocks - 1,
+	    o->time_scale, pub_ep[0] ? pub_ep : "none", rep_ep[0] ? rep_ep : "none");
 	while (!sm.stop) {
 		struct epoll_event evs[64];
 		int n = epoll_wait(sm.ep, evs, 64, 1000);

@@ -7,8 +7,8 @@
  * only if nothing was preempted, waiting requests in FCFS order: prefix-cache lookup, allocation,
  * and the first waiting request that cannot get its blocks stops the loop (it waits).
  * Step time (ms) = step_fixed + (any prefill ? step_prefill_fixed : 0)
- *                 + prefill_us_per_token * prefill tokens / 1000 + decode_us_per_seq * decodes / 1000.
- * Single-threaded; the caller owns the requests' memory. */
+ *                 + prefill_us_per_token * prefill tokens / 1000 + decode_us_per_seq * decodes /
+ * 1000. Single-threaded; the caller owns the requests' memory. */
 #ifndef KVS_SCHED_H
 #define KVS_SCHED_H
 

@@ -30,9 +30,10 @@ static char chat_config[4096];
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: kvtok --tokenizer PATH [--bench FILE [--runs N]]\n"
-		   "  reads JSONL on stdin: {\"text\": ...} or {\"messages\": [...], ...} per line;\n"
-		   "  writes {\"ids\": [...]} (or {\"error\": ...}) per line, in order.\n");
+	fprintf(f,
+		"usage: kvtok --tokenizer PATH [--bench FILE [--runs N]]\n"
+		"  reads JSONL on stdin: {\"text\": ...} or {\"messages\": [...], ...} per line;\n"
+		"  writes {\"ids\": [...]} (or {\"error\": ...}) per line, in order.\n");
 }
 
 /* --- exact JSON string bytes ------------------------------------------------------------------
@@ -149,20 +150,36 @@ static int decode_string(const char *p, const char *end, struct buf *o)
 		if (++p >= end)
 			return -EINVAL;
 		switch (*p) {
-		case '"': c = '"'; break;
-		case '\\': c = '\\'; break;
-		case '/': c = '/'; break;
-		case 'b': c = '\b'; break;
-		case 'f': c = '\f'; break;
-		case 'n': c = '\n'; break;
-		case 'r': c = '\r'; break;
-		case 't': c = '\t'; break;
+		case '"':
+			c = '"';
+			break;
+		case '\\':
+			c = '\\';
+			break;
+		case '/':
+			c = '/';
+			break;
+		case 'b':
+			c = '\b';
+			break;
+		case 'f':
+			c = '\f';
+			break;
+		case 'n':
+			c = '\n';
+			break;
+		case 'r':
+			c = '\r';
+			break;
+		case 't':
+			c = '\t';
+			break;
 		case 'u':
 			if (hex4(p + 1, end, &c))
 				return -EINVAL;
 			p += 4;
-			if (c >= 0xD800 && c <= 0xDBFF && end - p >= 7 && p[1] == '\\' && p[2] == 'u' &&
-			    !hex4(p + 3, end, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
+			if (c >= 0xD800 && c <= 0xDBFF && end - p >= 7 && p[1] == '\\' &&
+			    p[2] == 'u' && !hex4(p + 3, end, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
 				c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00);
 				p += 6;
 			} else if (c >= 0xD800 && c <= 0xDFFF) {
@@ -338,7 +355,8 @@ static size_t rss_bytes(void)
 	return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
-static int bench(const struct tokenizer *tok, const char *file, int runs, size_t rss_load, double load_ms)
+static int bench(const struct tokenizer *tok, const char *file, int runs, size_t rss_load,
+		 double load_ms)
 {
 	FILE *f = fopen(file, "rb");
 	struct buf text = {0};
@@ -373,10 +391,12 @@ static int bench(const struct tokenizer *tok, const char *file, int runs, size_t
 	}
 	cpu0 = (cpu_us() - cpu0) / runs;
 	qsort(t, (size_t)runs, sizeof(*t), cmp_double);
-	printf("{\"bytes\":%zu,\"ids\":%zu,\"runs\":%d,\"median_us\":%.2f,\"min_us\":%.2f,\"p90_us\":%.2f,"
-	       "\"cpu_mean_us\":%.2f,\"tokenizer_bytes\":%zu,\"load_rss_bytes\":%zu,\"load_ms\":%.1f}\n",
-	       text.len, n_ids, runs, t[runs / 2], t[0], t[runs * 9 / 10], cpu0, tokenizer_memory(tok),
-	       rss_load, load_ms);
+	printf("{\"bytes\":%zu,\"ids\":%zu,\"runs\":%d,\"median_us\":%.2f,\"min_us\":%.2f,\"p90_"
+	       "us\":%.2f,"
+	       "\"cpu_mean_us\":%.2f,\"tokenizer_bytes\":%zu,\"load_rss_bytes\":%zu,\"load_ms\":%."
+	       "1f}\n",
+	       text.len, n_ids, runs, t[runs / 2], t[0], t[runs * 9 / 10], cpu0,
+	       tokenizer_memory(tok), rss_load, load_ms);
 	rc = 0;
 cleanup:
 	free(t);
@@ -388,11 +408,11 @@ cleanup:
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"tokenizer", required_argument, NULL, 't'},
-		{"bench", required_argument, NULL, 'b'},
-		{"runs", required_argument, NULL, 'n'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
+	    {"tokenizer", required_argument, NULL, 't'},
+	    {"bench", required_argument, NULL, 'b'},
+	    {"runs", required_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	const char *path = NULL, *bench_file = NULL;
 	struct tokenizer *tok;
@@ -407,11 +427,21 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "t:b:n:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 't': path = optarg; break;
-		case 'b': bench_file = optarg; break;
-		case 'n': runs = atoi(optarg); break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 't':
+			path = optarg;
+			break;
+		case 'b':
+			bench_file = optarg;
+			break;
+		case 'n':
+			runs = atoi(optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
 		}
 	}
 	if (!path || optind != argc || runs < 1) {

@@ -22,7 +22,9 @@ int main(int argc, char **argv)
 	for (uint32_t c = 0; c < 0x110000; c++) {
 		out[c] = unicode_cls(c);
 		if (c < 0x80)
-			out[0x110000 + c] = (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : (c >= 'a' && c <= 'z') ? (uint8_t)c : 0;
+			out[0x110000 + c] = (c >= 'A' && c <= 'Z')   ? (uint8_t)(c + 32)
+					    : (c >= 'a' && c <= 'z') ? (uint8_t)c
+								     : 0;
 		else
 			out[0x110000 + c] = (uint8_t)unicode_fold_ascii(c);
 	}
