@@ -110,6 +110,7 @@ struct harness {
 	struct router *r;
 	struct proxy *p;
 	int lfd;    /* the fake upstream's listening socket */
+	int dead;   /* the refusing endpoint's bound socket (-1: none) */
 	int client; /* -1 once closed */
 	int up[MAX_UP];
 	int nup;
@@ -132,8 +133,9 @@ static int listen_local(uint16_t *port)
 	return fd;
 }
 
-/* A loopback port nobody listens on (bound, never listened, closed): connects are refused. */
-static uint16_t refused_port(void)
+/* A loopback port nobody listens on: bound, never listened, kept open until the run ends so that
+ * no other socket (the proxy's listener above all) gets it; connects to it are refused. */
+static int refused_port(uint16_t *port)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
@@ -142,8 +144,8 @@ static uint16_t refused_port(void)
 	check(fd >= 0, "socket");
 	check(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind");
 	check(getsockname(fd, (struct sockaddr *)&a, &len) == 0, "getsockname");
-	close(fd);
-	return ntohs(a.sin_port);
+	*port = ntohs(a.sin_port);
+	return fd;
 }
 
 static void close_rst(int fd)
@@ -250,14 +252,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct harness h = {.client = -1, .read_client = true, .read_up = true};
+	struct harness h = {.client = -1, .dead = -1, .read_client = true, .read_up = true};
 	struct proxy_opts o;
 	struct router_cfg rc = {0};
 	struct services *svcs = NULL;
 	struct sockaddr_in pa;
 	struct buf text = {0};
 	char json[512], err[128];
-	uint16_t uport;
+	uint16_t uport, dport = 0;
 	uint8_t cfg;
 	size_t i = 1;
 	int fds0 = count_fds();
@@ -276,11 +278,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	h.lfd = listen_local(&uport);
 	if (cfg & 0x04) /* a second endpoint refusing connections: connect failures, retries */
+		h.dead = refused_port(&dport);
+	if (h.dead >= 0)
 		snprintf(json, sizeof(json),
 			 "{\"services\":[{\"name\":\"s\",\"cluster_ip\":\"10.96.0.1\",\"port\":80,"
 			 "\"endpoints\":[{\"name\":\"dead\",\"ip\":\"127.0.0.1\",\"port\":%u},"
 			 "{\"name\":\"up\",\"ip\":\"127.0.0.1\",\"port\":%u}]}]}",
-			 refused_port(), uport);
+			 dport, uport);
 	else
 		snprintf(json, sizeof(json),
 			 "{\"services\":[{\"name\":\"s\",\"cluster_ip\":\"10.96.0.1\",\"port\":80,"
@@ -392,6 +396,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	metrics_free(h.m);
 	loop_free(h.loop);
 	close(h.lfd);
+	if (h.dead >= 0)
+		close(h.dead);
 	check(count_fds() == fds0, "a descriptor leaked");
 	return 0;
 }
