@@ -70,10 +70,11 @@ for _ in $(seq 200); do [ -s "$BIN/ports" ] && break; sleep 0.05; done
 read -r LPORT APORT <"$BIN/ports" || { echo "soak: kvsplice did not start" >&2; cat "$OUT/kvsplice.log" >&2; exit 2; }
 
 fds() { local n=0 p; for p in "$@"; do n=$((n + $(ls "/proc/$p/fd" 2>/dev/null | wc -l))); done; echo $n; }
-metric() { curl -s -m 2 "http://127.0.0.1:$APORT/metrics" | awk -v k="$1" '$1 == k { print $2; f=1 } END { if (!f) print "" }'; }
+# the values of series NAME... in one scrape, comma-separated ("" for an absent one)
+metrics() { curl -s -m 2 "http://127.0.0.1:$APORT/metrics" | awk -v ks="$*" 'BEGIN { n = split(ks, k, " ") } { v[$1] = $2 } END { for (i = 1; i <= n; i++) printf "%s%s", (i > 1 ? "," : ""), v[k[i]] }'; }
 
 # the sampler: one CSV row every IVL seconds (the first one before any load)
-echo "t_s,kvsplice_rss_kib,kvsplice_fds,kvsim_rss_kib,kvsim_fds,kvsplice_conns,kvbench_runs" >"$OUT/soak.csv"
+echo "t_s,kvsplice_rss_kib,kvsplice_fds,kvsim_rss_kib,kvsim_fds,kvsplice_conns,kvbench_runs,tokenizer_cache_bytes,index_bytes" >"$OUT/soak.csv"
 : >"$OUT/kvbench.jsonl"
 t0=$(date +%s)
 (
@@ -82,7 +83,8 @@ t0=$(date +%s)
 		ws=""
 		for p in "${KVSIM_PIDS[@]}"; do ws+=" /proc/$p/status"; done
 		wr=$(awk '/^VmRSS/ { s += $2 } END { print s + 0 }' $ws 2>/dev/null)
-		echo "$(($(date +%s) - t0)),$st,$(fds "$KPID"),$wr,$(fds "${KVSIM_PIDS[@]}"),$(metric kvsplice_connections_active),$(wc -l <"$OUT/kvbench.jsonl")" >>"$OUT/soak.csv"
+		m=$(metrics kvsplice_connections_active kvsplice_tokenizer_cache_bytes kvsplice_index_bytes)
+		echo "$(($(date +%s) - t0)),$st,$(fds "$KPID"),$wr,$(fds "${KVSIM_PIDS[@]}"),${m%%,*},$(wc -l <"$OUT/kvbench.jsonl"),${m#*,}" >>"$OUT/soak.csv"
 		sleep "$IVL"
 	done
 ) &
@@ -143,6 +145,10 @@ def slope(lo):  # least squares, MiB per 10 minutes, over t >= lo
     mx, my = statistics.mean(xs), statistics.mean(ys)
     den = sum((x - mx) ** 2 for x in xs)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den * 600 if den else 0.0
+def cache(win):
+    v = [int(r["tokenizer_cache_bytes"]) / 1048576 for r in rows
+         if win[0] <= int(r["t_s"]) < win[1] and r.get("tokenizer_cache_bytes")]
+    return "%.1f" % statistics.mean(v) if v else "-"
 e_rss, l_rss = statistics.mean(window(rss, *early)), statistics.mean(window(rss, *late))
 e_fd, l_fd = max(window(fd, *early)), max(window(fd, *late))
 e_wrss, l_wrss = statistics.mean(window(wrss, *early)), statistics.mean(window(wrss, *late))
@@ -167,6 +173,8 @@ lines = [
     "| kvsim open fds (max, all workers) | %d | %d | %+d |" % (max(window(wfd, *early)), max(window(wfd, *late)), max(window(wfd, *late)) - max(window(wfd, *early))),
     "kvsplice RSS: start %.1f MiB, peak %.1f MiB, end %.1f MiB; slope over the last half %+.2f MiB / 10 min"
     % (rss[0], max(rss), rss[-1], sl),
+    "kvsplice tokenizer cache: %s MiB after warm-up, %s MiB at the end (bounded by --tokenizer-cache)"
+    % (cache(early), cache(late)),
     "verdict: %s (RSS growth <= max(3 %%, 4 MiB): %s; fds +<= 8: %s; slope < 1 MiB / 10 min: %s)"
     % (verdict, flat_rss, flat_fd, flat_slope),
 ]
@@ -195,7 +203,9 @@ set xlabel "minutes"
 set yrange [0:*]
 set arrow from $WARM/60.0, graph 0 to $WARM/60.0, graph 1 nohead dt 2
 plot "$OUT/soak.csv" using (\$1/60):(\$2/1024) with lines lw 2 title "kvsplice RSS", \
-     "" using (\$1/60):(\$4/1024) with lines lw 1 title "kvsim RSS (all workers)"
+     "" using (\$1/60):(\$4/1024) with lines lw 1 title "kvsim RSS (all workers)", \
+     "" using (\$1/60):(\$8/1048576) with lines lw 1 dt 3 title "kvsplice tokenizer cache (--tokenizer-cache)", \
+     "" using (\$1/60):(\$9/1048576) with lines lw 1 dt 4 title "kvsplice index"
 set ylabel "open descriptors"
 plot "$OUT/soak.csv" using (\$1/60):3 with lines lw 2 title "kvsplice fds", \
      "" using (\$1/60):5 with lines lw 1 title "kvsim fds (all workers)", \
