@@ -12,10 +12,12 @@
 # window (5 minutes each at the default duration, a sixth of the run when shorter), kvsplice's RSS
 # grew by at most max(3 %, 4 MiB) and its descriptors by at most 8, and the least-squares slope
 # of its RSS over the last half of the run is below 1 MiB per 10 minutes.
-# Not part of `make test`. Usage: bench/soak.sh [SECONDS]
+# Not part of `make test`. Usage: bench/soak.sh [SECONDS]; SOAK_REPORT_ONLY=1 bench/soak.sh only
+# writes the verdict and the plot again from an existing $SOAK_OUT/soak.csv.
 # Env: SOAK_SECONDS (1800), SOAK_INTERVAL (10), SOAK_WARMUP (300, or a sixth of the run),
 #      SOAK_WORKERS (3), SOAK_CONCURRENCY (4), SOAK_TIME_SCALE (4), SOAK_REQUESTS (per kvbench
-#      run, 200), SOAK_OUT (bench/out/soak), KVS (build/kvsplice).
+#      run, 200), SOAK_OUT (bench/out/soak), SOAK_KVSPLICE_ARGS (more kvsplice flags, e.g.
+#      "--tokenizer-cache 0"), KVS (build/kvsplice).
 # Output: $SOAK_OUT/soak.csv, soak.png (or soak.svg), kvbench.jsonl, verdict.txt, summary.json.
 # Exit status: 0 flat, 1 not flat or a kvbench run failed, 2 setup failure.
 set -u
@@ -34,6 +36,9 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 source tools/kvsim/cluster.sh
 
+report_only=${SOAK_REPORT_ONLY:-0}
+fail=0
+if [ "$report_only" != 1 ]; then
 [ -x "$KVS" ] && [ -x build/kvsim ] && [ -x build/kvbench ] || { echo "soak: build first (make)" >&2; exit 2; }
 mkdir -p "$OUT"
 # Private copies of the binaries: a rebuild during the long run must not change or break it.
@@ -64,7 +69,8 @@ for i in "${!urls[@]}"; do
 done
 echo "{\"services\":[{\"name\":\"soak\",\"cluster_ip\":\"10.96.0.60\",\"port\":8000,\"route\":\"kv\",\"endpoints\":[$eps]}]}" >"$BIN/services.json"
 "$BIN/kvsplice" --no-bpf --services "$BIN/services.json" --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
-	--tokenizer "$PWD/models/qwen3/tokenizer.json" --port-file "$BIN/ports" >"$OUT/kvsplice.log" 2>&1 &
+	--tokenizer "$PWD/models/qwen3/tokenizer.json" --port-file "$BIN/ports" ${SOAK_KVSPLICE_ARGS:-} \
+	>"$OUT/kvsplice.log" 2>&1 &
 KPID=$!
 for _ in $(seq 200); do [ -s "$BIN/ports" ] && break; sleep 0.05; done
 read -r LPORT APORT <"$BIN/ports" || { echo "soak: kvsplice did not start" >&2; cat "$OUT/kvsplice.log" >&2; exit 2; }
@@ -124,6 +130,11 @@ kill "$SPID" 2>/dev/null
 wait "$SPID" 2>/dev/null
 SPID=""
 curl -s -m 2 "http://127.0.0.1:$APORT/metrics" >"$OUT/metrics.txt"
+else
+	[ -s "$OUT/soak.csv" ] || { echo "soak: no $OUT/soak.csv" >&2; exit 2; }
+	fail=$(cat "$OUT/failed_runs" 2>/dev/null || echo 0)
+fi
+echo "$fail" >"$OUT/failed_runs"
 
 "$PY" - "$OUT" "$WARM" "$WIN" "$fail" "$DUR" "$IVL" "$C" "$W" "$TS" <<'EOF'
 import csv, json, os, statistics, sys
@@ -195,7 +206,7 @@ if command -v gnuplot >/dev/null; then
 set terminal pngcairo size 1000,700 font ",10"
 set output "$OUT/soak.png"
 set datafile separator ","
-set key autotitle columnhead top left
+set key autotitle columnhead center right opaque box
 set multiplot layout 2,1 title "kvsplice soak: $W kvsim workers, kvbench C=$C, time scale $TS"
 set grid
 set ylabel "RSS, MiB"
