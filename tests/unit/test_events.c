@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <msgpack.h>
@@ -576,6 +577,26 @@ struct peer {
 
 /* A publisher of type pub_type (ZMQ_PUB, or ZMQ_XPUB passing on every subscription) and a
  * replay ROUTER, both bound on 127.0.0.1. */
+/* Binds s to a free loopback port below the kernel's ephemeral range (32768-60999 by default).
+ * Tests close these endpoints and bind them again while events' sockets keep reconnecting to
+ * them; were the port an ephemeral one, a reconnect could pick it as its own source port and
+ * connect to itself (TCP simultaneous open), holding the port so the rebind fails. */
+static void bind_low(void *s)
+{
+	static unsigned next;
+	char ep[64];
+
+	if (!next)
+		next = 20000 + (unsigned)(getpid() % 997) * 10;
+	for (int i = 0; i < 1000; i++) {
+		snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%u", next);
+		next = next + 1 < 32000 ? next + 1 : 20000;
+		if (zmq_bind(s, ep) == 0)
+			return;
+	}
+	zmq_bind(s, "tcp://127.0.0.1:*");
+}
+
 static void peer_open_as(struct peer *p, int pub_type)
 {
 	size_t l;
@@ -588,8 +609,8 @@ static void peer_open_as(struct peer *p, int pub_type)
 		zmq_setsockopt(p->pub, ZMQ_XPUB_VERBOSE, &one, sizeof(one));
 	zmq_setsockopt(p->pub, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_setsockopt(p->router, ZMQ_LINGER, &zero, sizeof(zero));
-	zmq_bind(p->pub, "tcp://127.0.0.1:*");
-	zmq_bind(p->router, "tcp://127.0.0.1:*");
+	bind_low(p->pub);
+	bind_low(p->router);
 	l = sizeof(p->pub_ep);
 	zmq_getsockopt(p->pub, ZMQ_LAST_ENDPOINT, p->pub_ep, &l);
 	l = sizeof(p->rep_ep);
@@ -1026,7 +1047,7 @@ static void dead_endpoint(char *ep, size_t len)
 {
 	void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_ROUTER);
 
-	zmq_bind(s, "tcp://127.0.0.1:*");
+	bind_low(s); /* an ephemeral port could be taken by a reconnect to itself */
 	zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &len);
 	zmq_close(s);
 	zmq_ctx_term(ctx);
