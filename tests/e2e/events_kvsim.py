@@ -38,11 +38,20 @@ PROCS = []
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    """A loopback port below the kernel's ephemeral range (32768-60999 by default) that nothing
+    holds now: kvsim binds it a moment later, and an ephemeral one could be taken meanwhile by
+    any connect on the machine (or, once closed, by a reconnect of kvevents to itself)."""
+    for _ in range(1000):
+        port = random.randrange(20000, 32000)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def start_kvsim(name, fmt, inth, seed, pub=None, rep=None, port=0):

@@ -48,7 +48,7 @@ class Worker:
         self.name, self.ctx, self.delimiter = name, ctx, delimiter
         self.pub = ctx.socket(zmq.XPUB)
         self.pub.setsockopt(zmq.LINGER, 0)
-        self.pub_port = self.pub.bind_to_random_port("tcp://127.0.0.1")
+        self.pub_port = self.pub.bind_to_random_port("tcp://127.0.0.1", LOW_MIN, LOW_MAX)
         self.buffer = {}  # seq -> payload, what the replay endpoint can serve
         self.replay_from = 0  # oldest seq the replay buffer still holds
         self.seq = 0
@@ -61,14 +61,11 @@ class Worker:
             if listen:
                 self.router = ctx.socket(zmq.ROUTER)
                 self.router.setsockopt(zmq.LINGER, 0)
-                self.rep_port = self.router.bind_to_random_port("tcp://127.0.0.1")
+                self.rep_port = self.router.bind_to_random_port("tcp://127.0.0.1", LOW_MIN, LOW_MAX)
                 self.thread = threading.Thread(target=self.serve, daemon=True)
                 self.thread.start()
             else:
-                s = socket.socket()
-                s.bind(("127.0.0.1", 0))  # a free port, released at once (never connected)
-                self.rep_port = s.getsockname()[1]
-                s.close()
+                self.rep_port = low_port()  # free, nothing listens there yet
 
     def listen(self):
         """Binds the replay ROUTER on rep_port (retrying while a closed one still holds it)."""
@@ -133,6 +130,28 @@ class Worker:
         if self.thread:
             self.thread.join()
             self.router.close()
+
+
+# Ports below the kernel's ephemeral range (32768-60999 by default). The tests close endpoints
+# and bind them again while kvevents keeps reconnecting to them: on an ephemeral port a reconnect
+# can pick that very port as its source and connect to itself (TCP simultaneous open), or another
+# process's connect can take it, and the rebind fails with EADDRINUSE.
+LOW_MIN, LOW_MAX = 20000, 32000
+
+
+def low_port():
+    """A loopback port below the ephemeral range that nothing holds now."""
+    for _ in range(1000):
+        port = random.randrange(LOW_MIN, LOW_MAX)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def bind_retry(ctx, kind, port, timeout=5.0):
