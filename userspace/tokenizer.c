@@ -1412,7 +1412,9 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 				t->added_one_first = seen++ ? -1 : b;
 	}
 	/* vocab hash */
-	for (t->vmask = 1; t->vmask < n_vocab + n_vocab / 2; t->vmask <<= 1) /* load <= 2/3 */
+	/* load <= 2/3, and never full: with no empty slot a lookup of a missing token would probe
+	 * for ever (a one-token vocab made a table of one slot) */
+	for (t->vmask = 1; t->vmask <= n_vocab + n_vocab / 2; t->vmask <<= 1)
 		;
 	if (!(t->vhash = malloc((size_t)t->vmask * sizeof(*t->vhash))))
 		goto cleanup;
