@@ -15,7 +15,8 @@
 #   4. the limits and their flags (kvsplice --help).
 # Prints a table per part; JSON of every step in $LIMITS_OUT. kvsplice's RSS and open
 # descriptors are sampled at each step, its peak RSS (VmHWM) after parts 2 and 3. Not part of
-# `make test` (about 2 minutes).
+# `make test` (about 2 minutes). It holds LIMITS_IDLE ephemeral ports of the machine meanwhile:
+# tests that close and bind a port again may meet EADDRINUSE; run it on its own.
 # Env: LIMITS_IDLE (10000), LIMITS_SLOW (50), LIMITS_DRIP (1), LIMITS_HEADER_TIMEOUT (kvsplice's
 #      default, 30 s; must be longer than LIMITS_SECONDS plus the time to connect),
 #      LIMITS_SECONDS (normal client per phase, 20), LIMITS_SOURCES (4 addresses),
