@@ -29,10 +29,11 @@ int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf
 int buf_json_str(struct buf *b, const char *s, size_t n);
 /* Marks n unread bytes consumed; compacts when everything has been read. */
 void buf_consume(struct buf *b, size_t n);
-/* Unread bytes and their count. */
+/* Unread bytes and their count. A buffer never written (or freed) has data NULL: then NULL, not
+ * NULL + 0 (undefined behaviour, reported by UBSan). */
 static inline const char *buf_rptr(const struct buf *b)
 {
-	return b->data + b->off;
+	return b->off ? b->data + b->off : b->data;
 }
 static inline size_t buf_unread(const struct buf *b)
 {

@@ -18,6 +18,14 @@ static void test_append_consume(void)
 	buf_free(&b);
 }
 
+/* An empty buffer (data NULL) reads as NULL with nothing unread, without NULL + 0 (UBSan). */
+static void test_empty(void)
+{
+	struct buf b = {0};
+
+	CHECK(buf_rptr(&b) == NULL && buf_unread(&b) == 0, "an empty buffer: no bytes, no pointer");
+}
+
 static void test_grow_slides(void)
 {
 	struct buf b = {0};
@@ -48,6 +56,7 @@ static void test_json_str(void)
 int main(void)
 {
 	test_append_consume();
+	test_empty();
 	test_grow_slides();
 	test_json_str();
 	return tap_done();
