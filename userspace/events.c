@@ -1291,6 +1291,14 @@ int events_metrics(const struct events *ev, struct buf *out)
 		rc |= put_name(out, ev->w[i].name);
 		rc |= buf_printf(out, "\"} %d\n", ev->w[i].replaying);
 	}
+	rc |= buf_printf(
+	    out,
+	    "# HELP kvsplice_kv_queue_limit_bytes Bound on the live batches queued during "
+	    "a replay (--kv-queue-bytes per worker, --kv-queue-total-bytes over all).\n"
+	    "# TYPE kvsplice_kv_queue_limit_bytes gauge\n"
+	    "kvsplice_kv_queue_limit_bytes{scope=\"worker\"} %zu\n"
+	    "kvsplice_kv_queue_limit_bytes{scope=\"total\"} %zu\n",
+	    ev->max_pending_bytes, ev->max_pending_total_bytes);
 	rc |= buf_puts(out,
 		       "# HELP kvsplice_kv_queued_bytes Payload bytes of the live batches queued "
 		       "during a replay.\n"

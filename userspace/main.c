@@ -117,6 +117,9 @@ enum {
 	O_MAX_CONNS_IP,
 	O_MAX_BUFFERED,
 	O_NO_XFF,
+	O_LISTEN_BACKLOG,
+	O_KV_QUEUE,
+	O_KV_QUEUE_TOTAL,
 	O_PORT_FILE,
 	O_LOG,
 	O_EVENTS,
@@ -170,6 +173,9 @@ static const struct option longopts[] = {
     {"max-conns-per-ip", required_argument, 0, O_MAX_CONNS_IP},
     {"no-forwarded-for", no_argument, 0, O_NO_XFF},
     {"max-buffered", required_argument, 0, O_MAX_BUFFERED},
+    {"listen-backlog", required_argument, 0, O_LISTEN_BACKLOG},
+    {"kv-queue-bytes", required_argument, 0, O_KV_QUEUE},
+    {"kv-queue-total-bytes", required_argument, 0, O_KV_QUEUE_TOTAL},
     {"port-file", required_argument, 0, O_PORT_FILE},
     {"log-level", required_argument, 0, O_LOG},
     {"events", no_argument, 0, O_EVENTS},
@@ -329,6 +335,8 @@ static void usage(FILE *f)
 	    "                           bodies are held whole: RSS grows by about as much); a\n"
 	    "                           request that would pass it is answered 503 with\n"
 	    "                           Retry-After; 0: no limit (default %zuM)\n"
+	    "  --listen-backlog N       connections the kernel queues for the proxy before it\n"
+	    "                           accepts them (capped by net.core.somaxconn; default %d)\n"
 	    "  --no-forwarded-for       do not tell workers the client's address (by default a\n"
 	    "                           request goes on with X-Forwarded-For: its values, then\n"
 	    "                           the client's address: workers see the node's otherwise)\n"
@@ -347,6 +355,9 @@ static void usage(FILE *f)
 	    "  --hash-seed N            seed of kvsplice's own block hash (default 1337)\n"
 	    "  --index-max-entries N    bound on (worker, block) pairs indexed (default 4M,\n"
 	    "                           about 50-80 bytes each)\n"
+	    "  --kv-queue-bytes SIZE    KV event payload bytes held per worker while its replay\n"
+	    "                           runs; past it the replay is given up (default %uM)\n"
+	    "  --kv-queue-total-bytes SIZE  the same over all workers (default %uM)\n"
 	    "  --log-level LEVEL        error|warn|info|debug (default info)\n"
 	    "  -h, --help               this text\n"
 	    "\n"
@@ -358,7 +369,9 @@ static void usage(FILE *f)
 	    "A restart: start the new kvsplice while the old one runs; it takes the listeners\n"
 	    "over and the old one drains and exits.\n",
 	    DEFAULT_MARK, PROXY_DEFAULT_MAX_CONNS, PROXY_DEFAULT_MAX_CONNS_PER_IP,
-	    PROXY_DEFAULT_MAX_BUFFERED >> 20);
+	    PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG,
+	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
+	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES >> 20));
 }
 
 static int parse_addr(const char *s, struct sockaddr_in *out)
@@ -808,6 +821,7 @@ int main(int argc, char **argv)
 	uint64_t last_poll = 0, stop_ms = 0;
 	bool with_events = true;
 	struct index_cfg icfg = {0};
+	size_t kv_queue = 0, kv_queue_total = 0; /* 0: events.h defaults */
 	struct handover_fd hfds[HANDOVER_MAX_FDS];
 	int nhfds = 0, admin_fd = -1;
 
@@ -932,6 +946,18 @@ int main(int argc, char **argv)
 			break;
 		case O_NO_XFF:
 			po.forwarded_for = false;
+			break;
+		case O_LISTEN_BACKLOG:
+			if ((po.backlog = parse_count(optarg)) < 1)
+				goto bad_arg;
+			break;
+		case O_KV_QUEUE:
+			if (!(kv_queue = parse_size(optarg)))
+				goto bad_arg;
+			break;
+		case O_KV_QUEUE_TOTAL:
+			if (!(kv_queue_total = parse_size(optarg)))
+				goto bad_arg;
 			break;
 		case O_MAX_BUFFERED:
 			if (strcmp(optarg, "0") == 0)
@@ -1126,6 +1152,8 @@ int main(int argc, char **argv)
 
 		d.index = index_create(&icfg);
 		ecfg.index = d.index;
+		ecfg.max_pending_bytes = kv_queue;
+		ecfg.max_pending_total_bytes = kv_queue_total;
 		d.events = d.index ? events_create(&ecfg) : NULL;
 		if (!d.events) {
 			log_error("main", "events: cannot start (%s)",

@@ -63,7 +63,7 @@ void route_end(struct conn *c, int status)
 void proxy_opts_default(struct proxy_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->backlog = 4096;
+	o->backlog = PROXY_DEFAULT_BACKLOG;
 	o->max_head = 64 << 10;
 	o->max_body = 32 << 20;
 	o->header_timeout_ms = 30000;

@@ -354,13 +354,24 @@ assert n==b"1\n", n' "$POOL"
 # --- 8. out-of-range flag values are refused ------------------------------------------------------
 for f in "--max-body 1e30" "--max-body nan" "--max-body inf" "--max-head -1" "--max-buffered 1e300" \
 	"--idle-timeout 1e30ms" "--idle-timeout nan" "--idle-timeout infms" "--idle-timeout -1" \
-	"--connect-timeout 1e30" "--drain-timeout nanms" "--max-conns -1" "--max-conns-per-ip 1x"; do
+	"--connect-timeout 1e30" "--drain-timeout nanms" "--max-conns -1" "--max-conns-per-ip 1x" \
+	"--listen-backlog 0" "--listen-backlog 1e3" "--kv-queue-bytes 0" "--kv-queue-total-bytes -1M"; do
 	# shellcheck disable=SC2086
 	"$KVS" --no-bpf --services /nonexistent $f >"$tmp/flag.out" 2>&1
 	rc=$?
 	check "$f refused (exit 2, 'bad value')" \
 		bash -c "[ $rc = 2 ] && grep -q 'bad value' '$tmp/flag.out' || { cat '$tmp/flag.out'; exit 1; }"
 done
+
+# --- 9. the bounds that are not per request are flags too -----------------------------------------
+start_kvs bounds "$tmp/one.json" --listen-backlog 77 --kv-queue-bytes 1M --kv-queue-total-bytes 3M
+# a listening socket's Send-Q in `ss -ltn` is its backlog
+expect_eq "--listen-backlog 77: the proxy listens with a backlog of 77" 77 \
+	"$(ss -Hltn "sport = :$lport" | awk '{ print $3 }')"
+expect_eq "--kv-queue-bytes 1M: the per-worker replay queue bound" 1048576 \
+	"$(metric "$aport" 'kvsplice_kv_queue_limit_bytes{scope="worker"}')"
+expect_eq "--kv-queue-total-bytes 3M: the bound over all workers" 3145728 \
+	"$(metric "$aport" 'kvsplice_kv_queue_limit_bytes{scope="total"}')"
 
 # --- every kvsplice drains and exits cleanly (a sanitizer build reports nothing) ------------------
 for k in "${kvs[@]}"; do
