@@ -233,6 +233,20 @@ nomem:
 	return -1;
 }
 
+/* Opens a new upstream connection for c to endpoint idx at a: c waits for it to connect, up to
+ * --connect-timeout. Returns false when the connect could not even start. */
+static bool connect_upstream(struct conn *c, const struct sockaddr_in *a, int idx)
+{
+	c->up = up_connect(c->p, a);
+	if (!c->up)
+		return false;
+	c->up->c = c;
+	c->up->ep_index = idx;
+	c->state = C_CONNECT;
+	c->deadline = clock_ms() + (uint64_t)c->p->o.connect_timeout_ms;
+	return true;
+}
+
 void request_route(struct conn *c)
 {
 	struct proxy *p = c->p;
@@ -288,14 +302,8 @@ void request_route(struct conn *c)
 			conn_touch(c);
 			return;
 		}
-		c->up = up_connect(p, &svc->endpoints[idx].addr);
-		if (c->up) {
-			c->up->c = c;
-			c->up->ep_index = idx;
-			c->state = C_CONNECT;
-			c->deadline = clock_ms() + (uint64_t)p->o.connect_timeout_ms;
+		if (connect_upstream(c, &svc->endpoints[idx].addr, idx))
 			return;
-		}
 		metrics_inc(p->st.up_connect_fail);
 		log_debug("proxy", "connect to endpoint %s failed: %s", svc->endpoints[idx].name,
 			  strerror(errno));
@@ -358,14 +366,8 @@ void upstream_failed(struct conn *c, bool connect_failed)
 	if (reused && !c->rq.fresh_retry && (sent == 0 || c->rq.retry_safe)) {
 		c->rq.fresh_retry = true;
 		metrics_inc(p->st.up_retries);
-		c->up = up_connect(p, &a);
-		if (c->up) {
-			c->up->c = c;
-			c->up->ep_index = idx;
-			c->state = C_CONNECT;
-			c->deadline = clock_ms() + (uint64_t)p->o.connect_timeout_ms;
+		if (connect_upstream(c, &a, idx))
 			return;
-		}
 		metrics_inc(p->st.up_connect_fail);
 		request_route(c);
 		return;
