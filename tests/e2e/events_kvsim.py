@@ -14,7 +14,6 @@ import json
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "golden"))
 sys.path.insert(0, os.path.dirname(__file__))
 import kv_events_golden as g  # noqa: E402
 from events_live import Kvevents, tap  # noqa: E402
+from lowport import low_port  # noqa: E402
 import events_live  # noqa: E402
 
 BUILD, TOKENIZER = sys.argv[1], sys.argv[2]
@@ -35,23 +35,6 @@ CONFIGS = [  # name, format, int hashes, hash seed
     ("w3", "map", "1", None),
 ]
 PROCS = []
-
-
-def free_port():
-    """A loopback port below the kernel's ephemeral range (32768-60999 by default) that nothing
-    holds now: kvsim binds it a moment later, and an ephemeral one could be taken meanwhile by
-    any connect on the machine (or, once closed, by a reconnect of kvevents to itself)."""
-    for _ in range(1000):
-        port = random.randrange(20000, 32000)
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-            return port
-        except OSError:
-            continue
-        finally:
-            s.close()
-    raise RuntimeError("no free port below the ephemeral range")
 
 
 def start_kvsim(name, fmt, inth, seed, pub=None, rep=None, port=0):
@@ -142,8 +125,8 @@ def main():
     g.SEED = 4242
     workers = []
     for name, fmt, inth, seed in CONFIGS:
-        port, pub, rep = free_port(), "tcp://127.0.0.1:%d" % free_port(), \
-            "tcp://127.0.0.1:%d" % free_port()
+        port, pub, rep = low_port(), "tcp://127.0.0.1:%d" % low_port(), \
+            "tcp://127.0.0.1:%d" % low_port()
         p, url, pub, rep = start_kvsim(name, fmt, inth, seed, pub, rep, port)
         workers.append({"name": name, "p": p, "url": url, "pub": pub, "rep": rep,
                         "cfg": (name, fmt, inth, seed), "port": port})

@@ -19,7 +19,6 @@ Usage: events_live.py PATH_TO_KVEVENTS
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ import msgpack
 import zmq
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "golden"))
+from lowport import LOW_MAX, LOW_MIN, low_port  # noqa: E402
 import kv_events_golden as g  # noqa: E402  (the independent encoder and model)
 
 FAILS = 0
@@ -130,28 +130,6 @@ class Worker:
         if self.thread:
             self.thread.join()
             self.router.close()
-
-
-# Ports below the kernel's ephemeral range (32768-60999 by default). The tests close endpoints
-# and bind them again while kvevents keeps reconnecting to them: on an ephemeral port a reconnect
-# can pick that very port as its source and connect to itself (TCP simultaneous open), or another
-# process's connect can take it, and the rebind fails with EADDRINUSE.
-LOW_MIN, LOW_MAX = 20000, 32000
-
-
-def low_port():
-    """A loopback port below the ephemeral range that nothing holds now."""
-    for _ in range(1000):
-        port = random.randrange(LOW_MIN, LOW_MAX)
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-            return port
-        except OSError:
-            continue
-        finally:
-            s.close()
-    raise RuntimeError("no free port below the ephemeral range")
 
 
 def bind_retry(ctx, kind, port, timeout=5.0):
