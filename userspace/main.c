@@ -37,6 +37,7 @@
 #include "discovery.h"
 #include "events.h"
 #include "handover.h"
+#include "keeper.h"
 #include "index.h"
 #include "log.h"
 #include "loop.h"
@@ -77,6 +78,11 @@ struct daemon {
 	struct handover *handover;
 	bool no_handover;
 	bool handed_over; /* a successor serves them: draining */
+	/* fail-open across a crash (keeper.h): the keeper holding a second reference to the
+	 * registered listener (NULL: --no-keeper, no BPF, or not serving yet) */
+	struct keeper *keeper;
+	struct keeper_opts kopts;
+	bool no_keeper;
 	int hconn;
 	pid_t old_pid;
 	uint64_t *reloads, *reload_errors;
@@ -150,6 +156,8 @@ enum {
 	O_NODE_DEVICE,
 	O_KEEP_ON_EXIT,
 	O_NO_HANDOVER,
+	O_NO_KEEPER,
+	O_KEEPER_HOLD,
 };
 static const struct option longopts[] = {
     {"services", required_argument, 0, O_SERVICES},
@@ -206,6 +214,8 @@ static const struct option longopts[] = {
     {"node-device", required_argument, 0, O_NODE_DEVICE},
     {"keep-on-exit", no_argument, 0, O_KEEP_ON_EXIT},
     {"no-handover", no_argument, 0, O_NO_HANDOVER},
+    {"no-keeper", no_argument, 0, O_NO_KEEPER},
+    {"keeper-hold", required_argument, 0, O_KEEPER_HOLD},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -345,6 +355,12 @@ static void usage(FILE *f)
 	    "                           running for the same --listen address (restart without\n"
 	    "                           loss: it drains and exits once this one serves) nor offer\n"
 	    "                           them to a successor\n"
+	    "  --no-keeper              no keeper process: a crash (SIGKILL) of kvsplice then\n"
+	    "                           resets the connects BPF sent it while it died (by\n"
+	    "                           default a keeper holds the listener, relays those to\n"
+	    "                           the Service and hands the listener to the next kvsplice)\n"
+	    "  --keeper-hold SECS       after a crash, how long the keeper waits for the next\n"
+	    "                           kvsplice to take the listener (default %d)\n"
 	    "  --no-events              do not follow the workers' vLLM KV events (by default "
 	    "every\n"
 	    "                           endpoint with an events_port in --services is followed\n"
@@ -369,7 +385,7 @@ static void usage(FILE *f)
 	    "A restart: start the new kvsplice while the old one runs; it takes the listeners\n"
 	    "over and the old one drains and exits.\n",
 	    DEFAULT_MARK, PROXY_DEFAULT_MAX_CONNS, PROXY_DEFAULT_MAX_CONNS_PER_IP,
-	    PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG,
+	    PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG, KEEPER_HOLD_MS / 1000,
 	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
 	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES >> 20));
 }
@@ -527,6 +543,13 @@ static int serving_start(struct daemon *d)
 	if (d->bpf && (rc = bpfctl_set_listener(d->bpf, proxy_listen_fd(d->proxy, 0))) < 0) {
 		log_error("main", "BPF listener registration: %s", strerror(-rc));
 		return rc;
+	}
+	if (d->bpf && !d->no_keeper && !d->keeper) {
+		d->kopts.listen_fd = proxy_listen_fd(d->proxy, 0);
+		proxy_listen_addr(d->proxy, 0, &d->kopts.addr);
+		if (keeper_spawn(&d->kopts, &d->keeper) < 0)
+			log_warn("main",
+				 "no keeper: a crash will reset what is queued for the proxy");
 	}
 	proxy_accept(d->proxy, true);
 	if (d->admin && !d->stop)
@@ -827,6 +850,9 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "detach") == 0)
 		return cmd_detach(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "--keeper") == 0)
+		return keeper_main(argc, argv);
+	d.kopts.hold_ms = KEEPER_HOLD_MS;
 	proxy_opts_default(&po);
 	policy_kv_defaults(&kvo);
 	parse_addr(DEFAULT_ADMIN, &admin_sa);
@@ -1029,6 +1055,15 @@ int main(int argc, char **argv)
 		case O_NO_HANDOVER:
 			d.no_handover = true;
 			break;
+		case O_NO_KEEPER:
+			d.no_keeper = true;
+			break;
+		case O_KEEPER_HOLD:
+			if ((d.kopts.hold_ms = parse_ms(optarg)) < 0) {
+				fprintf(stderr, "kvsplice: bad --keeper-hold %s\n", optarg);
+				return 2;
+			}
+			break;
 		case O_BLOCK_SIZE: {
 			char *end;
 			unsigned long b = strtoul(optarg, &end, 10);
@@ -1090,6 +1125,9 @@ int main(int argc, char **argv)
 			log_warn("main", "--node-address %s is no --listen address", node_addr);
 	}
 	po.mark = mark;
+	d.kopts.pin_dir = pin_dir;
+	d.kopts.own_mark = mark;
+	d.kopts.idle_ms = po.idle_timeout_ms;
 
 	/* SIGPIPE off (writes to a closed peer fail with EPIPE); the others through signalfd */
 	signal(SIGPIPE, SIG_IGN);
@@ -1346,6 +1384,10 @@ int main(int argc, char **argv)
 	log_info("main", "drained, exiting");
 	exit_code = 0;
 cleanup:
+	/* In order (drained, handed over): the keeper leaves. Otherwise it stays, and takes over
+	 * what our listener still holds once this process is gone, as after a crash. */
+	if (exit_code == 0)
+		keeper_release(d.keeper);
 	if (d.hconn >= 0)
 		close(d.hconn); /* never READY: the old process keeps its listeners */
 	if (admin_fd >= 0)

@@ -81,9 +81,12 @@ for n in $(seq "$nodes"); do
 	# every node.
 	ip -n "$ns" addr add "$PROXY_IP/32" dev lo
 	# A route for the Service range, so that the node's own processes (hostNetwork pods,
-	# kvsplice) reach ClusterIPs through the DNAT in the output hook, as a node's default route
-	# allows.
-	ip -n "$ns" route add 10.96.0.0/12 dev lo
+	# kvsplice and its keeper) reach ClusterIPs through the DNAT in the output hook, as a node's
+	# default route allows. Their source is the node's own address (its pod gateway), as on a
+	# real node, never the node-local proxy address, which every node has: a worker could not
+	# tell which node to answer.
+	ip -n "$ns" addr add "$(pod_gw "$n")/32" dev lo
+	ip -n "$ns" route add 10.96.0.0/12 dev lo src "$(pod_gw "$n")"
 done
 
 # link_pod NS IP NODE NODE_DEV POD_DEV: a veth from node NODE (side NODE_DEV, carrying the node's
