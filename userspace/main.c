@@ -47,6 +47,7 @@
 #include "policy.h"
 #include "proxy.h"
 #include "router.h"
+#include "supervisor.h"
 
 #define DEFAULT_LISTEN "169.254.20.11:15001"
 #define DEFAULT_ADMIN "127.0.0.1:15000"
@@ -852,6 +853,9 @@ int main(int argc, char **argv)
 		return cmd_detach(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "--keeper") == 0)
 		return keeper_main(argc, argv);
+	/* a container's PID 1: stay a tiny init, the daemon runs as its child (supervisor.h) */
+	if ((rc = supervisor_run()) >= 0)
+		return rc;
 	d.kopts.hold_ms = KEEPER_HOLD_MS;
 	proxy_opts_default(&po);
 	policy_kv_defaults(&kvo);

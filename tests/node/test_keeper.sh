@@ -10,7 +10,11 @@
 #  3. the next kvsplice takes the listener from the keeper (nothing bound, nothing reset), and the
 #     keeper leaves once its relays are done;
 #  4. a stop in order (SIGTERM) takes the keeper along; a keeper with no successor within
-#     --keeper-hold closes the listener and leaves, and a kvsplice started then binds its own.
+#     --keeper-hold closes the listener and leaves, and a kvsplice started then binds its own;
+#  5. as a container's PID 1 (a PID namespace of its own, as in the DaemonSet; supervisor.h) the
+#     same crash resets nothing either: PID 1 stays a tiny init, the daemon is its child, the
+#     keeper outlives it, and the daemon is started again and takes the listener back; SIGTERM to
+#     PID 1 stops it in order.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh
@@ -54,11 +58,14 @@ wait_not_intercepting() {
 	return 1
 }
 # N curls from the client pod in the background, results in $tmp/$tag.N: "code worker".
+CURLS=()
 curls() { # TAG N
 	local i
+	CURLS=()
 	for i in $(seq "$2"); do
 		tests/node/client.sh curl -s -m 20 -o /dev/null -D "$tmp/$1.$i.h" \
 			-w '%{http_code}\n' "http://$SVC_IP:$SVC_PORT/v1/models" >"$tmp/$1.$i" 2>/dev/null &
+		CURLS+=($!)
 	done
 }
 answered() { # TAG N: how many got a 200 from a worker
@@ -79,7 +86,7 @@ freeze_send_kill() { # TAG N
 	kvs_wait_stat rewritten $((r0 + $2)) || echo "# only $(($(kvs_bpf_stat rewritten) - r0)) of $2 rewritten"
 	sleep 0.3
 	kvs_stop_kvsplice KILL
-	wait
+	wait "${CURLS[@]}"
 }
 
 # --- 1. the keeper -------------------------------------------------------------------------------
@@ -139,8 +146,57 @@ ok $? "it said so"
 KVSPLICE_ARGS="$KVSPLICE_ARGS --no-handover" check "a kvsplice started then binds its own" \
 	kvs_start_kvsplice
 
-# --- without the keeper, the same crash resets what was queued -----------------------------------
+# --- 5. as a container's PID 1 -------------------------------------------------------------------
 kvs_stop_kvsplice TERM
+children() { cat "/proc/$1/task/"*/children 2>/dev/null | tr ' ' '\n' | grep .; }
+cat >"$tmp/pid1" <<EOF
+#!/bin/sh
+exec unshare --pid --fork --kill-child "$bin" "\$@"
+EOF
+chmod +x "$tmp/pid1"
+KVSPLICE=$tmp/pid1 kvs_start_kvsplice
+ok $? "kvsplice started as PID 1 of a PID namespace of its own"
+init=$(children "$(cat "$(kvs_pid_file)")" | head -n 1)
+daemon=$(children "$init" | head -n 1)
+kp=$(keeper_of "$daemon")
+expect_eq "its PID 1 is the init (NSpid ... 1)" 1 "$(awk '/^NSpid:/ { print $NF }' "/proc/$init/status" 2>/dev/null)"
+ok $([ -n "$daemon" ] && [ -n "$kp" ] && echo 0 || echo 1) \
+	"the daemon is PID 1's child (pid ${daemon:-none}), the keeper the daemon's (pid ${kp:-none})"
+irss=$(rss_kb "$init")
+echo "# RSS: init ${irss:-?} KiB, daemon $(rss_kb "$daemon") KiB, keeper $(rss_kb "$kp") KiB"
+t0=$(grep -c "taking over 1 listening socket" "$log")
+echo "$daemon" >"$tmp/daemon.pid"
+kill -STOP "$daemon"
+r0=$(kvs_bpf_stat rewritten)
+curls pid1 8
+kvs_wait_stat rewritten $((r0 + 8)) || echo "# only $(($(kvs_bpf_stat rewritten) - r0)) of 8 rewritten"
+sleep 0.3
+kill -KILL "$daemon"
+wait_gone "$daemon" 5
+wait "${CURLS[@]}"
+expect_eq "PID 1's daemon SIGKILLed with 8 requests queued: all answered by a worker" 8 "$(answered pid1 8)"
+for _ in $(seq 100); do
+	[ "$(grep -c "taking over 1 listening socket" "$log")" -gt "$t0" ] && kvs_intercepting && break
+	sleep 0.1
+done
+grep -q "init: kvsplice (pid [0-9]*) was killed by signal 9; starting it again" "$log"
+ok $? "PID 1 started the daemon again"
+ok $(($(grep -c "taking over 1 listening socket" "$log") > t0 ? 0 : 1)) \
+	"the new daemon took the listener from the keeper"
+kvs_intercepting
+ok $? "interception is on again"
+daemon2=$(children "$init" | while read -r c; do tr '\0' ' ' <"/proc/$c/cmdline" | grep -q -- ' --keeper ' || echo "$c"; done | head -n 1)
+ok $([ -n "$daemon2" ] && [ "$daemon2" != "$daemon" ] && echo 0 || echo 1) "a new daemon (pid ${daemon2:-none})"
+out=$(tests/node/client.sh curl -s -m 5 -o /dev/null -w '%{http_code}' "http://$SVC_IP:$SVC_PORT/health")
+expect_eq "served through it: 200" 200 "$out"
+kill -TERM "$init"
+wait_gone "$init" 10
+ok $? "SIGTERM to PID 1: the daemon drained and PID 1 exited"
+grep -q "init: kvsplice exited with status 0" "$log"
+ok $? "with the daemon's status 0"
+kvs_stop_kvsplice TERM
+
+# --- without the keeper, the same crash resets what was queued -----------------------------------
 KVSPLICE_ARGS="$KVSPLICE_ARGS --no-keeper" kvs_start_kvsplice
 pid=$(cat "$(kvs_pid_file)")
 expect_eq "--no-keeper: no keeper" "" "$(keeper_of "$pid")"
