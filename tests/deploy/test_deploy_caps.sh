@@ -92,6 +92,9 @@ expect_eq "... through kvsplice (BPF rewrote the connect)" $((r0 + 1)) "$(kvs_bp
 link=$(kvs_link_id link_connect4)
 kvs_stop_kvsplice KILL
 check "restarted with the same capabilities after SIGKILL" kvs_start_kvsplice
+grep -q "keeper: kvsplice died" "$(kvs_log_file)" &&
+	grep -q "taking over 1 listening socket(s)" "$(kvs_log_file)"
+ok $? "its keeper took the listener over at the SIGKILL and handed it to the restarted one"
 expect_eq "the restart took the pinned connect4 link over in place" "$link" "$(kvs_link_id link_connect4)"
 bad=$(grep -ciE 'not permitted|EPERM|Failed to bump' "$(kvs_log_file)")
 expect_eq "no permission error in kvsplice's log" 0 "$bad"
