@@ -644,6 +644,10 @@ static void handover_done_cb(void *arg, pid_t successor)
 	admin_set_ready(d->admin, false);
 	admin_release_listener(d->admin);
 	proxy_handed_over(d->proxy);
+	/* the listener is the successor's (and its keeper's) now: ours must not take it out of the
+	 * sockmap if this process dies while draining */
+	keeper_release(d->keeper);
+	d->keeper = NULL;
 }
 
 static const struct handover_ops handover_ops = {handover_offer, handover_done_cb};

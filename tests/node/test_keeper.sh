@@ -125,10 +125,30 @@ out=$(tests/node/client.sh curl -s -m 5 -o /dev/null -w '%{http_code}' "http://$
 expect_eq "the new kvsplice serves: 200" 200 "$out"
 ok $(($(kvs_bpf_stat rewritten) > r0 ? 0 : 1)) "through the proxy (rewritten $r0 -> $(kvs_bpf_stat rewritten))"
 
-# --- 4. stop in order; hold expiry ---------------------------------------------------------------
+# --- 4. restart by handover; stop in order; hold expiry ------------------------------------------
 pid=$(cat "$(kvs_pid_file)")
 kp=$(keeper_of "$pid")
 ok $([ -n "$kp" ] && echo 0 || echo 1) "the new kvsplice has its own keeper (pid ${kp:-none})"
+# a stream held through the old process keeps it draining after the handover
+tests/node/client.sh curl -s -m 20 -o "$tmp/sse" "http://$SVC_IP:$SVC_PORT/sse?n=50&ms=100" &
+sse=$!
+sleep 0.5
+old=$pid
+check "a restart by handover (the next kvsplice takes the listener, this one drains)" \
+	kvs_start_kvsplice
+wait_gone "$kp" 3
+ok $? "the old kvsplice's keeper left at the handover (the listener is the successor's now)"
+ok $(kvs_alive "$old" && echo 0 || echo 1) "while the old kvsplice still drains its stream"
+wait "$sse"
+ok $(grep -c '^data:' "$tmp/sse" | awk '{ print ($1 >= 50 ? 0 : 1) }') \
+	"the stream it held ended whole ($(grep -c '^data:' "$tmp/sse") events)"
+wait_gone "$old" 8
+ok $? "then the old kvsplice exited"
+kvs_intercepting
+ok $? "interception stayed on"
+pid=$(cat "$(kvs_pid_file)")
+kp=$(keeper_of "$pid")
+ok $([ -n "$kp" ] && echo 0 || echo 1) "the successor has its own keeper (pid ${kp:-none})"
 kvs_stop_kvsplice TERM
 wait_gone "$kp" 3
 ok $? "SIGTERM: the keeper left with kvsplice"
