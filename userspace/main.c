@@ -146,6 +146,7 @@ enum {
 	O_BALANCE_SLACK,
 	O_REPLICA_GAP,
 	O_SPILL_GAP,
+	O_SPILL_GAP_REMOTE,
 	O_BACKLOG,
 	O_TOKCACHE,
 	O_KUBERNETES,
@@ -204,6 +205,7 @@ static const struct option longopts[] = {
     {"kv-balance-slack", required_argument, 0, O_BALANCE_SLACK},
     {"kv-replica-gap", required_argument, 0, O_REPLICA_GAP},
     {"kv-spill-gap", required_argument, 0, O_SPILL_GAP},
+    {"kv-spill-gap-remote", required_argument, 0, O_SPILL_GAP_REMOTE},
     {"kv-backlog", required_argument, 0, O_BACKLOG},
     {"tokenizer-cache", required_argument, 0, O_TOKCACHE},
     {"kubernetes", no_argument, 0, O_KUBERNETES},
@@ -237,6 +239,8 @@ static double *kv_opt(struct policy_kv_opts *k, int opt)
 		return &k->replica_gap;
 	case O_BACKLOG:
 		return &k->backlog;
+	case O_SPILL_GAP_REMOTE:
+		return &k->spill_gap_remote;
 	default:
 		return &k->spill_gap;
 	}
@@ -321,6 +325,8 @@ static void usage(FILE *f)
 	    "  --kv-spill-gap N         kv: a holder short of free KV blocks spills a request "
 	    "only\n"
 	    "                           to a worker N requests less loaded (default 2)\n"
+	    "  --kv-spill-gap-remote N  kv: ... plus N times the share of the load it knows only\n"
+	    "                           from the workers' metrics (other nodes'; default 2)\n"
 	    "  --kv-backlog X           kv: a worker owing more than X times the request's "
 	    "prefill\n"
 	    "                           blocks beyond the best place counts as busy (0.25; 0: "
@@ -1041,6 +1047,7 @@ int main(int argc, char **argv)
 		case O_BALANCE_SLACK:
 		case O_REPLICA_GAP:
 		case O_SPILL_GAP:
+		case O_SPILL_GAP_REMOTE:
 		case O_BACKLOG: {
 			char *end;
 			double x = strtod(optarg, &end);

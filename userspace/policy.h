@@ -96,9 +96,12 @@ struct policy_kv_opts {
 	double balance_slack; /* a holder is balanced up to this many requests above the average */
 	double replica_gap;   /* a cheap new replica must be this many requests below the holders */
 	double spill_gap;     /* a holder short of KV blocks spills only to one this much lighter */
-	double backlog;	      /* a worker whose prefill backlog would delay this request's first
-				 token by more than this many times its own prefill, compared with the
-				 best, counts as pressed (0: off) */
+	double spill_gap_remote; /* ... plus this much times the share of the candidates' load
+				    this router knows only from their metrics (one of 3 nodes:
+				    ~2/3), where its free blocks and loads are a scrape old */
+	double backlog;		 /* a worker whose prefill backlog would delay this request's first
+				    token by more than this many times its own prefill, compared with the
+				    best, counts as pressed (0: off) */
 };
 
 struct policy_ops {

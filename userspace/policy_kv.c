@@ -30,7 +30,12 @@
  *     the deepest are "near" (so one copy stays hot rather than the deepest by a block winning).
  *     A holder under soft pressure only counts as pressed when some cache has room for the
  *     prefix or some worker is spill_gap requests lighter: elsewhere a spill is a miss that also
- *     evicts another prefix, and a short wait for blocks is the better deal.
+ *     evicts another prefix, and a short wait for blocks is the better deal. The gap grows by
+ *     spill_gap_remote x the share of the load this router knows only from the workers'
+ *     metrics: one of several instances (a node among nodes) sees the others' requests and
+ *     blocks a scrape late, so its "short of blocks" and "lighter" are weaker evidence, and a
+ *     spill one well-informed router would not make costs a miss and an eviction (measured:
+ *     docs/benchmarks.md, several nodes). Alone, that share is ~0 and the gap is spill_gap.
  *     a. the first near holder in rendezvous order that is balanced and not pressed -> HOME when
  *        it is the first near holder, else REPLICA (a replica is used only while the home is
  *        busy, so it ages out of the LRU when the prefix cools);
@@ -185,7 +190,7 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 {
 	uint32_t tol = best_depth / 16 ? best_depth / 16 : 1;
 	long first = -1, pick = -1;
-	double min_hold = -1;
+	double min_hold = -1, sum = 0, remote = 0, gap;
 	bool cheap = false;
 
 	/* A holder short of free blocks would queue the request for a moment, then hit. Sending it
@@ -196,13 +201,18 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	for (size_t i = 0; i < v->n && !cheap; i++)
 		cheap = v->c[i].depth <= v->key_pos && !t->pr[i] && has_room(v, &v->c[i]);
 	for (size_t i = 0; i < v->n; i++) {
+		sum += policy_load(&v->c[i]);
+		remote += v->c[i].remote > 0 ? v->c[i].remote : 0;
+	}
+	gap = o->spill_gap + (sum > 0 ? o->spill_gap_remote * remote / sum : 0);
+	for (size_t i = 0; i < v->n; i++) {
 		bool lighter = false;
 
 		if (v->c[i].depth <= v->key_pos || cheap || t->hard[i])
 			continue;
 		for (size_t k = 0; k < v->n && !lighter; k++)
 			lighter = v->c[k].depth <= v->key_pos && !t->pr[k] &&
-				  policy_load(&v->c[k]) + o->spill_gap <= policy_load(&v->c[i]);
+				  policy_load(&v->c[k]) + gap <= policy_load(&v->c[i]);
 		t->pr[i] = t->back[i] || (lighter && t->pr[i]);
 	}
 	/* a. the first near holder in rendezvous order that is balanced and not under pressure */
