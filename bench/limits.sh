@@ -152,21 +152,22 @@ rows = [("request head size (431)", "--max-head"), ("request body size (413)", "
         ("idle upstream lifetime", "--pool-idle-timeout"), ("client connections", "--max-conns"),
         ("client connections per address", "--max-conns-per-ip"),
         ("bytes buffered over all connections", "--max-buffered"),
-        ("encoding cache per tokenizer", "--tokenizer-cache")]
+        ("encoding cache per tokenizer", "--tokenizer-cache"),
+        ("listen backlog", "--listen-backlog"),
+        ("KV events queued per worker during a replay, bytes", "--kv-queue-bytes"),
+        ("KV events queued over all workers, bytes", "--kv-queue-total-bytes"),
+        ("admin connections at once", "--admin-max-conns"),
+        ("admin request head size (431)", "--admin-max-head"),
+        ("admin connection lifetime", "--admin-timeout")]
 for what, flag in rows:
     m = re.search(r"^\s+" + re.escape(flag) + r"\b(.*?)(?=^\s+--|\Z)", h, re.M | re.S)
     d = re.search(r"default ([^);]*)", m.group(1)) if m else None
     print("| %s | %s | %s |" % (what, flag if m else "MISSING (" + flag + ")", d.group(1) if d else "-"))
 # bounds that are (so far) only compile-time: shown while no flag of that name exists
 for what, flag, where in [
-        ("listen backlog", "--backlog", "4096, proxy_opts_default"),
-        ("KV events queued per worker during a replay, batches", "--events-max-pending",
+        ("KV events queued per worker during a replay, batches", "--kv-queue-batches",
          "10000, EVENTS_DEFAULT_MAX_PENDING"),
-        ("KV events queued per worker during a replay, bytes", "--events-max-pending-bytes",
-         "128 MiB, EVENTS_DEFAULT_MAX_PENDING_BYTES"),
-        ("KV events queued over all workers, bytes", "--events-max-pending-total-bytes",
-         "512 MiB, EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES"),
-        ("admin connections at once", "--admin-max-conns", "32, ADMIN_MAX_CONNS")]:
+        ("/metrics body read from a worker", "--scrape-max-body", "4 MiB, SCRAPE_MAX_BODY")]:
     if not re.search(r"^\s+" + re.escape(flag) + r"\b", h, re.M):
         print("| %s | none (compile-time only) | %s |" % (what, where))
 '

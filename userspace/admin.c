@@ -14,19 +14,6 @@
 #include "http.h"
 #include "log.h"
 
-/* Largest admin request head, bytes. */
-#ifndef ADMIN_MAX_HEAD
-#define ADMIN_MAX_HEAD 8192
-#endif
-/* An admin connection is closed after this long, ms. */
-#ifndef ADMIN_TIMEOUT_MS
-#define ADMIN_TIMEOUT_MS 10000
-#endif
-/* Admin connections open at once; a new one beyond closes the oldest (probes and scrapers need a
- * handful; a flood must not lock the liveness probe out). */
-#ifndef ADMIN_MAX_CONNS
-#define ADMIN_MAX_CONNS 32
-#endif
 /* Accepts pause this long when out of descriptors and no admin connection can be closed, ms. */
 #ifndef ADMIN_ACCEPT_PAUSE_MS
 #define ADMIN_ACCEPT_PAUSE_MS 100
@@ -46,6 +33,7 @@ struct admin {
 	struct loop *loop;
 	struct metrics *m;
 	struct sockaddr_in addr;
+	struct admin_opts o; /* every bound set (the defaults filled in) */
 	bool ready;
 	char not_ready_why[256];	 /* said by /readyz while not ready ("" : nothing) */
 	struct admin_conn *conns, *dead; /* conns: newest first */
@@ -205,7 +193,7 @@ static void ac_cb(struct loop_ev *ev, uint32_t events)
 	}
 	c->in.len += (size_t)n;
 	c->in.data[c->in.len] = '\0';
-	rc = http_parse_request(buf_rptr(&c->in), buf_unread(&c->in), ADMIN_MAX_HEAD, &m);
+	rc = http_parse_request(buf_rptr(&c->in), buf_unread(&c->in), c->a->o.max_head, &m);
 	if (rc == 0)
 		return;
 	if (rc < 0)
@@ -241,7 +229,7 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 			}
 			return;
 		}
-		if (a->nconns >= ADMIN_MAX_CONNS)
+		if (a->nconns >= a->o.max_conns)
 			ac_evict_oldest(a);
 		c = calloc(1, sizeof(*c));
 		if (!c) {
@@ -251,7 +239,7 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 		c->a = a;
 		c->ev.fd = fd;
 		c->ev.cb = ac_cb;
-		c->deadline = clock_ms() + ADMIN_TIMEOUT_MS;
+		c->deadline = clock_ms() + (uint64_t)a->o.timeout_ms;
 		c->next = a->conns;
 		a->conns = c;
 		a->nconns++;
@@ -275,16 +263,26 @@ static int bind_retry(int fd, const struct sockaddr_in *addr)
 	}
 }
 
-int admin_new(struct loop *l, const struct sockaddr_in *addr, int listen_fd, struct metrics *m,
-	      struct admin **out)
+int admin_new(struct loop *l, const struct sockaddr_in *addr, int listen_fd,
+	      const struct admin_opts *o, struct metrics *m, struct admin **out)
 {
-	struct admin *a = calloc(1, sizeof(*a));
-	socklen_t alen = sizeof(a->addr);
+	static const struct admin_opts dflt = {0};
+	struct admin *a;
+	socklen_t alen;
 	char s[INET_ADDRSTRLEN];
 	int one = 1, rc;
 
+	if (!o)
+		o = &dflt;
+	if (o->max_conns < 0 || o->timeout_ms < 0)
+		return -EINVAL;
+	a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
+	alen = sizeof(a->addr);
+	a->o.max_conns = o->max_conns ? o->max_conns : ADMIN_DEFAULT_MAX_CONNS;
+	a->o.max_head = o->max_head ? o->max_head : ADMIN_DEFAULT_MAX_HEAD;
+	a->o.timeout_ms = o->timeout_ms ? o->timeout_ms : ADMIN_DEFAULT_TIMEOUT_MS;
 	a->loop = l;
 	a->m = m;
 	a->lev.cb = accept_cb;
@@ -317,6 +315,27 @@ fail:
 		close(a->lev.fd);
 	free(a);
 	return rc;
+}
+
+int admin_metrics(const struct admin *a, struct buf *out)
+{
+	int rc = buf_printf(
+	    out,
+	    "# HELP kvsplice_admin_limit_connections Admin connections open at once; a new one "
+	    "beyond closes the oldest (--admin-max-conns).\n"
+	    "# TYPE kvsplice_admin_limit_connections gauge\n"
+	    "kvsplice_admin_limit_connections %d\n"
+	    "# HELP kvsplice_admin_limit_head_bytes Largest admin request head, larger: 431 "
+	    "(--admin-max-head).\n"
+	    "# TYPE kvsplice_admin_limit_head_bytes gauge\n"
+	    "kvsplice_admin_limit_head_bytes %zu\n"
+	    "# HELP kvsplice_admin_limit_timeout_seconds An admin connection is closed after "
+	    "this long (--admin-timeout).\n"
+	    "# TYPE kvsplice_admin_limit_timeout_seconds gauge\n"
+	    "kvsplice_admin_limit_timeout_seconds %g\n",
+	    a->o.max_conns, a->o.max_head, a->o.timeout_ms / 1000.0);
+
+	return rc < 0 ? -ENOMEM : 0;
 }
 
 void admin_tick(struct admin *a)

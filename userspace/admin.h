@@ -3,20 +3,43 @@
  * while the loop runs), /readyz (200 when ready and not draining, else 503), /metrics (the
  * registry in Prometheus text format), and paths other modules register (e.g. /debug/route).
  * One request per connection, answered then closed. Runs on the proxy's loop; never blocks.
- * Bounded: a few dozen connections at once (a new one closes the oldest, so a flood of idle
- * connections does not lock the liveness probe out), each for 10 s at most; out of descriptors,
- * the oldest connection makes room, else accepts pause for a moment (no spin). */
+ * Bounded (struct admin_opts): a few dozen connections at once (a new one closes the oldest, so a
+ * flood of idle connections does not lock the liveness probe out), a request head of a few KiB
+ * (larger: 431), each connection for 10 s at most; out of descriptors, the oldest connection
+ * makes room, else accepts pause for a moment (no spin). */
 #ifndef KVS_ADMIN_H
 #define KVS_ADMIN_H
 
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "buf.h"
 #include "loop.h"
 #include "metrics.h"
 
+/* Admin connections open at once; a new one beyond closes the oldest (probes and scrapers need a
+ * handful; a flood must not lock the liveness probe out). */
+#ifndef ADMIN_DEFAULT_MAX_CONNS
+#define ADMIN_DEFAULT_MAX_CONNS 32
+#endif
+/* Largest admin request head, bytes (larger: 431). */
+#ifndef ADMIN_DEFAULT_MAX_HEAD
+#define ADMIN_DEFAULT_MAX_HEAD 8192
+#endif
+/* An admin connection is closed after this long, ms. */
+#ifndef ADMIN_DEFAULT_TIMEOUT_MS
+#define ADMIN_DEFAULT_TIMEOUT_MS 10000
+#endif
+
 struct admin;
+
+/* The bounds; a field left 0 takes its ADMIN_DEFAULT_*. */
+struct admin_opts {
+	int max_conns;	 /* connections open at once */
+	size_t max_head; /* request head, bytes */
+	int timeout_ms;	 /* per connection, ms */
+};
 
 /* A handler appends the response body to body and returns the HTTP status; query is the text
  * after '?' (or ""). It may set *content_type to a static string (default text/plain). */
@@ -24,10 +47,11 @@ typedef int (*admin_handler_fn)(struct buf *body, const char *query, const char 
 				void *arg);
 
 /* Listens on addr (port 0 picks one), or takes listen_fd (>= 0: a socket already listening there,
- * from the previous process: handover.h). A bind refused with EADDRINUSE is retried for up to
- * 2 s. Returns 0 and *out, or a negative errno (logged). */
-int admin_new(struct loop *l, const struct sockaddr_in *addr, int listen_fd, struct metrics *m,
-	      struct admin **out);
+ * from the previous process: handover.h), bounded by o (NULL: the defaults). A bind refused with
+ * EADDRINUSE is retried for up to 2 s. Returns 0 and *out, -EINVAL for a negative bound in o, or
+ * another negative errno (logged). */
+int admin_new(struct loop *l, const struct sockaddr_in *addr, int listen_fd,
+	      const struct admin_opts *o, struct metrics *m, struct admin **out);
 /* The listening socket (for a handover), -1 once released. */
 int admin_listen_fd(const struct admin *a);
 /* Stops listening (a successor serves the socket now: this process's copy is closed); the
@@ -42,6 +66,9 @@ void admin_set_ready(struct admin *a, bool ready);
 void admin_set_not_ready_reason(struct admin *a, const char *why);
 /* Registers path (exact match, e.g. "/debug/route"). Returns 0, -EEXIST or -ENOMEM. */
 int admin_handle(struct admin *a, const char *path, admin_handler_fn fn, void *arg);
+/* Appends the bounds in force as Prometheus text (kvsplice_admin_limit_*, for a metrics
+ * collector). Returns 0 or -ENOMEM. */
+int admin_metrics(const struct admin *a, struct buf *out);
 /* Frees closed connections and times out slow ones: call after every loop_run. */
 void admin_tick(struct admin *a);
 

@@ -106,6 +106,9 @@ enum {
 	O_SERVICES = 256,
 	O_LISTEN,
 	O_ADMIN,
+	O_ADMIN_MAX_CONNS,
+	O_ADMIN_MAX_HEAD,
+	O_ADMIN_TO,
 	O_NO_BPF,
 	O_CGROUP,
 	O_PIN_DIR,
@@ -165,6 +168,9 @@ static const struct option longopts[] = {
     {"services", required_argument, 0, O_SERVICES},
     {"listen", required_argument, 0, O_LISTEN},
     {"admin", required_argument, 0, O_ADMIN},
+    {"admin-max-conns", required_argument, 0, O_ADMIN_MAX_CONNS},
+    {"admin-max-head", required_argument, 0, O_ADMIN_MAX_HEAD},
+    {"admin-timeout", required_argument, 0, O_ADMIN_TO},
     {"no-bpf", no_argument, 0, O_NO_BPF},
     {"cgroup", required_argument, 0, O_CGROUP},
     {"pin-dir", required_argument, 0, O_PIN_DIR},
@@ -281,6 +287,11 @@ static void usage(FILE *f)
 	    "  --admin ADDR:PORT        admin HTTP: /healthz /readyz /metrics /debug/route\n"
 	    "                           /debug/workers /debug/index\n"
 	    "                           (default " DEFAULT_ADMIN ")\n"
+	    "  --admin-max-conns N      admin connections open at once; a new one beyond\n"
+	    "                           closes the oldest (default %d)\n"
+	    "  --admin-max-head SIZE    admin request head limit, larger: 431 (default %dK)\n"
+	    "  --admin-timeout SECS     an admin connection is closed after this long\n"
+	    "                           (default %d)\n"
 	    "  --no-bpf                 no interception: serve connections made to --listen\n"
 	    "                           directly (Service = the one whose port is the listener's\n"
 	    "                           port, else the only Service)\n"
@@ -391,6 +402,7 @@ static void usage(FILE *f)
 	    "nothing intercepted, /readyz 503 with the reason, kvsplice_node_ready 0.\n"
 	    "A restart: start the new kvsplice while the old one runs; it takes the listeners\n"
 	    "over and the old one drains and exits.\n",
+	    ADMIN_DEFAULT_MAX_CONNS, ADMIN_DEFAULT_MAX_HEAD >> 10, ADMIN_DEFAULT_TIMEOUT_MS / 1000,
 	    DEFAULT_MARK, PROXY_DEFAULT_MAX_CONNS, PROXY_DEFAULT_MAX_CONNS_PER_IP,
 	    PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG, KEEPER_HOLD_MS / 1000,
 	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
@@ -488,6 +500,14 @@ static void bpf_collector(struct buf *out, void *arg)
 	struct daemon *d = arg;
 
 	bpfctl_metrics(d->bpf, out);
+}
+
+static void admin_collector(struct buf *out, void *arg)
+{
+	struct daemon *d = arg;
+
+	if (d->admin)
+		admin_metrics(d->admin, out);
 }
 
 static void events_cb(struct loop_ev *ev, uint32_t events)
@@ -751,15 +771,16 @@ static int node_setup(struct daemon *d, bool bpf, char *cgroup, size_t n, const 
 /* Fail-open (nodesetup.h says why this and not an exit): nothing attached, nothing listening on
  * the proxy address; only the admin server answers (/readyz 503 with why) until SIGTERM/SIGINT.
  * Returns the exit code. */
-static int run_degraded(struct daemon *d, const struct sockaddr_in *admin_sa, const sigset_t *mask,
-			const char *why)
+static int run_degraded(struct daemon *d, const struct sockaddr_in *admin_sa,
+			const struct admin_opts *ao, const sigset_t *mask, const char *why)
 {
 	int rc;
 
 	log_error("main", "node not ready, staying out of the way (no interception: connects go "
 			  "the kube-proxy way); fix the above and restart kvsplice");
 	metrics_gauge_set(d->node_ready, 0);
-	if ((rc = admin_new(d->loop, admin_sa, -1, d->metrics, &d->admin)) < 0)
+	if ((rc = admin_new(d->loop, admin_sa, -1, ao, d->metrics, &d->admin)) < 0 ||
+	    (rc = metrics_add_collector(d->metrics, admin_collector, d)) < 0)
 		return 1;
 	admin_set_not_ready_reason(d->admin, why);
 	d->sig.fd = signalfd(-1, mask, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -838,6 +859,7 @@ int main(int argc, char **argv)
 	bool kubernetes = false;
 	struct proxy_opts po;
 	struct sockaddr_in admin_sa;
+	struct admin_opts ao = {0}; /* 0: admin.h defaults */
 	const char *services = NULL, *pin_dir = DEFAULT_PIN_DIR, *router = "kv", *port_file = NULL;
 	const char *node_addr = NULL, *node_dev = NULL;
 	char why[256] = "";
@@ -898,6 +920,18 @@ int main(int argc, char **argv)
 			break;
 		case O_ADMIN:
 			if (parse_addr(optarg, &admin_sa))
+				goto bad_arg;
+			break;
+		case O_ADMIN_MAX_CONNS:
+			if ((ao.max_conns = parse_count(optarg)) < 1)
+				goto bad_arg;
+			break;
+		case O_ADMIN_MAX_HEAD:
+			if (!(ao.max_head = parse_size(optarg)))
+				goto bad_arg;
+			break;
+		case O_ADMIN_TO:
+			if ((ao.timeout_ms = parse_ms(optarg)) <= 0)
 				goto bad_arg;
 			break;
 		case O_NO_BPF:
@@ -1166,7 +1200,7 @@ int main(int argc, char **argv)
 			  "why.");
 	if (node_setup(&d, !no_bpf, cgroup, sizeof(cgroup), pin_dir, node_addr, node_dev, why,
 		       sizeof(why)) < 0) {
-		exit_code = run_degraded(&d, &admin_sa, &mask, why);
+		exit_code = run_degraded(&d, &admin_sa, &ao, &mask, why);
 		goto cleanup;
 	}
 	metrics_gauge_set(d.node_ready, 1);
@@ -1306,11 +1340,12 @@ int main(int argc, char **argv)
 		}
 		services_apply(&d, s);
 	}
-	rc = admin_new(d.loop, &admin_sa, admin_fd, d.metrics, &d.admin);
+	rc = admin_new(d.loop, &admin_sa, admin_fd, &ao, d.metrics, &d.admin);
 	admin_fd = -1; /* the admin's now, even on failure */
 	if (rc < 0)
 		goto cleanup;
 	if ((rc = metrics_add_collector(d.metrics, bpf_collector, &d)) < 0 ||
+	    (rc = metrics_add_collector(d.metrics, admin_collector, &d)) < 0 ||
 	    (rc = admin_handle(d.admin, "/debug/route", debug_route, &d)) < 0 ||
 	    (rc = admin_handle(d.admin, "/debug/workers", debug_workers, &d)) < 0)
 		goto cleanup;

@@ -6,7 +6,9 @@
 # request; the total buffered bytes bounded (503 + Retry-After beyond); connections capped
 # overall and per client address; the admin port under a connection flood with few descriptors;
 # pooled upstream connections checked before reuse; a POST not retried once it reached a worker;
-# out-of-range flag values refused.
+# out-of-range flag values refused; the bounds that are not per request set by their flags and
+# shown in /metrics (listen backlog, KV queue; the admin listener's connections, head and
+# timeout, each also at work).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -355,7 +357,9 @@ assert n==b"1\n", n' "$POOL"
 for f in "--max-body 1e30" "--max-body nan" "--max-body inf" "--max-head -1" "--max-buffered 1e300" \
 	"--idle-timeout 1e30ms" "--idle-timeout nan" "--idle-timeout infms" "--idle-timeout -1" \
 	"--connect-timeout 1e30" "--drain-timeout nanms" "--max-conns -1" "--max-conns-per-ip 1x" \
-	"--listen-backlog 0" "--listen-backlog 1e3" "--kv-queue-bytes 0" "--kv-queue-total-bytes -1M"; do
+	"--listen-backlog 0" "--listen-backlog 1e3" "--kv-queue-bytes 0" "--kv-queue-total-bytes -1M" \
+	"--admin-max-conns 0" "--admin-max-conns 2x" "--admin-max-head 0" "--admin-max-head 1e30" \
+	"--admin-timeout 0" "--admin-timeout nan" "--admin-timeout 1e30ms"; do
 	# shellcheck disable=SC2086
 	"$KVS" --no-bpf --services /nonexistent $f >"$tmp/flag.out" 2>&1
 	rc=$?
@@ -372,6 +376,53 @@ expect_eq "--kv-queue-bytes 1M: the per-worker replay queue bound" 1048576 \
 	"$(metric "$aport" 'kvsplice_kv_queue_limit_bytes{scope="worker"}')"
 expect_eq "--kv-queue-total-bytes 3M: the bound over all workers" 3145728 \
 	"$(metric "$aport" 'kvsplice_kv_queue_limit_bytes{scope="total"}')"
+
+# --- 10. the admin listener's bounds --------------------------------------------------------------
+start_kvs admin "$tmp/one.json" --admin-max-conns 2 --admin-max-head 1K --admin-timeout 1.5
+ADM=$aport
+# the default (32 connections, 10 s) would keep the first connection open through all of this
+check "--admin-max-conns 2: two idle admin connections stay open, a third closes the oldest, not the other, and is answered" "$PY" -c '
+import socket,sys,time
+port=int(sys.argv[1])
+def conn():
+    s=socket.create_connection(("127.0.0.1",port)); time.sleep(0.1); return s
+def state(s):  # "open" (nothing to read), "closed" (EOF or reset)
+    s.setblocking(False)
+    try: return "closed" if not s.recv(100) else "data"
+    except BlockingIOError: return "open"
+    except ConnectionResetError: return "closed"
+a=conn(); b=conn(); time.sleep(0.2)
+assert (state(a),state(b))==("open","open"), "2 of 2: both open"
+c=conn()
+a.settimeout(0.8)  # well before --admin-timeout 1.5 s
+try: assert a.recv(100)==b"", "the oldest connection got data"
+except ConnectionResetError: pass
+assert state(b)=="open", "the second connection was closed too"
+c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); c.settimeout(3)
+r=c.recv(4096); assert r.startswith(b"HTTP/1.1 200"), r[:100]' "$ADM"
+check "--admin-max-head 1K: a 900-byte request head answered 200, a 1500-byte one 431" "$PY" -c '
+import socket,sys
+port=int(sys.argv[1])
+def get(pad):
+    h=b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: "
+    h+=b"a"*(pad-len(h)-4)+b"\r\n\r\n"; assert len(h)==pad
+    s=socket.create_connection(("127.0.0.1",port)); s.settimeout(3); s.sendall(h)
+    return s.recv(4096).split(b"\r\n")[0]
+r=get(900); assert r==b"HTTP/1.1 200 OK", r
+r=get(1500); assert r.startswith(b"HTTP/1.1 431 "), r' "$ADM"
+check "--admin-timeout 1.5: an idle admin connection is closed after 1.5 s, not before" "$PY" -c '
+import socket,sys,time
+s=socket.create_connection(("127.0.0.1",int(sys.argv[1]))); s.settimeout(6); t=time.time()
+try: assert s.recv(100)==b""
+except ConnectionResetError: pass
+dt=time.time()-t; assert 1.4<=dt<=3.0, dt
+print("closed after %.2f s" % dt)' "$ADM"
+expect_eq "kvsplice_admin_limit_connections shows --admin-max-conns" 2 \
+	"$(metric "$ADM" kvsplice_admin_limit_connections)"
+expect_eq "kvsplice_admin_limit_head_bytes shows --admin-max-head" 1024 \
+	"$(metric "$ADM" kvsplice_admin_limit_head_bytes)"
+expect_eq "kvsplice_admin_limit_timeout_seconds shows --admin-timeout" 1.5 \
+	"$(metric "$ADM" kvsplice_admin_limit_timeout_seconds)"
 
 # --- every kvsplice drains and exits cleanly (a sanitizer build reports nothing) ------------------
 for k in "${kvs[@]}"; do
