@@ -156,6 +156,7 @@ rows = [("request head size (431)", "--max-head"), ("request body size (413)", "
         ("listen backlog", "--listen-backlog"),
         ("KV events queued per worker during a replay, bytes", "--kv-queue-bytes"),
         ("KV events queued over all workers, bytes", "--kv-queue-total-bytes"),
+        ("KV events queued per worker during a replay, batches", "--kv-queue-batches"),
         ("admin connections at once", "--admin-max-conns"),
         ("admin request head size (431)", "--admin-max-head"),
         ("admin connection lifetime", "--admin-timeout")]
@@ -165,8 +166,6 @@ for what, flag in rows:
     print("| %s | %s | %s |" % (what, flag if m else "MISSING (" + flag + ")", d.group(1) if d else "-"))
 # bounds that are (so far) only compile-time: shown while no flag of that name exists
 for what, flag, where in [
-        ("KV events queued per worker during a replay, batches", "--kv-queue-batches",
-         "10000, EVENTS_DEFAULT_MAX_PENDING"),
         ("/metrics body read from a worker", "--scrape-max-body", "4 MiB, SCRAPE_MAX_BODY")]:
     if not re.search(r"^\s+" + re.escape(flag) + r"\b", h, re.M):
         print("| %s | none (compile-time only) | %s |" % (what, where))

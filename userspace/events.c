@@ -1299,6 +1299,13 @@ int events_metrics(const struct events *ev, struct buf *out)
 	    "kvsplice_kv_queue_limit_bytes{scope=\"worker\"} %zu\n"
 	    "kvsplice_kv_queue_limit_bytes{scope=\"total\"} %zu\n",
 	    ev->max_pending_bytes, ev->max_pending_total_bytes);
+	rc |=
+	    buf_printf(out,
+		       "# HELP kvsplice_kv_queue_limit_batches Bound on the number of live batches "
+		       "queued per worker during a replay (--kv-queue-batches).\n"
+		       "# TYPE kvsplice_kv_queue_limit_batches gauge\n"
+		       "kvsplice_kv_queue_limit_batches{scope=\"worker\"} %zu\n",
+		       ev->max_pending);
 	rc |= buf_puts(out,
 		       "# HELP kvsplice_kv_queued_bytes Payload bytes of the live batches queued "
 		       "during a replay.\n"

@@ -130,6 +130,7 @@ enum {
 	O_LISTEN_BACKLOG,
 	O_KV_QUEUE,
 	O_KV_QUEUE_TOTAL,
+	O_KV_QUEUE_BATCHES,
 	O_PORT_FILE,
 	O_LOG,
 	O_EVENTS,
@@ -192,6 +193,7 @@ static const struct option longopts[] = {
     {"listen-backlog", required_argument, 0, O_LISTEN_BACKLOG},
     {"kv-queue-bytes", required_argument, 0, O_KV_QUEUE},
     {"kv-queue-total-bytes", required_argument, 0, O_KV_QUEUE_TOTAL},
+    {"kv-queue-batches", required_argument, 0, O_KV_QUEUE_BATCHES},
     {"port-file", required_argument, 0, O_PORT_FILE},
     {"log-level", required_argument, 0, O_LOG},
     {"events", no_argument, 0, O_EVENTS},
@@ -392,6 +394,8 @@ static void usage(FILE *f)
 	    "  --kv-queue-bytes SIZE    KV event payload bytes held per worker while its replay\n"
 	    "                           runs; past it the replay is given up (default %uM)\n"
 	    "  --kv-queue-total-bytes SIZE  the same over all workers (default %uM)\n"
+	    "  --kv-queue-batches N     KV event batches held per worker while its replay runs\n"
+	    "                           (however few bytes; default %u)\n"
 	    "  --log-level LEVEL        error|warn|info|debug (default info)\n"
 	    "  -h, --help               this text\n"
 	    "\n"
@@ -406,7 +410,8 @@ static void usage(FILE *f)
 	    DEFAULT_MARK, PROXY_DEFAULT_MAX_CONNS, PROXY_DEFAULT_MAX_CONNS_PER_IP,
 	    PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG, KEEPER_HOLD_MS / 1000,
 	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
-	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES >> 20));
+	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES >> 20),
+	    (unsigned)EVENTS_DEFAULT_MAX_PENDING);
 }
 
 static int parse_addr(const char *s, struct sockaddr_in *out)
@@ -878,6 +883,7 @@ int main(int argc, char **argv)
 	bool with_events = true;
 	struct index_cfg icfg = {0};
 	size_t kv_queue = 0, kv_queue_total = 0; /* 0: events.h defaults */
+	int kv_queue_batches = 0;		 /* 0: events.h default */
 	struct handover_fd hfds[HANDOVER_MAX_FDS];
 	int nhfds = 0, admin_fd = -1;
 
@@ -1031,6 +1037,10 @@ int main(int argc, char **argv)
 			break;
 		case O_KV_QUEUE_TOTAL:
 			if (!(kv_queue_total = parse_size(optarg)))
+				goto bad_arg;
+			break;
+		case O_KV_QUEUE_BATCHES:
+			if ((kv_queue_batches = parse_count(optarg)) < 1)
 				goto bad_arg;
 			break;
 		case O_MAX_BUFFERED:
@@ -1241,6 +1251,7 @@ int main(int argc, char **argv)
 		ecfg.index = d.index;
 		ecfg.max_pending_bytes = kv_queue;
 		ecfg.max_pending_total_bytes = kv_queue_total;
+		ecfg.max_pending = (size_t)kv_queue_batches;
 		d.events = d.index ? events_create(&ecfg) : NULL;
 		if (!d.events) {
 			log_error("main", "events: cannot start (%s)",

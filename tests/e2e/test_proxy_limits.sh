@@ -8,7 +8,7 @@
 # pooled upstream connections checked before reuse; a POST not retried once it reached a worker;
 # out-of-range flag values refused; the bounds that are not per request set by their flags and
 # shown in /metrics (listen backlog, KV queue; the admin listener's connections, head and
-# timeout, each also at work).
+# timeout, the KV queue's batch count, each also at work).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -359,7 +359,8 @@ for f in "--max-body 1e30" "--max-body nan" "--max-body inf" "--max-head -1" "--
 	"--connect-timeout 1e30" "--drain-timeout nanms" "--max-conns -1" "--max-conns-per-ip 1x" \
 	"--listen-backlog 0" "--listen-backlog 1e3" "--kv-queue-bytes 0" "--kv-queue-total-bytes -1M" \
 	"--admin-max-conns 0" "--admin-max-conns 2x" "--admin-max-head 0" "--admin-max-head 1e30" \
-	"--admin-timeout 0" "--admin-timeout nan" "--admin-timeout 1e30ms"; do
+	"--admin-timeout 0" "--admin-timeout nan" "--admin-timeout 1e30ms" "--kv-queue-batches 0" \
+	"--kv-queue-batches -3" "--kv-queue-batches 1e4"; do
 	# shellcheck disable=SC2086
 	"$KVS" --no-bpf --services /nonexistent $f >"$tmp/flag.out" 2>&1
 	rc=$?
@@ -423,6 +424,52 @@ expect_eq "kvsplice_admin_limit_head_bytes shows --admin-max-head" 1024 \
 	"$(metric "$ADM" kvsplice_admin_limit_head_bytes)"
 expect_eq "kvsplice_admin_limit_timeout_seconds shows --admin-timeout" 1.5 \
 	"$(metric "$ADM" kvsplice_admin_limit_timeout_seconds)"
+
+# --- 11. the KV event queue's batch count ---------------------------------------------------------
+# A vLLM worker stand-in: an XPUB publisher whose replay endpoint never listens, so the initial
+# sync waits for its deadline (2 s) and the live batches queue meanwhile: three fit
+# --kv-queue-batches 3 (a few bytes each, far below --kv-queue-bytes), the fourth gives the sync up.
+"$PY" -c '
+import json,os,sys,time,urllib.request
+import msgpack,zmq
+sys.path.insert(0,"tests/e2e")
+from lowport import LOW_MAX,LOW_MIN,low_port
+ctx=zmq.Context(); pub=ctx.socket(zmq.XPUB); pub.setsockopt(zmq.LINGER,0)
+port=pub.bind_to_random_port("tcp://127.0.0.1",LOW_MIN,LOW_MAX)
+open(sys.argv[1]+".tmp","w").write("%d %d\n" % (port,low_port())); os.rename(sys.argv[1]+".tmp",sys.argv[1])
+def until(f,t):
+    end=time.time()+t
+    while time.time()<end and not f(): time.sleep(0.02)
+    return f()
+assert until(lambda: os.path.exists(sys.argv[2]),10), "kvsplice did not start"
+aport=int(open(sys.argv[2]).read().split()[1])
+assert pub.poll(10000), "kvsplice did not subscribe"
+pub.recv()
+def w():
+    d=json.load(urllib.request.urlopen("http://127.0.0.1:%d/debug/index" % aport,timeout=3))
+    return [x for x in d["workers"] if x["name"]=="qwen/e1"][0]
+def send(seq): pub.send_multipart([b"kv",seq.to_bytes(8,"big"),msgpack.packb([time.time(),[],0])])
+for seq in range(3): send(seq)
+assert until(lambda: w()["pending"]==3,1.5), w()
+x=w(); assert x["state"]=="syncing" and x["queue_overflows"]==0, x
+send(3)
+assert until(lambda: w()["queue_overflows"]==1,1.5), w()
+x=w(); assert x["dropped_queued"]==3 and x["pending"]==0 and x["state"]=="live", x
+print("3 batches queued during the sync, the 4th gave it up:", x)' "$tmp/kvq.pub" "$tmp/kvq.ports" >"$tmp/kvq.out" 2>&1 &
+kvq=$!
+pids+=($kvq)
+for _ in $(seq 100); do [ -s "$tmp/kvq.pub" ] && break; sleep 0.05; done
+read -r kvq_pub kvq_replay <"$tmp/kvq.pub"
+printf '{"services":[{"name":"qwen","cluster_ip":"10.96.0.50","port":8000,"endpoints":[{"name":"e1","ip":"127.0.0.1","port":%s,"events_port":%s,"replay_port":%s}]}]}\n' \
+	"$P1" "$kvq_pub" "$kvq_replay" >"$tmp/kvq.json"
+start_kvs kvq "$tmp/kvq.json" --kv-queue-batches 3
+wait "$kvq"
+ok $? "--kv-queue-batches 3: 3 live batches queued during a worker's initial sync, the 4th gives the sync up (the queue dropped, the live stream taken from it)" ||
+	sed 's/^/#   /' "$tmp/kvq.out"
+expect_eq "... counted as an overflow of the batch bound" 1 \
+	"$(metric "$aport" 'kvsplice_kv_queue_overflows_total{worker="qwen/e1",bound="batches"}')"
+expect_eq "kvsplice_kv_queue_limit_batches shows --kv-queue-batches" 3 \
+	"$(metric "$aport" 'kvsplice_kv_queue_limit_batches{scope="worker"}')"
 
 # --- every kvsplice drains and exits cleanly (a sanitizer build reports nothing) ------------------
 for k in "${kvs[@]}"; do
