@@ -159,14 +159,10 @@ rows = [("request head size (431)", "--max-head"), ("request body size (413)", "
         ("KV events queued per worker during a replay, batches", "--kv-queue-batches"),
         ("admin connections at once", "--admin-max-conns"),
         ("admin request head size (431)", "--admin-max-head"),
-        ("admin connection lifetime", "--admin-timeout")]
+        ("admin connection lifetime", "--admin-timeout"),
+        ("worker /metrics body read", "--scrape-max-body")]
 for what, flag in rows:
     m = re.search(r"^\s+" + re.escape(flag) + r"\b(.*?)(?=^\s+--|\Z)", h, re.M | re.S)
     d = re.search(r"default ([^);]*)", m.group(1)) if m else None
     print("| %s | %s | %s |" % (what, flag if m else "MISSING (" + flag + ")", d.group(1) if d else "-"))
-# bounds that are (so far) only compile-time: shown while no flag of that name exists
-for what, flag, where in [
-        ("/metrics body read from a worker", "--scrape-max-body", "4 MiB, SCRAPE_MAX_BODY")]:
-    if not re.search(r"^\s+" + re.escape(flag) + r"\b", h, re.M):
-        print("| %s | none (compile-time only) | %s |" % (what, where))
 '

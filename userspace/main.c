@@ -47,6 +47,7 @@
 #include "policy.h"
 #include "proxy.h"
 #include "router.h"
+#include "scrape.h"
 #include "supervisor.h"
 
 #define DEFAULT_LISTEN "169.254.20.11:15001"
@@ -143,6 +144,7 @@ enum {
 	O_MODEL_TOKENIZER,
 	O_NO_TOKENIZER,
 	O_SCRAPE,
+	O_SCRAPE_MAX_BODY,
 	O_APPROX_TTL,
 	O_SPILL_FACTOR,
 	O_SPILL_SLACK,
@@ -206,6 +208,7 @@ static const struct option longopts[] = {
     {"model-tokenizer", required_argument, 0, O_MODEL_TOKENIZER},
     {"no-tokenizer", no_argument, 0, O_NO_TOKENIZER},
     {"scrape-interval", required_argument, 0, O_SCRAPE},
+    {"scrape-max-body", required_argument, 0, O_SCRAPE_MAX_BODY},
     {"approx-ttl", required_argument, 0, O_APPROX_TTL},
     {"kv-spill-factor", required_argument, 0, O_SPILL_FACTOR},
     {"kv-spill-slack", required_argument, 0, O_SPILL_SLACK},
@@ -321,6 +324,8 @@ static void usage(FILE *f)
 	    "  --no-tokenizer           no default tokenizer (text prompts route approximately)\n"
 	    "  --scrape-interval SECS   how often each worker's /metrics is read for load;\n"
 	    "                           0 turns it off (default 0.25)\n"
+	    "  --scrape-max-body SIZE   largest worker /metrics body read; a larger one fails\n"
+	    "                           the scrape (default %uM)\n"
 	    "  --approx-ttl SECS        approximate view: how long routed blocks count as cached\n"
 	    "                           (default 120)\n"
 	    "  --kv-spill-factor X      kv: a worker is under pressure past X times the average\n"
@@ -407,9 +412,9 @@ static void usage(FILE *f)
 	    "A restart: start the new kvsplice while the old one runs; it takes the listeners\n"
 	    "over and the old one drains and exits.\n",
 	    ADMIN_DEFAULT_MAX_CONNS, ADMIN_DEFAULT_MAX_HEAD >> 10, ADMIN_DEFAULT_TIMEOUT_MS / 1000,
-	    DEFAULT_MARK, PROXY_DEFAULT_MAX_CONNS, PROXY_DEFAULT_MAX_CONNS_PER_IP,
-	    PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG, KEEPER_HOLD_MS / 1000,
-	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
+	    DEFAULT_MARK, (unsigned)(SCRAPE_DEFAULT_MAX_BODY >> 20), PROXY_DEFAULT_MAX_CONNS,
+	    PROXY_DEFAULT_MAX_CONNS_PER_IP, PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG,
+	    KEEPER_HOLD_MS / 1000, (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
 	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES >> 20),
 	    (unsigned)EVENTS_DEFAULT_MAX_PENDING);
 }
@@ -1079,6 +1084,10 @@ int main(int argc, char **argv)
 			if ((v = parse_ms(optarg)) < 0)
 				goto bad_arg;
 			rcfg.scrape_interval_ms = v ? v : -1;
+			break;
+		case O_SCRAPE_MAX_BODY:
+			if (!(rcfg.scrape_max_body = parse_size(optarg)))
+				goto bad_arg;
 			break;
 		case O_APPROX_TTL:
 			if ((v = parse_ms(optarg)) <= 0)

@@ -398,10 +398,25 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 		goto fail;
 	if (cfg->loop && cfg->scrape_interval_ms >= 0) {
 		struct scraper_opts so = {.interval_ms = cfg->scrape_interval_ms,
-					  .mark = cfg->mark};
+					  .mark = cfg->mark,
+					  .max_body = cfg->scrape_max_body};
+		int64_t *max_body;
 
 		if ((rc = scraper_new(cfg->loop, &so, scrape_cb, r, &r->scr)) < 0)
 			goto fail;
+		if (r->metrics) {
+			max_body =
+			    metrics_gauge(r->metrics, "kvsplice_scrape_limit_body_bytes", NULL,
+					  "Largest worker /metrics body read; a larger one "
+					  "fails the scrape (--scrape-max-body).");
+			if (!max_body) {
+				rc = -ENOMEM;
+				goto fail;
+			}
+			metrics_gauge_set(
+			    max_body,
+			    (int64_t)(so.max_body ? so.max_body : SCRAPE_DEFAULT_MAX_BODY));
+		}
 	}
 	*out = r;
 	return 0;

@@ -77,6 +77,7 @@ struct router_cfg {
 	struct loop *loop;		 /* drives the metrics scraper; NULL: load is local only */
 	uint32_t mark;			 /* SO_MARK of scrape connections */
 	int scrape_interval_ms;		 /* 0: SCRAPE_DEFAULT_INTERVAL_MS; < 0: no scraping */
+	size_t scrape_max_body;		 /* 0: SCRAPE_DEFAULT_MAX_BODY */
 	double approx_ttl_s;		 /* 0: APPROX_DEFAULT_TTL_S */
 	long tokcache_bytes; /* encoding cache per tokenizer (tok_cache): 0 off, < 0 default */
 	uint64_t seed;	     /* tie-breaking draws */

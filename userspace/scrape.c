@@ -472,6 +472,7 @@ struct scraper {
 	void *arg;
 	int interval_ms, timeout_ms;
 	uint32_t mark;
+	size_t max_body;
 	char *path;
 	struct target **t;
 	size_t n;
@@ -660,10 +661,11 @@ static int scrape_send(struct target *t)
 
 /* Frames the bytes in t->in. eof: the worker closed its side. Returns 1 when the answer is
  * complete, 0 when more is needed, or a negative errno: -EPROTO malformed head or coding, or a
- * status other than 200; -EMSGSIZE body over SCRAPE_MAX_BODY; -ECONNRESET closed mid-answer. */
+ * status other than 200; -EMSGSIZE body over max_body; -ECONNRESET closed mid-answer. */
 static int answer_frame(struct target *t, bool eof)
 {
 	struct answer *a = &t->ans;
+	size_t max_body = t->s->max_body;
 	bool done = false;
 	ssize_t used;
 
@@ -685,7 +687,7 @@ static int answer_frame(struct target *t, bool eof)
 		a->kind = m.body;
 		a->length = m.content_length;
 		a->keep_alive = m.keep_alive;
-		if (a->kind == HTTP_BODY_LENGTH && a->length > SCRAPE_MAX_BODY)
+		if (a->kind == HTTP_BODY_LENGTH && a->length > max_body)
 			return -EMSGSIZE;
 	}
 	switch (a->kind) {
@@ -701,13 +703,13 @@ static int answer_frame(struct target *t, bool eof)
 		if (used < 0)
 			return -EPROTO;
 		buf_consume(&t->in, (size_t)used);
-		if (t->body.len > SCRAPE_MAX_BODY)
+		if (t->body.len > max_body)
 			return -EMSGSIZE;
 		if (done)
 			return 1;
 		return eof ? -ECONNRESET : 0;
 	case HTTP_BODY_EOF:
-		if (buf_unread(&t->in) > SCRAPE_MAX_BODY)
+		if (buf_unread(&t->in) > max_body)
 			return -EMSGSIZE;
 		return eof ? 1 : 0;
 	}
@@ -875,6 +877,7 @@ int scraper_new(struct loop *loop, const struct scraper_opts *o, scrape_fn fn, v
 	s->interval_ms = o->interval_ms ? o->interval_ms : SCRAPE_DEFAULT_INTERVAL_MS;
 	s->timeout_ms = o->timeout_ms ? o->timeout_ms : SCRAPE_DEFAULT_TIMEOUT_MS;
 	s->mark = o->mark;
+	s->max_body = o->max_body ? o->max_body : SCRAPE_DEFAULT_MAX_BODY;
 	*out = s;
 	return 0;
 }

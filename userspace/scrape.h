@@ -36,9 +36,9 @@
 #ifndef SCRAPE_DEFAULT_TIMEOUT_MS
 #define SCRAPE_DEFAULT_TIMEOUT_MS 1000
 #endif
-/* Largest /metrics response read, bytes (a vLLM pod's is ~30-200 KB). */
-#ifndef SCRAPE_MAX_BODY
-#define SCRAPE_MAX_BODY (4u << 20)
+/* Default largest /metrics response body read, bytes (a vLLM pod's is ~30-200 KB). */
+#ifndef SCRAPE_DEFAULT_MAX_BODY
+#define SCRAPE_DEFAULT_MAX_BODY (4u << 20)
 #endif
 
 /* One worker's metrics. Every field is -1 when the worker did not report it. */
@@ -63,7 +63,7 @@ struct scraper;
 
 /* Called on the loop thread once per finished scrape of target user: err 0 and m filled, or a
  * negative errno (-ECONNREFUSED, -ETIMEDOUT, -EPROTO for a bad answer or status, -ENODATA when
- * the body holds no vLLM metric, -EMSGSIZE for a body over SCRAPE_MAX_BODY, -ECONNRESET when the
+ * the body holds no vLLM metric, -EMSGSIZE for a body over max_body, -ECONNRESET when the
  * worker closed mid-answer, another connect error) and m NULL. It may call scraper_set_targets
  * (even removing this target), not scraper_free. */
 typedef void (*scrape_fn)(void *arg, void *user, const struct scrape_metrics *m, int err);
@@ -73,6 +73,7 @@ struct scraper_opts {
 	int timeout_ms;	 /* 0: SCRAPE_DEFAULT_TIMEOUT_MS */
 	uint32_t mark;	 /* SO_MARK of the scrape sockets (0: none), so BPF never intercepts them */
 	const char *path; /* NULL: "/metrics" */
+	size_t max_body;  /* largest body read, bytes (0: SCRAPE_DEFAULT_MAX_BODY) */
 };
 
 struct scrape_target {

@@ -8,7 +8,7 @@
 # pooled upstream connections checked before reuse; a POST not retried once it reached a worker;
 # out-of-range flag values refused; the bounds that are not per request set by their flags and
 # shown in /metrics (listen backlog, KV queue; the admin listener's connections, head and
-# timeout, the KV queue's batch count, each also at work).
+# timeout, the KV queue's batch count, the largest worker /metrics body read, each also at work).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -360,7 +360,8 @@ for f in "--max-body 1e30" "--max-body nan" "--max-body inf" "--max-head -1" "--
 	"--listen-backlog 0" "--listen-backlog 1e3" "--kv-queue-bytes 0" "--kv-queue-total-bytes -1M" \
 	"--admin-max-conns 0" "--admin-max-conns 2x" "--admin-max-head 0" "--admin-max-head 1e30" \
 	"--admin-timeout 0" "--admin-timeout nan" "--admin-timeout 1e30ms" "--kv-queue-batches 0" \
-	"--kv-queue-batches -3" "--kv-queue-batches 1e4"; do
+	"--kv-queue-batches -3" "--kv-queue-batches 1e4" "--scrape-max-body 0" "--scrape-max-body 1e30" \
+	"--scrape-max-body 4X"; do
 	# shellcheck disable=SC2086
 	"$KVS" --no-bpf --services /nonexistent $f >"$tmp/flag.out" 2>&1
 	rc=$?
@@ -470,6 +471,24 @@ expect_eq "... counted as an overflow of the batch bound" 1 \
 	"$(metric "$aport" 'kvsplice_kv_queue_overflows_total{worker="qwen/e1",bound="batches"}')"
 expect_eq "kvsplice_kv_queue_limit_batches shows --kv-queue-batches" 3 \
 	"$(metric "$aport" 'kvsplice_kv_queue_limit_batches{scope="worker"}')"
+
+# --- 12. the largest worker /metrics body read -----------------------------------------------------
+start_up small --metrics-bytes 3000; MSMALL=$port
+start_up large --metrics-bytes 40000; MLARGE=$port
+svc_json qwen "$MSMALL" "$MLARGE" >"$tmp/scrape.json"
+start_kvs scrape "$tmp/scrape.json" --scrape-max-body 32K --scrape-interval 0.1
+check "--scrape-max-body 32K: a worker /metrics of 3,000 bytes is read, one of 40,000 bytes fails the scrape (EMSGSIZE; the worker's capacity stays unknown)" "$PY" -c '
+import json,sys,time,urllib.request
+def ws():
+    d=json.load(urllib.request.urlopen("http://127.0.0.1:%s/debug/workers" % sys.argv[1],timeout=3))
+    return {w["name"].split("/")[-1]: w for w in d["workers"]}
+end=time.time()+5
+while time.time()<end and not all(w["scrapes"]>=3 for w in ws().values()): time.sleep(0.1)
+w=ws(); small,large=w["e1"],w["e2"]
+assert small["scrape_error"]==0 and small["capacity_blocks"]==777, small
+assert large["scrape_error"]==-90 and large["capacity_blocks"] is None and large["scrapes"]>=3, large' "$aport"
+expect_eq "kvsplice_scrape_limit_body_bytes shows --scrape-max-body" 32768 \
+	"$(metric "$aport" kvsplice_scrape_limit_body_bytes)"
 
 # --- every kvsplice drains and exits cleanly (a sanitizer build reports nothing) ------------------
 for k in "${kvs[@]}"; do

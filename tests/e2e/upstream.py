@@ -16,6 +16,8 @@
 #                           the same connection (a worker out of step with its framing)
 #   POST /die?key=K      -> reads the body, counts it under K, closes without a response
 #   GET  /count?key=K    -> how many /die requests K saw
+#   GET  /metrics        -> with --metrics-bytes N: vLLM metrics (a KV cache of 777 blocks), padded
+#                           with comment lines to N bytes; without it, 404
 # Raw mode (--echo-raw): a TCP echo server that prefixes "NAME:" once (pass-through tests), with
 # two special openings:
 #   "\x00finrst"         -> "NAME:", then FIN, then 0.3 s later a reset
@@ -31,8 +33,25 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 NAME = sys.argv[1] if len(sys.argv) > 1 else "up"
+METRICS_BYTES = (int(sys.argv[sys.argv.index("--metrics-bytes") + 1])
+                 if "--metrics-bytes" in sys.argv else None)
 COUNTS = {}
 COUNTS_LOCK = threading.Lock()
+
+
+def metrics_body(n):
+    """A vLLM /metrics page of n bytes (at least its series): the series, then comment lines."""
+    body = (b'vllm:num_requests_running{model_name="m"} 0\n'
+            b'vllm:num_requests_waiting{model_name="m"} 0\n'
+            b'vllm:kv_cache_usage_perc{model_name="m"} 0\n'
+            b'vllm:cache_config_info{block_size="16",num_gpu_blocks="777"} 1\n')
+    pad = []
+    left = n - len(body)
+    while left > 0:
+        k = min(left, 4096)
+        pad.append(b"#" + b"p" * (k - 2) + b"\n" if k >= 2 else b"\n")
+        left -= k
+    return body + b"".join(pad)
 
 
 def reset(sock):
@@ -142,6 +161,8 @@ class H(BaseHTTPRequestHandler):
                 pass
             reset(self.connection)
             self.close_connection = True
+        elif p == "/metrics" and METRICS_BYTES is not None:
+            self.send(200, metrics_body(METRICS_BYTES), "text/plain; version=0.0.4")
         elif p == "/count":
             key = parse_qs(urlparse(self.path).query).get("key", [""])[0]
             with COUNTS_LOCK:

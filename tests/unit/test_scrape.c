@@ -741,6 +741,47 @@ static void test_replace(void)
 	srv_stop(&b);
 }
 
+/* scraper_opts.max_body: a body of exactly the bound is read, one byte more fails the scrape
+ * with -EMSGSIZE, whatever its framing. */
+static void test_max_body(void)
+{
+	const size_t len = sizeof(srv_body) - 1;
+	static const struct {
+		enum srv_mode mode;
+		size_t under; /* max_body = the body's length - under */
+		int err;
+		const char *what;
+	} rows[] = {
+	    {SRV_KEEP, 0, 0, "max_body: a Content-Length body of exactly the bound is read"},
+	    {SRV_KEEP, 1, -EMSGSIZE, "max_body: a Content-Length one byte over: -EMSGSIZE"},
+	    {SRV_CHUNKED, 0, 0, "max_body: a chunked body of exactly the bound is read"},
+	    {SRV_CHUNKED, 1, -EMSGSIZE, "max_body: a chunked body one byte over: -EMSGSIZE"},
+	    {SRV_EOF, 0, 0, "max_body: a body delimited by close of exactly the bound is read"},
+	    {SRV_EOF, 1, -EMSGSIZE, "max_body: a body delimited by close one byte over: -EMSGSIZE"},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct scraper_opts o = {
+		    .interval_ms = 30, .timeout_ms = 1000, .max_body = len - rows[i].under};
+		struct fixture f = {.r.got_null_m = true};
+		struct srv v;
+		struct scrape_target t;
+
+		if (!CHECK(srv_start(&v, rows[i].mode) == 0 && loop_new(&f.loop) == 0 &&
+			       scraper_new(f.loop, &o, on_scrape, &f.r, &f.s) == 0,
+			   "%s: set-up", rows[i].what))
+			return;
+		t = target_of(&v, 0);
+		scraper_set_targets(f.s, &t, 1);
+		spin(f.loop, f.s, 3000, &f.r.calls, 1);
+		CHECK(f.r.calls == 1 && (rows[i].err ? f.r.errs == 1 && f.r.last_err == rows[i].err
+						     : f.r.ok == 1),
+		      "%s (got %d)", rows[i].what, f.r.last_err);
+		fixture_free(&f);
+		srv_stop(&v);
+	}
+}
+
 static void test_new_args(void)
 {
 	struct loop *l;
@@ -770,5 +811,6 @@ int main(void)
 	test_refused();
 	test_silent();
 	test_replace();
+	test_max_body();
 	return tap_done();
 }
