@@ -8,11 +8,15 @@
 #              after the same warm-up as the one-node run (one request per prefix, in turn)
 #   3 + kill   the same, node 2's kvsplice killed (SIGKILL) a few seconds in and restarted
 #              a few seconds later: node 2 falls back to the Service's DNAT meanwhile
+#   3 + crash  the same, node 2's kvsplice run as the DaemonSet runs it (PID 1 of a PID namespace
+#              of its own: supervisor.h) and its daemon SIGKILLed a few seconds in: PID 1 starts
+#              it again at once and it takes the listener back from its keeper (keeper.h)
 # for each policy (kv, dynamo), each instance only seeing its own node's load and every
 # worker's events and metrics; no instance talks to another. Prints a table (combined hit rate,
 # cached-token ratio, per-node hit rates, TTFT p99, workers per prefix, errors, the killed node's
 # fallbacks) and writes bench/out/nodes/nodes.json. Not part of `make test` (about 8 minutes).
-# Env: NODES_TIME_SCALE (4), NODES_POLICIES ("kv dynamo"), NODES_P (24).
+# Env: NODES_TIME_SCALE (4), NODES_POLICIES ("kv dynamo"), NODES_P (24), NODES_MODES
+# ("three kill crash"), NODES_KVSPLICE_ARGS (more kvsplice flags for every instance).
 set -euo pipefail
 export KVS_TESTBED_ID=${KVS_TESTBED_ID:-benchnodes}
 source "$(dirname "$0")/../tests/node/lib.sh"
@@ -48,16 +52,30 @@ reset_caches() {
 	done
 	sleep 0.5 # the AllBlocksCleared events reach every instance
 }
+kargs() { echo "--router $1 --scrape-interval $((250 / ts))ms ${NODES_KVSPLICE_ARGS:-}"; }
 start_all() {
 	local n
 	for n in 1 2 3; do
-		KVS_NODE=$n KVSPLICE_ARGS="--router $1 --scrape-interval $((250 / ts))ms" \
-			kvs_start_kvsplice
+		KVS_NODE=$n KVSPLICE_ARGS="$(kargs "$1")" kvs_start_kvsplice
 	done
 }
+# kvsplice as a container's PID 1 (a PID namespace of its own), for the crash mode
+cat >"$out/pid1" <<EOF
+#!/bin/sh
+exec unshare --pid --fork --kill-child "$KVS_ROOT/build/kvsplice" "\$@"
+EOF
+chmod +x "$out/pid1"
+children() { cat "/proc/$1/task/"*/children 2>/dev/null | tr ' ' '\n' | grep .; }
 stop_all() {
-	local n
-	for n in 1 2 3; do KVS_NODE=$n kvs_stop_kvsplice || true; done
+	local n p
+	for n in 1 2 3; do
+		# as PID 1 (crash mode) the stop goes to the init, which stops its daemon in order
+		p=$(cat "$(kvs_pid_file "$n")" 2>/dev/null) || true
+		if [ -n "$p" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = unshare ]; then
+			kill -TERM "$(children "$p" | head -n 1)" 2>/dev/null || true
+		fi
+		KVS_NODE=$n kvs_stop_kvsplice || true
+	done
 }
 
 for pol in ${NODES_POLICIES:-kv dynamo}; do
@@ -65,8 +83,12 @@ for pol in ${NODES_POLICIES:-kv dynamo}; do
 	start_all "$pol"
 	reset_caches
 	bench 1 1 9 480 "$pol one node" >"$out/$pol-one.json"
-	for mode in three kill; do
+	for mode in ${NODES_MODES:-three kill crash}; do
 		echo "== $pol: 3 nodes, C=3 each ($mode)" >&2
+		if [ "$mode" = crash ]; then
+			KVS_NODE=2 kvs_stop_kvsplice || true
+			KVSPLICE=$out/pid1 KVS_NODE=2 KVSPLICE_ARGS="$(kargs "$pol")" kvs_start_kvsplice
+		fi
 		reset_caches
 		# one warm-up request per prefix, as the one-node run has: from node 1, one at a time
 		bench 1 9 1 1 "$pol warm-up" >/dev/null
@@ -81,9 +103,16 @@ for pol in ${NODES_POLICIES:-kv dynamo}; do
 			KVS_NODE=2 kvs_stop_kvsplice KILL || true
 			sleep 4
 			a1=$(KVS_NODE=2 kvs_bpf_stat proxy_absent)
-			KVS_NODE=2 KVSPLICE_ARGS="--router $pol --scrape-interval $((250 / ts))ms" \
-				kvs_start_kvsplice
+			KVS_NODE=2 KVSPLICE_ARGS="$(kargs "$pol")" kvs_start_kvsplice
 			echo "{\"fallback_connects\":$((a1 - a0))}" >"$out/$pol-kill-fallback.json"
+		elif [ "$mode" = crash ]; then
+			a0=$(KVS_NODE=2 kvs_bpf_stat proxy_absent)
+			sleep 4
+			init=$(children "$(cat "$(kvs_pid_file 2)")" | head -n 1)
+			kill -KILL "$(children "$init" | head -n 1)" || true
+			sleep 4
+			a1=$(KVS_NODE=2 kvs_bpf_stat proxy_absent)
+			echo "{\"fallback_connects\":$((a1 - a0))}" >"$out/$pol-crash-fallback.json"
 		fi
 		for p in "${pids[@]}"; do wait "$p" || true; done
 		for n in 1 2 3; do
@@ -108,15 +137,18 @@ for pol in pols:
     print("| %s | one node, C=9 | %.1f%% | %.3f | - | %.0f | %.2f | %d | - |" % (
         pol, 100 * one["hit_rate"], one["cached_token_ratio"], one["ttft_p99_ms"],
         one["workers_per_prefix"], one["errors"]))
-    for mode in ("three", "kill"):
+    for mode in [m for m in ("three", "kill", "crash") if os.path.exists(
+            os.path.join(out, "%s-%s-1.json" % (pol, m)))]:
         ns = [load("%s-%s-%d.json" % (pol, mode, n)) for n in (1, 2, 3)]
         req = sum(d["requests"] - d["errors"] for d in ns)
         hits = sum(d["hit_rate"] * (d["requests"] - d["errors"]) for d in ns)
         ratio = sum(d["cached_token_ratio"] * (d["requests"] - d["errors"]) for d in ns) / req
-        fb = load("%s-kill-fallback.json" % pol)["fallback_connects"] if mode == "kill" else None
+        fb = load("%s-%s-fallback.json" % (pol, mode))["fallback_connects"] \
+            if mode != "three" else None
         summary[pol][mode] = hits / req
         print("| %s | 3 nodes, C=3 each%s | %.1f%% | %.3f | %s | %.0f | %.2f | %d | %s |" % (
-            pol, ", node 2's kvsplice killed and restarted" if mode == "kill" else "",
+            pol, {"three": "", "kill": ", node 2's kvsplice killed, restarted 4 s later",
+                  "crash": ", node 2's daemon killed, PID 1 restarts it"}[mode],
             100 * hits / req, ratio, " / ".join("%.1f" % (100 * d["hit_rate"]) for d in ns),
             max(d["ttft_p99_ms"] for d in ns), sum(d["workers_per_prefix"] for d in ns) / 3,
             sum(d["errors"] for d in ns), "%d connects" % fb if fb is not None else "-"))
