@@ -48,7 +48,7 @@ struct pend {
 };
 
 /* One SUB or DEALER with the PAIR that receives its libzmq monitor events.
- * Why the monitor: every socket refuses frames above EVENTS_MAX_PAYLOAD (ZMQ_MAXMSGSIZE), and
+ * Why the monitor: every socket refuses frames above max_payload (ZMQ_MAXMSGSIZE), and
  * libzmq (4.3) treats such a frame as a protocol error: it closes the connection and, unlike
  * for any other loss, never reconnects. A SUB would then hear nothing from its worker again
  * while the index kept the worker's last blocks for ever. A connection lost otherwise (peer
@@ -103,6 +103,7 @@ struct events {
 	size_t max_pending_total_bytes;
 	size_t pend_total; /* bytes queued over all workers, at most max_pending_total_bytes */
 	int rcvhwm;
+	size_t max_payload;
 	bool initial_replay;
 	void *zctx;
 	uint64_t mon_seq; /* names the monitors' inproc endpoints */
@@ -150,6 +151,7 @@ struct events *events_create(const struct events_cfg *cfg)
 					  ? cfg->max_pending_total_bytes
 					  : EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES;
 	ev->rcvhwm = cfg->rcvhwm > 0 ? cfg->rcvhwm : EVENTS_DEFAULT_RCVHWM;
+	ev->max_payload = cfg->max_payload ? cfg->max_payload : EVENTS_DEFAULT_MAX_PAYLOAD;
 	ev->initial_replay = !cfg->no_initial_replay;
 	ev->epfd = ev->tfd = -1;
 	ev->nw = index_max_workers(cfg->index);
@@ -158,6 +160,7 @@ struct events *events_create(const struct events_cfg *cfg)
 	ev->zctx = zmq_ctx_new();
 	if (!ev->w || !ev->dec || !ev->zctx)
 		goto cleanup;
+	events_decoder_set_max_payload(ev->dec, ev->max_payload);
 	{
 		/* per worker a SUB and a DEALER, each with a monitor: libzmq's PAIR and ours */
 		int want = 6 * (int)ev->nw + 16, limit = zmq_ctx_get(ev->zctx, ZMQ_SOCKET_LIMIT);
@@ -265,7 +268,7 @@ static int open_sock(struct events *ev, struct evsock *sk, int type, const char 
 	/* libzmq applies ZMQ_MAXMSGSIZE to each frame's body (not to the whole multipart message,
 	 * nor to the ZMTP headers): the payload frame is the largest one, so its bound is the
 	 * socket's (checked: a frame of exactly the bound passes, one byte more cuts) */
-	int64_t maxmsg = EVENTS_MAX_PAYLOAD;
+	int64_t maxmsg = (int64_t)ev->max_payload;
 	char mon_ep[64];
 	int zero = 0, err;
 
@@ -895,13 +898,13 @@ static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void 
 }
 
 /* The size of payload frame m, checked before anything reads or copies it: one above
- * EVENTS_MAX_PAYLOAD (possible only if ZMQ_MAXMSGSIZE did not hold it back) is counted and
- * handled as an empty payload: a batch that does not decode, its seq consumed. */
-static size_t payload_size(struct evw *w, zmq_msg_t *m)
+ * max_payload (possible only if ZMQ_MAXMSGSIZE did not hold it back) is counted and handled as
+ * an empty payload: a batch that does not decode, its seq consumed. */
+static size_t payload_size(const struct events *ev, struct evw *w, zmq_msg_t *m)
 {
 	size_t n = zmq_msg_size(m);
 
-	if (n <= EVENTS_MAX_PAYLOAD)
+	if (n <= ev->max_payload)
 		return n;
 	w->st.oversized++;
 	return 0;
@@ -957,7 +960,7 @@ static void handle_replay_msg(struct events *ev, uint32_t id, zmq_msg_t *parts, 
 		replay_done(ev, id, false, "replay buffer no longer holds the gap");
 		return;
 	}
-	n = payload_size(w, &parts[k + 1]);
+	n = payload_size(ev, w, &parts[k + 1]);
 	apply_batch(ev, id, zmq_msg_data(&parts[k + 1]), n);
 	w->next_seq = seq + 1;
 	recall_add(w, seq, zmq_msg_data(&parts[k + 1]), n);
@@ -1057,7 +1060,7 @@ static void drain_monitor(struct events *ev, uint32_t id, struct evsock *sk, int
 }
 
 /* Worker id's socket sk lost its connection EVENTS_RELINK_MS ago and libzmq does not reconnect
- * (see struct evsock): the peer sent a frame above EVENTS_MAX_PAYLOAD (counted as oversized) or
+ * (see struct evsock): the peer sent a frame above max_payload (counted as oversized) or
  * failed the handshake (a bad frame). The SUB is reconnected; the batch it lost shows as a gap.
  * The DEALER is closed (the next replay opens a new one), failing the replay it served. */
 static void relink(struct events *ev, uint32_t id, struct evsock *sk)
@@ -1116,7 +1119,7 @@ static void drain_worker(struct events *ev, uint32_t id, int *budget)
 			uint64_t seq = be64(zmq_msg_data(&parts[1]));
 			w->st.last_seq_seen = seq;
 			handle_seq(ev, id, seq, zmq_msg_data(&parts[2]),
-				   payload_size(w, &parts[2]));
+				   payload_size(ev, w, &parts[2]));
 		}
 		for (int i = 0; i < np; i++)
 			zmq_msg_close(&parts[i]);
@@ -1306,6 +1309,22 @@ int events_metrics(const struct events *ev, struct buf *out)
 		       "# TYPE kvsplice_kv_queue_limit_batches gauge\n"
 		       "kvsplice_kv_queue_limit_batches{scope=\"worker\"} %zu\n",
 		       ev->max_pending);
+	rc |= buf_printf(
+	    out,
+	    "# HELP kvsplice_kv_event_limit_bytes Largest KV event message read from a worker's "
+	    "publisher or replay endpoint; a larger one is dropped unread (--kv-event-max-bytes).\n"
+	    "# TYPE kvsplice_kv_event_limit_bytes gauge\n"
+	    "kvsplice_kv_event_limit_bytes %zu\n"
+	    "# HELP kvsplice_kv_event_queue_limit_messages KV event messages libzmq holds per "
+	    "worker until kvsplice reads them (the SUB's receive high-water mark; past it the "
+	    "publisher drops: a gap) (--kv-event-queue).\n"
+	    "# TYPE kvsplice_kv_event_queue_limit_messages gauge\n"
+	    "kvsplice_kv_event_queue_limit_messages %d\n"
+	    "# HELP kvsplice_kv_replay_limit_timeout_seconds A worker's replay (or initial sync) "
+	    "not answered whole within this long is given up (--kv-replay-timeout).\n"
+	    "# TYPE kvsplice_kv_replay_limit_timeout_seconds gauge\n"
+	    "kvsplice_kv_replay_limit_timeout_seconds %g\n",
+	    ev->max_payload, ev->rcvhwm, ev->replay_timeout_ms / 1000.0);
 	rc |= buf_puts(out,
 		       "# HELP kvsplice_kv_queued_bytes Payload bytes of the live batches queued "
 		       "during a replay.\n"

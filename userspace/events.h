@@ -31,7 +31,7 @@
  * batch, single events) is counted and skipped; nothing here blocks or aborts.
  *
  * Memory bound: no message is copied before its size is checked. Every socket refuses frames
- * above EVENTS_MAX_PAYLOAD bytes (ZMQ_MAXMSGSIZE: libzmq closes the connection without reading
+ * above max_payload bytes (ZMQ_MAXMSGSIZE: libzmq closes the connection without reading
  * the frame; events notices that libzmq does not reconnect, reconnects the socket itself and
  * counts the message as oversized; the batch is then missing: a gap, handled as above, and a
  * replay answer refused that way fails the replay). The live queue kept during a replay is
@@ -39,8 +39,8 @@
  * workers by max_pending_total_bytes; a batch that does not fit is "a full queue" above: the
  * queue is discarded (counted), the replay given up, the worker's blocks dropped (not for an
  * initial sync that applied nothing), and the live stream taken from that batch. Not bounded
- * here: libzmq's own receive queue per SUB (rcvhwm messages, each up to EVENTS_MAX_PAYLOAD),
- * which only fills while events_poll is not called.
+ * here: libzmq's own receive queue per SUB (rcvhwm messages, each up to max_payload), which
+ * only fills while events_poll is not called; past it the publisher drops (a gap, as above).
  *
  * Threading: one thread owns a struct events and calls every function on it; it is the index's
  * writer thread (index.h). Drive it from an epoll loop: add events_fd() for EPOLLIN and call
@@ -54,7 +54,7 @@
 #include <stdint.h>
 
 #include "buf.h"
-#include "events_decode.h" /* the decoder; EVENTS_MAX_PAYLOAD */
+#include "events_decode.h" /* the decoder; EVENTS_DEFAULT_MAX_PAYLOAD */
 #include "index.h"
 
 /* Replay answer deadline, ms. */
@@ -73,7 +73,8 @@
 #ifndef EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES
 #define EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES (512u << 20)
 #endif
-/* SUB receive high-water mark, messages (vLLM's PUB uses 100000). */
+/* SUB receive high-water mark: messages libzmq holds per worker before events_poll reads them
+ * (vLLM's PUB uses 100000). */
 #ifndef EVENTS_DEFAULT_RCVHWM
 #define EVENTS_DEFAULT_RCVHWM 100000
 #endif
@@ -91,6 +92,7 @@ struct events_cfg {
 	size_t max_pending_bytes;	/* 0: EVENTS_DEFAULT_MAX_PENDING_BYTES */
 	size_t max_pending_total_bytes; /* 0: EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES */
 	int rcvhwm;			/* 0: EVENTS_DEFAULT_RCVHWM */
+	size_t max_payload;		/* 0: EVENTS_DEFAULT_MAX_PAYLOAD */
 	bool no_initial_replay; /* do not replay from 0 when first joining a running worker */
 };
 
@@ -147,7 +149,7 @@ struct events_worker_stats {
 	uint64_t gaps, replays_ok, replays_failed, restarts, drops;
 	uint64_t bad_frames, bad_batches, bad_events, unknown_events, other_group_events;
 	uint64_t next_seq, last_seq_seen;
-	/* messages refused for size: a frame above EVENTS_MAX_PAYLOAD (the connection libzmq
+	/* messages refused for size: a frame above max_payload (the connection libzmq
 	 * closed for it, publisher or replay), or a payload above it caught before any copy */
 	uint64_t oversized;
 	/* replays given up because the live queue was full: by count (max_pending), by this

@@ -24,6 +24,7 @@ struct events_decoder {
 	size_t *extra_off;
 	size_t ecap;
 	msgpack_sbuffer sbuf;
+	size_t max_payload; /* larger payloads are refused whole */
 };
 
 struct events_decoder *events_decoder_new(void)
@@ -37,7 +38,13 @@ struct events_decoder *events_decoder_new(void)
 		return NULL;
 	}
 	msgpack_sbuffer_init(&d->sbuf);
+	d->max_payload = EVENTS_DEFAULT_MAX_PAYLOAD;
 	return d;
+}
+
+void events_decoder_set_max_payload(struct events_decoder *d, size_t max)
+{
+	d->max_payload = max ? max : EVENTS_DEFAULT_MAX_PAYLOAD;
 }
 
 void events_decoder_free(struct events_decoder *d)
@@ -627,7 +634,7 @@ int events_decode_msgpackc(struct events_decoder *d, const void *p, size_t n,
 
 	if (!c)
 		c = &dummy;
-	if (!n || n > EVENTS_MAX_PAYLOAD || mp_prescan(p, n))
+	if (!n || n > d->max_payload || mp_prescan(p, n))
 		goto bad;
 	return decode_unpacked(d, p, n, fn, arg, c, batch_ts);
 bad:
@@ -1199,7 +1206,7 @@ int events_decode(struct events_decoder *d, const void *payload, size_t n,
 
 	if (!c)
 		c = &dummy;
-	if (!n || n > EVENTS_MAX_PAYLOAD || mp_prescan(p, n))
+	if (!n || n > d->max_payload || mp_prescan(p, n))
 		goto bad;
 	if (cur_read(&cu, &root))
 		goto bad;

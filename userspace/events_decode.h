@@ -15,7 +15,8 @@
  * events_decode_msgpackc so tests and the fuzzer can check both give the same events).
  *
  * Memory: a decoder's scratch (hashes, tokens, extra keys, the msgpack-c zone) grows to the
- * largest batch seen and is reused; payloads above EVENTS_MAX_PAYLOAD bytes are refused whole.
+ * largest batch seen and is reused; payloads above the decoder's bound (EVENTS_DEFAULT_MAX_PAYLOAD
+ * bytes unless events_decoder_set_max_payload says otherwise) are refused whole.
  * Threading: a decoder is used by one thread at a time; the functions keep no other state. */
 #ifndef KVS_EVENTS_DECODE_H
 #define KVS_EVENTS_DECODE_H
@@ -26,9 +27,9 @@
 
 #include "index.h"
 
-/* Largest batch payload accepted, bytes. */
-#ifndef EVENTS_MAX_PAYLOAD
-#define EVENTS_MAX_PAYLOAD (64u << 20)
+/* Default largest batch payload accepted, bytes (kvsplice --kv-event-max-bytes). */
+#ifndef EVENTS_DEFAULT_MAX_PAYLOAD
+#define EVENTS_DEFAULT_MAX_PAYLOAD (64u << 20)
 #endif
 
 enum events_type { EVENTS_BLOCK_STORED, EVENTS_BLOCK_REMOVED, EVENTS_ALL_CLEARED };
@@ -70,6 +71,9 @@ struct events_decoder;
 /* A decoder with its scratch memory (reused across batches). NULL on ENOMEM. */
 struct events_decoder *events_decoder_new(void);
 void events_decoder_free(struct events_decoder *d);
+/* Payloads above max bytes are refused whole from now on (0: EVENTS_DEFAULT_MAX_PAYLOAD, the
+ * bound of a new decoder). */
+void events_decoder_set_max_payload(struct events_decoder *d, size_t max);
 
 /* Decodes one batch payload p[0..n) and calls fn(arg, ev) for every event that decodes, in order;
  * a non-zero return from fn stops the batch and is returned. Returns the number of events

@@ -132,6 +132,9 @@ enum {
 	O_KV_QUEUE,
 	O_KV_QUEUE_TOTAL,
 	O_KV_QUEUE_BATCHES,
+	O_KV_EVENT_MAX,
+	O_KV_EVENT_QUEUE,
+	O_KV_REPLAY_TO,
 	O_PORT_FILE,
 	O_LOG,
 	O_EVENTS,
@@ -196,6 +199,9 @@ static const struct option longopts[] = {
     {"kv-queue-bytes", required_argument, 0, O_KV_QUEUE},
     {"kv-queue-total-bytes", required_argument, 0, O_KV_QUEUE_TOTAL},
     {"kv-queue-batches", required_argument, 0, O_KV_QUEUE_BATCHES},
+    {"kv-event-max-bytes", required_argument, 0, O_KV_EVENT_MAX},
+    {"kv-event-queue", required_argument, 0, O_KV_EVENT_QUEUE},
+    {"kv-replay-timeout", required_argument, 0, O_KV_REPLAY_TO},
     {"port-file", required_argument, 0, O_PORT_FILE},
     {"log-level", required_argument, 0, O_LOG},
     {"events", no_argument, 0, O_EVENTS},
@@ -401,6 +407,14 @@ static void usage(FILE *f)
 	    "  --kv-queue-total-bytes SIZE  the same over all workers (default %uM)\n"
 	    "  --kv-queue-batches N     KV event batches held per worker while its replay runs\n"
 	    "                           (however few bytes; default %u)\n"
+	    "  --kv-event-max-bytes SIZE  largest KV event message read from a worker; a\n"
+	    "                           larger one is dropped unread, counted (default %uM)\n"
+	    "  --kv-event-queue N       KV event messages libzmq holds per worker until kvsplice\n"
+	    "                           reads them (ZMQ receive high-water mark; past it the\n"
+	    "                           worker's publisher drops: a gap, then a replay;\n"
+	    "                           default %d)\n"
+	    "  --kv-replay-timeout SECS a worker's replay, or its sync on joining, not answered\n"
+	    "                           whole within this long is given up (default %g)\n"
 	    "  --log-level LEVEL        error|warn|info|debug (default info)\n"
 	    "  -h, --help               this text\n"
 	    "\n"
@@ -416,7 +430,8 @@ static void usage(FILE *f)
 	    PROXY_DEFAULT_MAX_CONNS_PER_IP, PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG,
 	    KEEPER_HOLD_MS / 1000, (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
 	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES >> 20),
-	    (unsigned)EVENTS_DEFAULT_MAX_PENDING);
+	    (unsigned)EVENTS_DEFAULT_MAX_PENDING, (unsigned)(EVENTS_DEFAULT_MAX_PAYLOAD >> 20),
+	    EVENTS_DEFAULT_RCVHWM, EVENTS_DEFAULT_REPLAY_TIMEOUT_MS / 1000.0);
 }
 
 static int parse_addr(const char *s, struct sockaddr_in *out)
@@ -887,8 +902,10 @@ int main(int argc, char **argv)
 	uint64_t last_poll = 0, stop_ms = 0;
 	bool with_events = true;
 	struct index_cfg icfg = {0};
-	size_t kv_queue = 0, kv_queue_total = 0; /* 0: events.h defaults */
-	int kv_queue_batches = 0;		 /* 0: events.h default */
+	size_t kv_queue = 0, kv_queue_total = 0;  /* 0: events.h defaults */
+	int kv_queue_batches = 0;		  /* 0: events.h default */
+	size_t kv_event_max = 0;		  /* 0: events.h default */
+	int kv_event_queue = 0, kv_replay_ms = 0; /* 0: events.h defaults */
 	struct handover_fd hfds[HANDOVER_MAX_FDS];
 	int nhfds = 0, admin_fd = -1;
 
@@ -1046,6 +1063,18 @@ int main(int argc, char **argv)
 			break;
 		case O_KV_QUEUE_BATCHES:
 			if ((kv_queue_batches = parse_count(optarg)) < 1)
+				goto bad_arg;
+			break;
+		case O_KV_EVENT_MAX:
+			if (!(kv_event_max = parse_size(optarg)))
+				goto bad_arg;
+			break;
+		case O_KV_EVENT_QUEUE:
+			if ((kv_event_queue = parse_count(optarg)) < 1)
+				goto bad_arg;
+			break;
+		case O_KV_REPLAY_TO:
+			if ((kv_replay_ms = parse_ms(optarg)) <= 0)
 				goto bad_arg;
 			break;
 		case O_MAX_BUFFERED:
@@ -1261,6 +1290,9 @@ int main(int argc, char **argv)
 		ecfg.max_pending_bytes = kv_queue;
 		ecfg.max_pending_total_bytes = kv_queue_total;
 		ecfg.max_pending = (size_t)kv_queue_batches;
+		ecfg.max_payload = kv_event_max;
+		ecfg.rcvhwm = kv_event_queue;
+		ecfg.replay_timeout_ms = kv_replay_ms;
 		d.events = d.index ? events_create(&ecfg) : NULL;
 		if (!d.events) {
 			log_error("main", "events: cannot start (%s)",

@@ -10,10 +10,10 @@ without replay endpoint both dropping the worker's blocks, malformed input count
 a removed worker disappearing. Then the sync on joining: an idle worker's buffered batches loaded
 with no live batch, a replay endpoint that listens only after the join or never (deadline, then
 the live stream), and a resync after a restart that publishes nothing. Last the size bounds: a
-message above EVENTS_MAX_PAYLOAD from the publisher and from the replay endpoint (libzmq cuts the
-connection: kvevents survives, counts it, reconnects, goes on), and big batches arriving during a
-replay (the live queue's byte bound gives the replay up, counted; the queued bytes never pass the
-bound). Prints TAP lines.
+message above EVENTS_DEFAULT_MAX_PAYLOAD from the publisher and from the replay endpoint (libzmq
+cuts the connection: kvevents survives, counts it, reconnects, goes on), and big batches arriving
+during a replay (the live queue's byte bound gives the replay up, counted; the queued bytes never
+pass the bound). Prints TAP lines.
 Usage: events_live.py PATH_TO_KVEVENTS
 """
 import json
@@ -493,7 +493,7 @@ def join_sync_tests(kvevents, ctx, rng):
             w.close()
 
 
-MAX_PAYLOAD = 64 << 20  # EVENTS_MAX_PAYLOAD
+MAX_PAYLOAD = 64 << 20  # EVENTS_DEFAULT_MAX_PAYLOAD
 
 
 def wait_until(f, timeout):
@@ -507,7 +507,7 @@ def wait_until(f, timeout):
 
 
 def size_bound_tests(kvevents, ctx, rng):
-    """Messages above EVENTS_MAX_PAYLOAD, and the live queue's byte bound during a replay."""
+    """Messages above EVENTS_DEFAULT_MAX_PAYLOAD; the live queue's byte bound during a replay."""
     # four batches of ~400 KB for the queue: the bound holds three of them, not four
     wq = Worker(ctx, "wq", listen=False)  # its replay endpoint never listens: a long sync
     cq = Chains(wq, rng)
@@ -532,7 +532,7 @@ def size_bound_tests(kvevents, ctx, rng):
         w = kv.worker("wo")
         tap(ok and kv.p.poll() is None and over and w["next_seq"] == 3 and
             w["bad_batches"] == 0 and resub,
-            "publisher message of EVENTS_MAX_PAYLOAD + 1 bytes: not read, kvevents alive, "
+            "publisher message of EVENTS_DEFAULT_MAX_PAYLOAD + 1 bytes: not read, kvevents alive, "
             "counted as oversized, the SUB reconnected and subscribed again")
 
         # b. the next batch shows the gap; the replay answer holds the big message again

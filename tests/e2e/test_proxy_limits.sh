@@ -8,7 +8,8 @@
 # pooled upstream connections checked before reuse; a POST not retried once it reached a worker;
 # out-of-range flag values refused; the bounds that are not per request set by their flags and
 # shown in /metrics (listen backlog, KV queue; the admin listener's connections, head and
-# timeout, the KV queue's batch count, the largest worker /metrics body read, each also at work).
+# timeout, the KV queue's batch count, the largest worker /metrics body read, the largest KV event
+# message and the replay deadline, each also at work; libzmq's KV event queue).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -361,7 +362,8 @@ for f in "--max-body 1e30" "--max-body nan" "--max-body inf" "--max-head -1" "--
 	"--admin-max-conns 0" "--admin-max-conns 2x" "--admin-max-head 0" "--admin-max-head 1e30" \
 	"--admin-timeout 0" "--admin-timeout nan" "--admin-timeout 1e30ms" "--kv-queue-batches 0" \
 	"--kv-queue-batches -3" "--kv-queue-batches 1e4" "--scrape-max-body 0" "--scrape-max-body 1e30" \
-	"--scrape-max-body 4X"; do
+	"--scrape-max-body 4X" "--kv-event-max-bytes 0" "--kv-event-max-bytes 1e30" \
+	"--kv-event-queue 0" "--kv-event-queue 1e5" "--kv-replay-timeout 0" "--kv-replay-timeout nan"; do
 	# shellcheck disable=SC2086
 	"$KVS" --no-bpf --services /nonexistent $f >"$tmp/flag.out" 2>&1
 	rc=$?
@@ -489,6 +491,61 @@ assert small["scrape_error"]==0 and small["capacity_blocks"]==777, small
 assert large["scrape_error"]==-90 and large["capacity_blocks"] is None and large["scrapes"]>=3, large' "$aport"
 expect_eq "kvsplice_scrape_limit_body_bytes shows --scrape-max-body" 32768 \
 	"$(metric "$aport" kvsplice_scrape_limit_body_bytes)"
+
+# --- 13. the KV event stream's bounds: message size, replay deadline, libzmq's queue --------------
+# A worker stand-in as in 11 (its replay endpoint never listens). --kv-replay-timeout 0.4: the sync
+# on joining is given up within a second, not after the default 2 s; --kv-event-max-bytes 1K: a
+# 620-byte batch is applied, a 2,000-byte one is dropped unread (libzmq cuts the connection,
+# kvsplice counts it and reconnects), where the default (64M) would apply it.
+"$PY" -c '
+import json,os,sys,time,urllib.request
+import msgpack,zmq
+sys.path.insert(0,"tests/e2e")
+from lowport import LOW_MAX,LOW_MIN,low_port
+ctx=zmq.Context(); pub=ctx.socket(zmq.XPUB); pub.setsockopt(zmq.LINGER,0)
+port=pub.bind_to_random_port("tcp://127.0.0.1",LOW_MIN,LOW_MAX)
+open(sys.argv[1]+".tmp","w").write("%d %d\n" % (port,low_port())); os.rename(sys.argv[1]+".tmp",sys.argv[1])
+def until(f,t):
+    end=time.time()+t
+    while time.time()<end and not f(): time.sleep(0.02)
+    return f()
+assert until(lambda: os.path.exists(sys.argv[2]),10), "kvsplice did not start"
+t_ready=time.time()  # the sync on joining started before the port file was written
+aport=int(open(sys.argv[2]).read().split()[1])
+def w():
+    d=json.load(urllib.request.urlopen("http://127.0.0.1:%d/debug/index" % aport,timeout=3))
+    return [x for x in d["workers"] if x["name"]=="qwen/e1"][0]
+assert until(lambda: w()["replays_failed"]==1,3), w()
+dt=time.time()-t_ready
+x=w(); assert x["state"]!="syncing" and dt<1.2, (dt,x)
+print("sync on joining given up after %.2f s" % dt)
+assert pub.poll(5000), "kvsplice did not subscribe"
+pub.recv()
+def send(seq,pad): pub.send_multipart([b"kv",seq.to_bytes(8,"big"),msgpack.packb([time.time(),[],0,b"p"*pad])])
+send(0,600)
+assert until(lambda: w()["batches"]==1,2), w()
+send(1,2000)
+assert until(lambda: w()["oversized"]==1,3), w()
+x=w(); assert x["batches"]==1 and x["bad_batches"]==0, x
+print("a 2,000-byte message dropped unread at --kv-event-max-bytes 1K:", x)' "$tmp/kve.pub" "$tmp/kve.ports" >"$tmp/kve.out" 2>&1 &
+kve=$!
+pids+=($kve)
+for _ in $(seq 100); do [ -s "$tmp/kve.pub" ] && break; sleep 0.05; done
+read -r kve_pub kve_replay <"$tmp/kve.pub"
+printf '{"services":[{"name":"qwen","cluster_ip":"10.96.0.50","port":8000,"endpoints":[{"name":"e1","ip":"127.0.0.1","port":%s,"events_port":%s,"replay_port":%s}]}]}\n' \
+	"$P1" "$kve_pub" "$kve_replay" >"$tmp/kve.json"
+start_kvs kve "$tmp/kve.json" --kv-event-max-bytes 1K --kv-replay-timeout 0.4 --kv-event-queue 50
+wait "$kve"
+ok $? "--kv-replay-timeout 0.4: the sync on joining given up within a second (not 2 s); --kv-event-max-bytes 1K: a 620-byte batch applied, a 2,000-byte one dropped unread" ||
+	sed 's/^/#   /' "$tmp/kve.out"
+expect_eq "... counted as oversized in /metrics" 1 \
+	"$(metric "$aport" 'kvsplice_kv_dropped_total{worker="qwen/e1",what="oversized"}')"
+expect_eq "kvsplice_kv_event_limit_bytes shows --kv-event-max-bytes" 1024 \
+	"$(metric "$aport" kvsplice_kv_event_limit_bytes)"
+expect_eq "kvsplice_kv_replay_limit_timeout_seconds shows --kv-replay-timeout" 0.4 \
+	"$(metric "$aport" kvsplice_kv_replay_limit_timeout_seconds)"
+expect_eq "kvsplice_kv_event_queue_limit_messages shows --kv-event-queue" 50 \
+	"$(metric "$aport" kvsplice_kv_event_queue_limit_messages)"
 
 # --- every kvsplice drains and exits cleanly (a sanitizer build reports nothing) ------------------
 for k in "${kvs[@]}"; do

@@ -4,7 +4,7 @@
 // sockets on 127.0.0.1 (a PUB and a ROUTER played by this test): in-order ingest, a gap
 // recovered by replay, a gap with a replay that cannot fill it, a restart, bad frames, the
 // publisher's connection lost and back (a new process, or the same one); the size
-// bounds: frames above EVENTS_MAX_PAYLOAD from the publisher and from the replay endpoint, and
+// bounds: frames above events_cfg.max_payload from the publisher and from the replay endpoint, and
 // the live queue bounded in bytes per worker and over all workers during replays.
 #include <errno.h>
 #include <poll.h>
@@ -1297,14 +1297,18 @@ static bool metrics_has(const struct events *ev, const char *what)
 	return has;
 }
 
-/* Frames above EVENTS_MAX_PAYLOAD: libzmq (ZMQ_MAXMSGSIZE) closes the connection without reading
- * them and does not reconnect; events must notice, count it, reconnect, and go on. */
+/* Frames above max_payload (here 1 MiB, set as kvsplice --kv-event-max-bytes sets it): libzmq
+ * (ZMQ_MAXMSGSIZE) closes the connection without reading them and does not reconnect; events
+ * must notice, count it, reconnect, and go on. */
 static void oversized_tests(void)
 {
+	enum { MAXP = 1 << 20 };
 	struct index_cfg icfg = {.max_workers = 4};
 	struct index *idx = index_create(&icfg);
-	struct events_cfg ecfg = {
-	    .index = idx, .replay_timeout_ms = 5000, .no_initial_replay = true};
+	struct events_cfg ecfg = {.index = idx,
+				  .replay_timeout_ms = 5000,
+				  .max_payload = MAXP,
+				  .no_initial_replay = true};
 	struct events *ev = events_create(&ecfg);
 	struct events_worker_stats st;
 	struct peer p = {0};
@@ -1315,8 +1319,8 @@ static void oversized_tests(void)
 	for (uint64_t s = 0; s < 6; s++)
 		make_batch(&p, s);
 	free(p.buf[3]);
-	p.buf[3] = calloc(1, (size_t)EVENTS_MAX_PAYLOAD + 1); /* one byte above the bound */
-	p.len[3] = (size_t)EVENTS_MAX_PAYLOAD + 1;
+	p.buf[3] = calloc(1, (size_t)MAXP + 1); /* one byte above the bound */
+	p.len[3] = (size_t)MAXP + 1;
 	EQ(events_worker_add(ev, 0, "big", p.pub_ep, p.rep_ep, "kv"), 0, "worker added");
 	CHECK(wait_subscribed(ev, &p, 3000), "subscribed");
 	for (uint64_t s = 0; s < 3; s++)
@@ -1336,7 +1340,7 @@ static void oversized_tests(void)
 	pump(ev, 100); /* anything else it might do */
 	events_worker_stats(ev, 0, &st);
 	CHECK(st.oversized == 1 && st.bad_batches == 0 && st.next_seq == 3,
-	      "publisher frame above EVENTS_MAX_PAYLOAD: not received, counted as oversized "
+	      "publisher frame above max_payload: not received, counted as oversized "
 	      "(oversized %llu, bad batches %llu, next seq %llu)",
 	      (unsigned long long)st.oversized, (unsigned long long)st.bad_batches,
 	      (unsigned long long)st.next_seq);
@@ -1373,12 +1377,12 @@ static void oversized_tests(void)
 	events_worker_stats(ev, 0, &st);
 	EQ(st.next_seq, 6, "batch 5 applied");
 
-	/* exactly EVENTS_MAX_PAYLOAD bytes is accepted (the bound is inclusive) */
-	publish_pad(&p, 6, EVENTS_MAX_PAYLOAD);
+	/* exactly max_payload bytes is accepted (the bound is inclusive) */
+	publish_pad(&p, 6, MAXP);
 	pump(ev, 1000);
 	events_worker_stats(ev, 0, &st);
 	CHECK(st.next_seq == 7 && st.oversized == 2 && st.bad_batches == 0,
-	      "a batch of exactly EVENTS_MAX_PAYLOAD bytes is applied (next seq %llu)",
+	      "a batch of exactly max_payload bytes is applied (next seq %llu)",
 	      (unsigned long long)st.next_seq);
 	events_free(ev);
 	index_free(idx);
