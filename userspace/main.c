@@ -33,6 +33,7 @@
 
 #include "clock.h"
 #include "admin.h"
+#include "approx.h"
 #include "bpfctl.h"
 #include "discovery.h"
 #include "events.h"
@@ -148,7 +149,10 @@ enum {
 	O_NO_TOKENIZER,
 	O_SCRAPE,
 	O_SCRAPE_MAX_BODY,
+	O_SCRAPE_MAX_HEAD,
+	O_SCRAPE_TO,
 	O_APPROX_TTL,
+	O_APPROX_MAX,
 	O_SPILL_FACTOR,
 	O_SPILL_SLACK,
 	O_KEY_SLACK,
@@ -215,7 +219,10 @@ static const struct option longopts[] = {
     {"no-tokenizer", no_argument, 0, O_NO_TOKENIZER},
     {"scrape-interval", required_argument, 0, O_SCRAPE},
     {"scrape-max-body", required_argument, 0, O_SCRAPE_MAX_BODY},
+    {"scrape-max-head", required_argument, 0, O_SCRAPE_MAX_HEAD},
+    {"scrape-timeout", required_argument, 0, O_SCRAPE_TO},
     {"approx-ttl", required_argument, 0, O_APPROX_TTL},
+    {"approx-max-entries", required_argument, 0, O_APPROX_MAX},
     {"kv-spill-factor", required_argument, 0, O_SPILL_FACTOR},
     {"kv-spill-slack", required_argument, 0, O_SPILL_SLACK},
     {"kv-key-slack", required_argument, 0, O_KEY_SLACK},
@@ -332,8 +339,15 @@ static void usage(FILE *f)
 	    "                           0 turns it off (default 0.25)\n"
 	    "  --scrape-max-body SIZE   largest worker /metrics body read; a larger one fails\n"
 	    "                           the scrape (default %uM)\n"
+	    "  --scrape-max-head SIZE   longest worker /metrics answer head read; a longer one\n"
+	    "                           fails the scrape (default %uK)\n"
+	    "  --scrape-timeout SECS    deadline of one scrape, connect to last byte; a worker\n"
+	    "                           missing it 3 times in a row is down (default %g)\n"
 	    "  --approx-ttl SECS        approximate view: how long routed blocks count as cached\n"
 	    "                           (default 120)\n"
+	    "  --approx-max-entries N   approximate view: (worker, block) pairs held (about 32\n"
+	    "                           bytes each); past it those closest to expiry go first\n"
+	    "                           (default %u)\n"
 	    "  --kv-spill-factor X      kv: a worker is under pressure past X times the average\n"
 	    "                           load (default 2) ...\n"
 	    "  --kv-spill-slack N       ... and N requests above it (default 4)\n"
@@ -426,7 +440,9 @@ static void usage(FILE *f)
 	    "A restart: start the new kvsplice while the old one runs; it takes the listeners\n"
 	    "over and the old one drains and exits.\n",
 	    ADMIN_DEFAULT_MAX_CONNS, ADMIN_DEFAULT_MAX_HEAD >> 10, ADMIN_DEFAULT_TIMEOUT_MS / 1000,
-	    DEFAULT_MARK, (unsigned)(SCRAPE_DEFAULT_MAX_BODY >> 20), PROXY_DEFAULT_MAX_CONNS,
+	    DEFAULT_MARK, (unsigned)(SCRAPE_DEFAULT_MAX_BODY >> 20),
+	    (unsigned)(SCRAPE_DEFAULT_MAX_HEAD >> 10), SCRAPE_DEFAULT_TIMEOUT_MS / 1000.0,
+	    (unsigned)APPROX_DEFAULT_MAX_ENTRIES, PROXY_DEFAULT_MAX_CONNS,
 	    PROXY_DEFAULT_MAX_CONNS_PER_IP, PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG,
 	    KEEPER_HOLD_MS / 1000, (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
 	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES >> 20),
@@ -1118,10 +1134,23 @@ int main(int argc, char **argv)
 			if (!(rcfg.scrape_max_body = parse_size(optarg)))
 				goto bad_arg;
 			break;
+		case O_SCRAPE_MAX_HEAD:
+			if (!(rcfg.scrape_max_head = parse_size(optarg)))
+				goto bad_arg;
+			break;
+		case O_SCRAPE_TO:
+			if ((rcfg.scrape_timeout_ms = parse_ms(optarg)) <= 0)
+				goto bad_arg;
+			break;
 		case O_APPROX_TTL:
 			if ((v = parse_ms(optarg)) <= 0)
 				goto bad_arg;
 			rcfg.approx_ttl_s = v / 1000.0;
+			break;
+		case O_APPROX_MAX:
+			if ((v = parse_count(optarg)) < 1)
+				goto bad_arg;
+			rcfg.approx_max_entries = (size_t)v;
 			break;
 		case O_SPILL_FACTOR:
 		case O_SPILL_SLACK:

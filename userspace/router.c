@@ -138,6 +138,9 @@ struct router {
 	struct approx *ax;
 	struct workers *ws;
 	struct scraper *scr;
+	/* bounds in force, for /metrics (the scrape ones 0 while scraping is off) */
+	size_t approx_max_entries, scrape_max_body, scrape_max_head;
+	int scrape_timeout_ms;
 	uint32_t bs;
 	uint64_t hseed;
 	uint64_t rng;
@@ -247,6 +250,44 @@ static void put_label(struct buf *out, const char *s)
 	}
 }
 
+/* The router's bounds (each named after its flag) and what the approximate view holds. */
+static void router_limits_text(const struct router *r, struct buf *out)
+{
+	struct approx_stats ax;
+
+	approx_stats(r->ax, &ax);
+	buf_printf(
+	    out,
+	    "# HELP kvsplice_approx_entries (worker, block) pairs the approximate view "
+	    "holds.\n"
+	    "# TYPE kvsplice_approx_entries gauge\nkvsplice_approx_entries %llu\n"
+	    "# HELP kvsplice_approx_evicted_total Pairs of the approximate view dropped, or "
+	    "not recorded, at its bound (--approx-max-entries).\n"
+	    "# TYPE kvsplice_approx_evicted_total counter\n"
+	    "kvsplice_approx_evicted_total %llu\n"
+	    "# HELP kvsplice_approx_limit_entries Bound on the (worker, block) pairs of the "
+	    "approximate view; past it the pairs closest to expiry go first "
+	    "(--approx-max-entries).\n"
+	    "# TYPE kvsplice_approx_limit_entries gauge\nkvsplice_approx_limit_entries %zu\n",
+	    (unsigned long long)ax.entries, (unsigned long long)ax.evicted, r->approx_max_entries);
+	if (!r->scr)
+		return;
+	buf_printf(out,
+		   "# HELP kvsplice_scrape_limit_body_bytes Largest worker /metrics body read; a "
+		   "larger one fails the scrape (--scrape-max-body).\n"
+		   "# TYPE kvsplice_scrape_limit_body_bytes gauge\n"
+		   "kvsplice_scrape_limit_body_bytes %zu\n"
+		   "# HELP kvsplice_scrape_limit_head_bytes Longest worker /metrics answer head "
+		   "read; a longer one fails the scrape (--scrape-max-head).\n"
+		   "# TYPE kvsplice_scrape_limit_head_bytes gauge\n"
+		   "kvsplice_scrape_limit_head_bytes %zu\n"
+		   "# HELP kvsplice_scrape_limit_timeout_seconds Deadline of one scrape, connect "
+		   "to last byte (--scrape-timeout).\n"
+		   "# TYPE kvsplice_scrape_limit_timeout_seconds gauge\n"
+		   "kvsplice_scrape_limit_timeout_seconds %g\n",
+		   r->scrape_max_body, r->scrape_max_head, r->scrape_timeout_ms / 1000.0);
+}
+
 /* Per worker: what the router sees of it. */
 static void worker_collector(struct buf *out, void *arg)
 {
@@ -323,6 +364,7 @@ static void worker_collector(struct buf *out, void *arg)
 			buf_printf(out, "\"} %.6g\n", v);
 		}
 	}
+	router_limits_text(r, out);
 	buf_puts(out,
 		 "# HELP kvsplice_tokenizer_cache_total Encoding cache lookups (whole segments "
 		 "between special tokens, BPE pieces), by result.\n"
@@ -361,7 +403,9 @@ static void scrape_cb(void *arg, void *user, const struct scrape_metrics *m, int
 int router_new(const struct router_cfg *cfg, struct router **out)
 {
 	const struct policy_ops *pol = policy_find(cfg->policy ? cfg->policy : "kv");
-	struct approx_cfg acfg = {.max_workers = WORKERS_MAX, .ttl_s = cfg->approx_ttl_s};
+	struct approx_cfg acfg = {.max_workers = WORKERS_MAX,
+				  .ttl_s = cfg->approx_ttl_s,
+				  .max_entries = cfg->approx_max_entries};
 	struct router *r;
 	int rc = -ENOMEM;
 
@@ -396,27 +440,19 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 		goto fail;
 	if ((rc = stats_init(r)) < 0)
 		goto fail;
+	r->approx_max_entries = acfg.max_entries ? acfg.max_entries : APPROX_DEFAULT_MAX_ENTRIES;
 	if (cfg->loop && cfg->scrape_interval_ms >= 0) {
 		struct scraper_opts so = {.interval_ms = cfg->scrape_interval_ms,
+					  .timeout_ms = cfg->scrape_timeout_ms,
 					  .mark = cfg->mark,
-					  .max_body = cfg->scrape_max_body};
-		int64_t *max_body;
+					  .max_body = cfg->scrape_max_body,
+					  .max_head = cfg->scrape_max_head};
 
 		if ((rc = scraper_new(cfg->loop, &so, scrape_cb, r, &r->scr)) < 0)
 			goto fail;
-		if (r->metrics) {
-			max_body =
-			    metrics_gauge(r->metrics, "kvsplice_scrape_limit_body_bytes", NULL,
-					  "Largest worker /metrics body read; a larger one "
-					  "fails the scrape (--scrape-max-body).");
-			if (!max_body) {
-				rc = -ENOMEM;
-				goto fail;
-			}
-			metrics_gauge_set(
-			    max_body,
-			    (int64_t)(so.max_body ? so.max_body : SCRAPE_DEFAULT_MAX_BODY));
-		}
+		r->scrape_max_body = so.max_body ? so.max_body : SCRAPE_DEFAULT_MAX_BODY;
+		r->scrape_max_head = so.max_head ? so.max_head : SCRAPE_DEFAULT_MAX_HEAD;
+		r->scrape_timeout_ms = so.timeout_ms ? so.timeout_ms : SCRAPE_DEFAULT_TIMEOUT_MS;
 	}
 	*out = r;
 	return 0;

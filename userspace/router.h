@@ -78,7 +78,10 @@ struct router_cfg {
 	uint32_t mark;			 /* SO_MARK of scrape connections */
 	int scrape_interval_ms;		 /* 0: SCRAPE_DEFAULT_INTERVAL_MS; < 0: no scraping */
 	size_t scrape_max_body;		 /* 0: SCRAPE_DEFAULT_MAX_BODY */
+	size_t scrape_max_head;		 /* 0: SCRAPE_DEFAULT_MAX_HEAD */
+	int scrape_timeout_ms;		 /* 0: SCRAPE_DEFAULT_TIMEOUT_MS */
 	double approx_ttl_s;		 /* 0: APPROX_DEFAULT_TTL_S */
+	size_t approx_max_entries;	 /* 0: APPROX_DEFAULT_MAX_ENTRIES */
 	long tokcache_bytes; /* encoding cache per tokenizer (tok_cache): 0 off, < 0 default */
 	uint64_t seed;	     /* tie-breaking draws */
 };

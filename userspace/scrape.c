@@ -38,10 +38,6 @@
 #include "log.h"
 #include "scrape.h"
 
-/* Longest answer head accepted, bytes. */
-#ifndef SCRAPE_MAX_HEAD
-#define SCRAPE_MAX_HEAD (16 << 10)
-#endif
 /* Engines (data-parallel ranks) of one worker whose kv usage is matched with their block count;
  * beyond that, usage is averaged without weights. */
 #ifndef SCRAPE_MAX_ENGINES
@@ -472,7 +468,7 @@ struct scraper {
 	void *arg;
 	int interval_ms, timeout_ms;
 	uint32_t mark;
-	size_t max_body;
+	size_t max_body, max_head;
 	char *path;
 	struct target **t;
 	size_t n;
@@ -659,25 +655,37 @@ static int scrape_send(struct target *t)
 	return 1;
 }
 
+/* Whether a head http_parse_response refused at max_head was refused for its length: its first
+ * max_head bytes parse as the start of a head (more needed), not as a malformed one. So that a
+ * worker whose head outgrew --scrape-max-head shows as too large, not as a bad answer. */
+static bool head_too_long(struct target *t, size_t max_head)
+{
+	struct http_msg m;
+
+	return buf_unread(&t->in) >= max_head &&
+	       http_parse_response(buf_rptr(&t->in), max_head, max_head + 1, "GET", &m) == 0;
+}
+
 /* Frames the bytes in t->in. eof: the worker closed its side. Returns 1 when the answer is
  * complete, 0 when more is needed, or a negative errno: -EPROTO malformed head or coding, or a
- * status other than 200; -EMSGSIZE body over max_body; -ECONNRESET closed mid-answer. */
+ * status other than 200; -EMSGSIZE head over max_head or body over max_body; -ECONNRESET closed
+ * mid-answer. */
 static int answer_frame(struct target *t, bool eof)
 {
 	struct answer *a = &t->ans;
-	size_t max_body = t->s->max_body;
+	size_t max_body = t->s->max_body, max_head = t->s->max_head;
 	bool done = false;
 	ssize_t used;
 
 	while (!a->head_done) {
 		struct http_msg m;
-		int rc = http_parse_response(buf_rptr(&t->in), buf_unread(&t->in), SCRAPE_MAX_HEAD,
-					     "GET", &m);
+		int rc =
+		    http_parse_response(buf_rptr(&t->in), buf_unread(&t->in), max_head, "GET", &m);
 
 		if (rc == 0)
 			return eof ? -ECONNRESET : 0;
 		if (rc < 0)
-			return -EPROTO;
+			return head_too_long(t, max_head) ? -EMSGSIZE : -EPROTO;
 		buf_consume(&t->in, (size_t)rc);
 		if (m.status < 200 && m.status != 101)
 			continue; /* 1xx: the answer follows */
@@ -878,6 +886,7 @@ int scraper_new(struct loop *loop, const struct scraper_opts *o, scrape_fn fn, v
 	s->timeout_ms = o->timeout_ms ? o->timeout_ms : SCRAPE_DEFAULT_TIMEOUT_MS;
 	s->mark = o->mark;
 	s->max_body = o->max_body ? o->max_body : SCRAPE_DEFAULT_MAX_BODY;
+	s->max_head = o->max_head ? o->max_head : SCRAPE_DEFAULT_MAX_HEAD;
 	*out = s;
 	return 0;
 }

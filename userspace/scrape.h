@@ -40,6 +40,10 @@
 #ifndef SCRAPE_DEFAULT_MAX_BODY
 #define SCRAPE_DEFAULT_MAX_BODY (4u << 20)
 #endif
+/* Default longest answer head accepted, bytes (a vLLM pod's is ~200). */
+#ifndef SCRAPE_DEFAULT_MAX_HEAD
+#define SCRAPE_DEFAULT_MAX_HEAD (16u << 10)
+#endif
 
 /* One worker's metrics. Every field is -1 when the worker did not report it. */
 struct scrape_metrics {
@@ -63,9 +67,9 @@ struct scraper;
 
 /* Called on the loop thread once per finished scrape of target user: err 0 and m filled, or a
  * negative errno (-ECONNREFUSED, -ETIMEDOUT, -EPROTO for a bad answer or status, -ENODATA when
- * the body holds no vLLM metric, -EMSGSIZE for a body over max_body, -ECONNRESET when the
- * worker closed mid-answer, another connect error) and m NULL. It may call scraper_set_targets
- * (even removing this target), not scraper_free. */
+ * the body holds no vLLM metric, -EMSGSIZE for a head over max_head or a body over max_body,
+ * -ECONNRESET when the worker closed mid-answer, another connect error) and m NULL. It may
+ * call scraper_set_targets (even removing this target), not scraper_free. */
 typedef void (*scrape_fn)(void *arg, void *user, const struct scrape_metrics *m, int err);
 
 struct scraper_opts {
@@ -74,6 +78,7 @@ struct scraper_opts {
 	uint32_t mark;	 /* SO_MARK of the scrape sockets (0: none), so BPF never intercepts them */
 	const char *path; /* NULL: "/metrics" */
 	size_t max_body;  /* largest body read, bytes (0: SCRAPE_DEFAULT_MAX_BODY) */
+	size_t max_head;  /* longest answer head read, bytes (0: SCRAPE_DEFAULT_MAX_HEAD) */
 };
 
 struct scrape_target {

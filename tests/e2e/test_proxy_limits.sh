@@ -8,8 +8,9 @@
 # pooled upstream connections checked before reuse; a POST not retried once it reached a worker;
 # out-of-range flag values refused; the bounds that are not per request set by their flags and
 # shown in /metrics (listen backlog, KV queue; the admin listener's connections, head and
-# timeout, the KV queue's batch count, the largest worker /metrics body read, the largest KV event
-# message and the replay deadline, each also at work; libzmq's KV event queue).
+# timeout, the KV queue's batch count, the largest worker /metrics body read and head, a scrape's
+# deadline, the largest KV event message, the replay deadline, the approximate view's entries,
+# each also at work; libzmq's KV event queue).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -363,7 +364,9 @@ for f in "--max-body 1e30" "--max-body nan" "--max-body inf" "--max-head -1" "--
 	"--admin-timeout 0" "--admin-timeout nan" "--admin-timeout 1e30ms" "--kv-queue-batches 0" \
 	"--kv-queue-batches -3" "--kv-queue-batches 1e4" "--scrape-max-body 0" "--scrape-max-body 1e30" \
 	"--scrape-max-body 4X" "--kv-event-max-bytes 0" "--kv-event-max-bytes 1e30" \
-	"--kv-event-queue 0" "--kv-event-queue 1e5" "--kv-replay-timeout 0" "--kv-replay-timeout nan"; do
+	"--kv-event-queue 0" "--kv-event-queue 1e5" "--kv-replay-timeout 0" "--kv-replay-timeout nan" \
+	"--scrape-timeout 0" "--scrape-timeout -1" "--scrape-max-head 0" "--scrape-max-head 1e30" \
+	"--approx-max-entries 0" "--approx-max-entries 1e6"; do
 	# shellcheck disable=SC2086
 	"$KVS" --no-bpf --services /nonexistent $f >"$tmp/flag.out" 2>&1
 	rc=$?
@@ -546,6 +549,47 @@ expect_eq "kvsplice_kv_replay_limit_timeout_seconds shows --kv-replay-timeout" 0
 	"$(metric "$aport" kvsplice_kv_replay_limit_timeout_seconds)"
 expect_eq "kvsplice_kv_event_queue_limit_messages shows --kv-event-queue" 50 \
 	"$(metric "$aport" kvsplice_kv_event_queue_limit_messages)"
+
+# --- 14. a scrape's deadline and head bound ------------------------------------------------------
+# e1 answers its /metrics after 0.7 s (read at the default 1 s), e2 with a 1,500-byte head, e3
+# with a 3,000-byte one (read at the default 16K), e4 is a port nothing listens on.
+start_up slow --metrics-bytes 3000 --metrics-delay 700; MSLOW=$port
+start_up head15 --metrics-bytes 3000 --metrics-head-bytes 1500; MH15=$port
+start_up head30 --metrics-bytes 3000 --metrics-head-bytes 3000; MH30=$port
+MNONE=$("$PY" -c 'import sys; sys.path.insert(0,"tests/e2e"); from lowport import low_port; print(low_port())')
+svc_json qwen "$MSLOW" "$MH15" "$MH30" "$MNONE" >"$tmp/scrape2.json"
+start_kvs scrape2 "$tmp/scrape2.json" --scrape-timeout 0.3 --scrape-max-head 2K --scrape-interval 0.1
+check "--scrape-timeout 0.3: a worker answering its /metrics after 0.7 s fails its scrapes (ETIMEDOUT); --scrape-max-head 2K: a 1,500-byte head is read, a 3,000-byte one fails (EMSGSIZE)" "$PY" -c '
+import json,sys,time,urllib.request
+def ws():
+    d=json.load(urllib.request.urlopen("http://127.0.0.1:%s/debug/workers" % sys.argv[1],timeout=3))
+    return {w["name"].split("/")[-1]: w for w in d["workers"]}
+end=time.time()+6
+while time.time()<end and not all(w["scrapes"]>=2 for w in ws().values()): time.sleep(0.1)
+w=ws()
+assert w["e1"]["scrape_error"]==-110 and w["e1"]["capacity_blocks"] is None, w["e1"]
+assert w["e2"]["scrape_error"]==0 and w["e2"]["capacity_blocks"]==777, w["e2"]
+assert w["e3"]["scrape_error"]==-90 and w["e3"]["capacity_blocks"] is None, w["e3"]
+assert w["e4"]["scrape_error"]==-111, w["e4"]' "$aport"
+expect_eq "kvsplice_scrape_limit_timeout_seconds shows --scrape-timeout" 0.3 \
+	"$(metric "$aport" kvsplice_scrape_limit_timeout_seconds)"
+expect_eq "kvsplice_scrape_limit_head_bytes shows --scrape-max-head" 2048 \
+	"$(metric "$aport" kvsplice_scrape_limit_head_bytes)"
+
+# --- 15. the approximate view's bound -------------------------------------------------------------
+# Without a tokenizer a completion is placed on its raw bytes, 64 bytes a block: a 2,000-byte body
+# is a chain of 31 blocks, of which --approx-max-entries 8 keeps 8 (the default keeps all 31).
+start_kvs approx "$tmp/one.json" --router approx --no-tokenizer --approx-max-entries 8
+check "--approx-max-entries 8: a request of 31 blocks leaves 8 pairs in the approximate view, the rest counted as evicted" "$PY" -c '
+import json,sys,urllib.request
+port,aport=sys.argv[1],sys.argv[2]
+body=json.dumps({"model":"m","prompt":"p"*1970}).encode(); assert len(body)>=1984, len(body)
+r=urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:%s/v1/completions" % port,data=body,headers={"Content-Type":"application/json"}),timeout=5)
+assert r.status==200
+m={l.split()[0]: float(l.split()[1]) for l in urllib.request.urlopen("http://127.0.0.1:%s/metrics" % aport,timeout=3).read().decode().splitlines() if l.startswith("kvsplice_approx_")}
+assert m["kvsplice_approx_entries"]==8 and m["kvsplice_approx_evicted_total"]>=23, m' "$lport" "$aport"
+expect_eq "kvsplice_approx_limit_entries shows --approx-max-entries" 8 \
+	"$(metric "$aport" kvsplice_approx_limit_entries)"
 
 # --- every kvsplice drains and exits cleanly (a sanitizer build reports nothing) ------------------
 for k in "${kvs[@]}"; do

@@ -17,7 +17,9 @@
 #   POST /die?key=K      -> reads the body, counts it under K, closes without a response
 #   GET  /count?key=K    -> how many /die requests K saw
 #   GET  /metrics        -> with --metrics-bytes N: vLLM metrics (a KV cache of 777 blocks), padded
-#                           with comment lines to N bytes; without it, 404
+#                           with comment lines to N bytes; without it, 404. With --metrics-delay MS
+#                           answered after MS ms; with --metrics-head-bytes N its head is padded
+#                           (an X-Pad header) to N bytes
 # Raw mode (--echo-raw): a TCP echo server that prefixes "NAME:" once (pass-through tests), with
 # two special openings:
 #   "\x00finrst"         -> "NAME:", then FIN, then 0.3 s later a reset
@@ -33,8 +35,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 NAME = sys.argv[1] if len(sys.argv) > 1 else "up"
-METRICS_BYTES = (int(sys.argv[sys.argv.index("--metrics-bytes") + 1])
-                 if "--metrics-bytes" in sys.argv else None)
+
+
+def opt(name):
+    """The integer value of option name, or None when absent."""
+    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else None
+
+
+METRICS_BYTES = opt("--metrics-bytes")
+METRICS_DELAY_MS = opt("--metrics-delay") or 0
+METRICS_HEAD_BYTES = opt("--metrics-head-bytes")
 COUNTS = {}
 COUNTS_LOCK = threading.Lock()
 
@@ -162,7 +172,15 @@ class H(BaseHTTPRequestHandler):
             reset(self.connection)
             self.close_connection = True
         elif p == "/metrics" and METRICS_BYTES is not None:
-            self.send(200, metrics_body(METRICS_BYTES), "text/plain; version=0.0.4")
+            time.sleep(METRICS_DELAY_MS / 1000.0)
+            body = metrics_body(METRICS_BYTES)
+            if METRICS_HEAD_BYTES is None:
+                self.send(200, body, "text/plain; version=0.0.4")
+                return
+            head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                    b"Content-Length: %d\r\nX-Pad: " % len(body))
+            pad = METRICS_HEAD_BYTES - len(head) - 4
+            self.wfile.write(head + b"p" * max(pad, 0) + b"\r\n\r\n" + body)
         elif p == "/count":
             key = parse_qs(urlparse(self.path).query).get("key", [""])[0]
             with COUNTS_LOCK:

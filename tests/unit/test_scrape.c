@@ -782,6 +782,48 @@ static void test_max_body(void)
 	}
 }
 
+/* scraper_opts.max_head: an answer head of exactly the bound is read, one byte longer fails the
+ * scrape with -EMSGSIZE (too large, as a body over max_body), not -EPROTO (a bad answer). */
+static void test_max_head(void)
+{
+	/* SRV_KEEP's head */
+	const size_t len =
+	    (size_t)snprintf(NULL, 0,
+			     "HTTP/1.1 200 OK\r\nContent-Type: text/plain; "
+			     "version=0.0.4; charset=utf-8\r\nContent-Length: %zu\r\n\r\n",
+			     sizeof(srv_body) - 1);
+	static const struct {
+		size_t under; /* max_head = the head's length - under */
+		int err;
+		const char *what;
+	} rows[] = {
+	    {0, 0, "max_head: a head of exactly the bound is read"},
+	    {1, -EMSGSIZE, "max_head: a head one byte longer: -EMSGSIZE"},
+	    {40, -EMSGSIZE, "max_head: a head 40 bytes longer (the bound mid-line): -EMSGSIZE"},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct scraper_opts o = {
+		    .interval_ms = 30, .timeout_ms = 1000, .max_head = len - rows[i].under};
+		struct fixture f = {.r.got_null_m = true};
+		struct srv v;
+		struct scrape_target t;
+
+		if (!CHECK(srv_start(&v, SRV_KEEP) == 0 && loop_new(&f.loop) == 0 &&
+			       scraper_new(f.loop, &o, on_scrape, &f.r, &f.s) == 0,
+			   "%s: set-up", rows[i].what))
+			return;
+		t = target_of(&v, 0);
+		scraper_set_targets(f.s, &t, 1);
+		spin(f.loop, f.s, 3000, &f.r.calls, 1);
+		CHECK(f.r.calls == 1 && (rows[i].err ? f.r.errs == 1 && f.r.last_err == rows[i].err
+						     : f.r.ok == 1),
+		      "%s (got %d)", rows[i].what, f.r.last_err);
+		fixture_free(&f);
+		srv_stop(&v);
+	}
+}
+
 static void test_new_args(void)
 {
 	struct loop *l;
@@ -812,5 +854,6 @@ int main(void)
 	test_silent();
 	test_replace();
 	test_max_body();
+	test_max_head();
 	return tap_done();
 }
