@@ -364,6 +364,21 @@ static void worker_collector(struct buf *out, void *arg)
 			buf_printf(out, "\"} %.6g\n", v);
 		}
 	}
+	buf_puts(out, "# HELP kvsplice_worker_scrape_errors_total Failed scrapes of the worker's "
+		      "metrics, by cause (its /metrics too large for --scrape-max-body or "
+		      "--scrape-max-head, not answered within --scrape-timeout, ...).\n"
+		      "# TYPE kvsplice_worker_scrape_errors_total counter\n");
+	for (uint32_t i = 0; i < workers_count(r->ws); i++) {
+		struct worker *w = workers_at(r->ws, i);
+
+		for (int c = 0; w && c < WORKERS_SCRAPE_NCAUSES; c++) {
+			buf_puts(out, "kvsplice_worker_scrape_errors_total{worker=\"");
+			put_label(out, w->name);
+			buf_printf(out, "\",cause=\"%s\"} %llu\n",
+				   workers_scrape_cause_name((enum workers_scrape_cause)c),
+				   (unsigned long long)w->scrape_errors[c]);
+		}
+	}
 	router_limits_text(r, out);
 	buf_puts(out,
 		 "# HELP kvsplice_tokenizer_cache_total Encoding cache lookups (whole segments "

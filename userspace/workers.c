@@ -295,6 +295,39 @@ static void reached(struct worker *w)
 	w->retry_ms = 0;
 }
 
+enum workers_scrape_cause workers_scrape_cause_of(int err)
+{
+	switch (err) {
+	case -ETIMEDOUT:
+		return WORKERS_SCRAPE_TIMEOUT;
+	case -ECONNREFUSED:
+		return WORKERS_SCRAPE_REFUSED;
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+		return WORKERS_SCRAPE_UNREACHABLE;
+	case -ECONNRESET:
+	case -EPIPE:
+		return WORKERS_SCRAPE_CLOSED;
+	case -EMSGSIZE:
+		return WORKERS_SCRAPE_TOO_LARGE;
+	case -EPROTO:
+		return WORKERS_SCRAPE_BAD_RESPONSE;
+	case -ENODATA:
+		return WORKERS_SCRAPE_NO_METRICS;
+	default:
+		return WORKERS_SCRAPE_OTHER;
+	}
+}
+
+const char *workers_scrape_cause_name(enum workers_scrape_cause c)
+{
+#define WORKERS_SCRAPE_NAME(id, name) [WORKERS_SCRAPE_##id] = name,
+	static const char *const names[] = {WORKERS_SCRAPE_CAUSES(WORKERS_SCRAPE_NAME)};
+#undef WORKERS_SCRAPE_NAME
+
+	return (unsigned)c < WORKERS_SCRAPE_NCAUSES ? names[c] : NULL;
+}
+
 int workers_metrics(struct workers *ws, struct worker *w, const struct scrape_metrics *m, int err,
 		    uint64_t now_ms)
 {
@@ -309,6 +342,7 @@ int workers_metrics(struct workers *ws, struct worker *w, const struct scrape_me
 				   err == -ENETUNREACH;
 
 		w->scrape_err = err;
+		w->scrape_errors[workers_scrape_cause_of(err)]++;
 		if (unreachable) {
 			bool was = workers_down(w);
 

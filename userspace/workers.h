@@ -65,6 +65,21 @@
 #define WORKERS_BACKOFF_MAX_MS 10000
 #endif
 
+/* Why a scrape failed (kvsplice_worker_scrape_errors_total{cause}): one list gives the enum
+ * and the names, so they cannot get out of step. */
+#define WORKERS_SCRAPE_CAUSES(X)                                                                   \
+	X(TIMEOUT, "timeout")		/* no whole answer within --scrape-timeout */              \
+	X(REFUSED, "refused")		/* connection refused */                                   \
+	X(UNREACHABLE, "unreachable")	/* host or network unreachable */                          \
+	X(CLOSED, "closed")		/* the worker closed or reset the connection mid-answer */ \
+	X(TOO_LARGE, "too_large")	/* over --scrape-max-head or --scrape-max-body */          \
+	X(BAD_RESPONSE, "bad_response") /* not HTTP, a status other than 200, a bad coding */      \
+	X(NO_METRICS, "no_metrics")	/* 200, but no vLLM series in the body */                  \
+	X(OTHER, "other")		/* anything else (out of memory, another socket error) */
+#define WORKERS_SCRAPE_ENUM(id, name) WORKERS_SCRAPE_##id,
+enum workers_scrape_cause { WORKERS_SCRAPE_CAUSES(WORKERS_SCRAPE_ENUM) WORKERS_SCRAPE_NCAUSES };
+#undef WORKERS_SCRAPE_ENUM
+
 struct worker {
 	char name[2 * DISCOVERY_NAME_MAX + 2]; /* "service/endpoint" */
 	struct sockaddr_in addr;
@@ -84,6 +99,7 @@ struct worker {
 	uint32_t scrape_fails;	      /* consecutive scrapes that could not reach it */
 	int scrape_err;		      /* last error (0: the last scrape worked) */
 	uint64_t scrapes, restarts;
+	uint64_t scrape_errors[WORKERS_SCRAPE_NCAUSES]; /* failed scrapes, by cause */
 	/* down (see the top): by a failed connect; its backoff (0: not down by its connects) and
 	 * when it ends; consecutive failed connects; times it went down (either reason) */
 	bool connect_down;
@@ -129,9 +145,15 @@ uint32_t workers_active(const struct workers *ws, const struct worker *w);
 uint32_t workers_active_depth(const struct workers *ws, const struct worker *w,
 			      const uint64_t *chain, size_t n);
 
-/* Records a scrape result for w (m NULL: failed with err; one that reached it, with or without
- * metrics, lifts both reasons to be down: see the top). Returns 1 when it shows a new worker
- * process (start time changed, or counters went back): the caller resyncs its events; else 0. */
+/* Records a scrape result for w (m NULL: failed with err, counted by cause; one that reached
+ * it, with or without metrics, lifts both reasons to be down: see the top). Returns 1 when it shows
+ * a new worker process (start time changed, or counters went back): the caller resyncs its events;
+ * else 0. */
+/* The cause a scrape error (scrape_fn's err) is counted under. */
+enum workers_scrape_cause workers_scrape_cause_of(int err);
+/* Its name in kvsplice_worker_scrape_errors_total ("timeout", "too_large", ...); NULL for a
+ * value out of range. */
+const char *workers_scrape_cause_name(enum workers_scrape_cause c);
 int workers_metrics(struct workers *ws, struct worker *w, const struct scrape_metrics *m, int err,
 		    uint64_t now_ms);
 

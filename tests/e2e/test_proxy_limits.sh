@@ -10,7 +10,7 @@
 # shown in /metrics (listen backlog, KV queue; the admin listener's connections, head and
 # timeout, the KV queue's batch count, the largest worker /metrics body read and head, a scrape's
 # deadline, the largest KV event message, the replay deadline, the approximate view's entries,
-# each also at work; libzmq's KV event queue).
+# each also at work; libzmq's KV event queue); failed scrapes counted by cause.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -494,6 +494,9 @@ assert small["scrape_error"]==0 and small["capacity_blocks"]==777, small
 assert large["scrape_error"]==-90 and large["capacity_blocks"] is None and large["scrapes"]>=3, large' "$aport"
 expect_eq "kvsplice_scrape_limit_body_bytes shows --scrape-max-body" 32768 \
 	"$(metric "$aport" kvsplice_scrape_limit_body_bytes)"
+n=$(metric "$aport" 'kvsplice_worker_scrape_errors_total{worker="qwen/e2",cause="too_large"}')
+check "... the too-large page counted in kvsplice_worker_scrape_errors_total{cause=\"too_large\"} ($n)" \
+	test "${n/absent/0}" -ge 3
 
 # --- 13. the KV event stream's bounds: message size, replay deadline, libzmq's queue --------------
 # A worker stand-in as in 11 (its replay endpoint never listens). --kv-replay-timeout 0.4: the sync
@@ -550,7 +553,7 @@ expect_eq "kvsplice_kv_replay_limit_timeout_seconds shows --kv-replay-timeout" 0
 expect_eq "kvsplice_kv_event_queue_limit_messages shows --kv-event-queue" 50 \
 	"$(metric "$aport" kvsplice_kv_event_queue_limit_messages)"
 
-# --- 14. a scrape's deadline and head bound ------------------------------------------------------
+# --- 14. a scrape's deadline and head bound; failed scrapes counted by cause ----------------------
 # e1 answers its /metrics after 0.7 s (read at the default 1 s), e2 with a 1,500-byte head, e3
 # with a 3,000-byte one (read at the default 16K), e4 is a port nothing listens on.
 start_up slow --metrics-bytes 3000 --metrics-delay 700; MSLOW=$port
@@ -571,6 +574,10 @@ assert w["e1"]["scrape_error"]==-110 and w["e1"]["capacity_blocks"] is None, w["
 assert w["e2"]["scrape_error"]==0 and w["e2"]["capacity_blocks"]==777, w["e2"]
 assert w["e3"]["scrape_error"]==-90 and w["e3"]["capacity_blocks"] is None, w["e3"]
 assert w["e4"]["scrape_error"]==-111, w["e4"]' "$aport"
+sc() { metric "$aport" "kvsplice_worker_scrape_errors_total{worker=\"qwen/$1\",cause=\"$2\"}"; }
+check "kvsplice_worker_scrape_errors_total by cause: e1 timeout ($(sc e1 timeout)), e3 too_large ($(sc e3 too_large)), e4 refused ($(sc e4 refused)); e2 none ($(sc e2 too_large))" \
+	test "$(sc e1 timeout)" -ge 1 -a "$(sc e3 too_large)" -ge 1 -a "$(sc e4 refused)" -ge 1 \
+	-a "$(sc e2 too_large)" = 0 -a "$(sc e1 too_large)" = 0
 expect_eq "kvsplice_scrape_limit_timeout_seconds shows --scrape-timeout" 0.3 \
 	"$(metric "$aport" kvsplice_scrape_limit_timeout_seconds)"
 expect_eq "kvsplice_scrape_limit_head_bytes shows --scrape-max-head" 2048 \

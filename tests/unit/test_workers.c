@@ -7,7 +7,8 @@
  * endpoints: a worker whose connect failed is left out of the next decisions, gets one probe
  * request once its backoff is over, and is back after a good connect. Last, the load estimate: of
  * a worker's queue only the part others' requests make counts (a table of gauges and this
- * router's requests there). */
+ * router's requests there). And the cause a failed scrape is counted under
+ * (kvsplice_worker_scrape_errors_total). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -266,9 +267,72 @@ static void test_load_waiting(void)
 	workers_free(ws);
 }
 
+/* Every scrape error has its cause, every cause a distinct name; workers_metrics counts each
+ * failed scrape under its cause. */
+static void test_scrape_causes(void)
+{
+	static const struct {
+		int err;
+		const char *cause, *what;
+	} rows[] = {
+	    {-ETIMEDOUT, "timeout", "no answer within --scrape-timeout"},
+	    {-ECONNREFUSED, "refused", "connection refused"},
+	    {-EHOSTUNREACH, "unreachable", "host unreachable"},
+	    {-ENETUNREACH, "unreachable", "network unreachable"},
+	    {-ECONNRESET, "closed", "closed mid-answer"},
+	    {-EMSGSIZE, "too_large", "head or body over its bound"},
+	    {-EPROTO, "bad_response", "not HTTP or not 200"},
+	    {-ENODATA, "no_metrics", "200 without vLLM series"},
+	    {-ENOMEM, "other", "anything else"},
+	};
+	struct workers *ws;
+	struct services s = {0};
+	struct service svc = {.name = "qwen"};
+	struct endpoint ep = {.name = "w1"};
+	struct worker *w;
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const char *got = workers_scrape_cause_name(workers_scrape_cause_of(rows[i].err));
+
+		CHECK(got && strcmp(got, rows[i].cause) == 0,
+		      "scrape error %d (%s): cause %s (got %s)", rows[i].err, rows[i].what,
+		      rows[i].cause, got ? got : "NULL");
+	}
+	for (int c = 0; c < WORKERS_SCRAPE_NCAUSES; c++) {
+		const char *a = workers_scrape_cause_name((enum workers_scrape_cause)c);
+		bool ok = a && *a;
+
+		for (int d = 0; ok && d < c; d++)
+			ok =
+			    strcmp(a, workers_scrape_cause_name((enum workers_scrape_cause)d)) != 0;
+		CHECK(ok, "cause %d has a name of its own (%s)", c, a ? a : "NULL");
+	}
+	CHECK(!workers_scrape_cause_name(WORKERS_SCRAPE_NCAUSES), "no name past the last cause");
+
+	ep.addr.sin_family = AF_INET;
+	ep.addr.sin_addr.s_addr = htonl(0x0af40101);
+	ep.addr.sin_port = htons(8000);
+	svc.endpoints = &ep;
+	svc.nendpoints = 1;
+	s.n = 1;
+	s.v = &svc;
+	if (!CHECK(workers_new(&ws) == 0 && workers_sync(ws, &s) == 0, "a table with one worker"))
+		return;
+	w = workers_find(ws, "qwen", &ep);
+	for (int i = 0; i < 3; i++)
+		workers_metrics(ws, w, NULL, -EMSGSIZE, 1000 + i);
+	workers_metrics(ws, w, NULL, -ETIMEDOUT, 2000);
+	CHECK(w->scrape_errors[WORKERS_SCRAPE_TOO_LARGE] == 3 &&
+		  w->scrape_errors[WORKERS_SCRAPE_TIMEOUT] == 1 &&
+		  w->scrape_errors[WORKERS_SCRAPE_REFUSED] == 0,
+	      "failed scrapes counted by cause (too_large 3, timeout 1, refused 0)");
+	workers_free(ws);
+}
+
 int main(void)
 {
 	table();
+	test_scrape_causes();
 	router_backoff();
 	test_load_waiting();
 	return tap_done();
