@@ -15,11 +15,6 @@
 #include "log.h"
 #include "policy.h"
 
-/* Largest services file read, in bytes. */
-#ifndef DISCOVERY_FILE_MAX
-#define DISCOVERY_FILE_MAX (16 << 20)
-#endif
-
 int services_new(size_t n, struct services **out)
 {
 	struct services *s = calloc(1, sizeof(*s));
@@ -240,6 +235,7 @@ cleanup:
 struct file_source {
 	struct discovery_source src;
 	char *path;
+	size_t max_bytes; /* larger files are refused */
 	struct stat last;
 	int have_last;
 	uint64_t generation;
@@ -250,7 +246,9 @@ static struct file_source *container_of_file(struct discovery_source *src)
 	return (struct file_source *)src; /* src is the first member */
 }
 
-static int file_read(const char *path, char **text, size_t *len)
+/* Reads the whole file at path into *text (NUL-terminated, *len bytes). 0, -EFBIG when it is
+ * larger than max bytes (nothing read), -ENOMEM, or open/read's negative errno. */
+static int file_read(const char *path, size_t max, char **text, size_t *len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
 	struct stat st;
@@ -263,7 +261,10 @@ static int file_read(const char *path, char **text, size_t *len)
 		rc = -errno;
 		goto cleanup;
 	}
-	if (st.st_size > DISCOVERY_FILE_MAX) {
+	if ((uint64_t)st.st_size > max) {
+		log_error("discovery",
+			  "%s: %lld bytes, larger than the bound of %zu (--services-max-bytes)",
+			  path, (long long)st.st_size, max);
 		rc = -EFBIG;
 		goto cleanup;
 	}
@@ -307,9 +308,10 @@ static int file_poll(struct discovery_source *src, int force, struct services **
 		return 0;
 	f->last = st;
 	f->have_last = 1;
-	rc = file_read(f->path, &text, &len);
+	rc = file_read(f->path, f->max_bytes, &text, &len);
 	if (rc) {
-		log_error("discovery", "%s: %s", f->path, strerror(-rc));
+		if (rc != -EFBIG) /* logged with the bound */
+			log_error("discovery", "%s: %s", f->path, strerror(-rc));
 		return rc;
 	}
 	rc = discovery_parse(text, len, out, err, sizeof(err));
@@ -330,7 +332,7 @@ static void file_free(struct discovery_source *src)
 	free(f);
 }
 
-int discovery_file_source(const char *path, struct discovery_source **out)
+int discovery_file_source(const char *path, size_t max_bytes, struct discovery_source **out)
 {
 	struct file_source *f = calloc(1, sizeof(*f));
 
@@ -338,6 +340,7 @@ int discovery_file_source(const char *path, struct discovery_source **out)
 		free(f);
 		return -ENOMEM;
 	}
+	f->max_bytes = max_bytes ? max_bytes : DISCOVERY_FILE_DEFAULT_MAX;
 	f->src.kind = "file";
 	f->src.poll = file_poll;
 	f->src.free = file_free;

@@ -83,9 +83,17 @@ struct discovery_source {
 	int (*notify_fd)(struct discovery_source *src);
 };
 
+/* Default largest Services file read, bytes (kvsplice --services-max-bytes; an endpoint takes
+ * about 100). */
+#ifndef DISCOVERY_FILE_DEFAULT_MAX
+#define DISCOVERY_FILE_DEFAULT_MAX (16u << 20)
+#endif
+
 /* The static file source: re-reads path when its mtime, size or inode change (poll it about once
- * a second) or when forced. Returns 0 and *out, or -ENOMEM. */
-int discovery_file_source(const char *path, struct discovery_source **out);
+ * a second) or when forced. A file larger than max_bytes (0: DISCOVERY_FILE_DEFAULT_MAX) is
+ * refused unread: poll returns -EFBIG and logs the size and the bound. Returns 0 and *out, or
+ * -ENOMEM. */
+int discovery_file_source(const char *path, size_t max_bytes, struct discovery_source **out);
 
 /* --- The Kubernetes source (discovery_k8s.c) ------------------------------------------------
  *
@@ -107,6 +115,16 @@ int discovery_file_source(const char *path, struct discovery_source **out);
 /* Where the in-cluster configuration is read from (the service account's projected volume). */
 #define DISCOVERY_K8S_TOKEN "/var/run/secrets/kubernetes.io/serviceaccount/token"
 #define DISCOVERY_K8S_CA "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+/* Default largest list page response, bytes (kvsplice --k8s-list-max-bytes; pages hold up to 500
+ * objects). */
+#ifndef DISCOVERY_K8S_DEFAULT_LIST_MAX
+#define DISCOVERY_K8S_DEFAULT_LIST_MAX (64u << 20)
+#endif
+/* Default largest watch event (one JSON line), bytes (kvsplice --k8s-event-max-bytes; etcd keeps
+ * objects below 1.5 MiB). */
+#ifndef DISCOVERY_K8S_DEFAULT_EVENT_MAX
+#define DISCOVERY_K8S_DEFAULT_EVENT_MAX (3u << 20)
+#endif
 
 struct discovery_k8s_cfg {
 	const char *api;	/* "https://HOST:PORT"; NULL: https://$KUBERNETES_SERVICE_HOST:
@@ -118,10 +136,14 @@ struct discovery_k8s_cfg {
 	int backoff_min_ms;	/* first retry delay after a failure; 0: 500 */
 	int backoff_max_ms;	/* retry delay bound; 0: 30000 */
 	int request_timeout_ms; /* connect, and a whole list request; 0: 30000 */
+	size_t list_max_bytes;	/* largest list page; 0: DISCOVERY_K8S_DEFAULT_LIST_MAX */
+	size_t event_max_bytes; /* largest watch event; 0: DISCOVERY_K8S_DEFAULT_EVENT_MAX */
 };
 
 /* The Kubernetes source: a thread lists then watches Services and EndpointSlices and hands
- * complete snapshots over (poll takes the newest; notify_fd signals one). Returns 0 and *out;
+ * complete snapshots over (poll takes the newest; notify_fd signals one). A list page or a watch
+ * event past its bound is abandoned, logged with the bound, and the kind listed again after a
+ * backoff. Returns 0 and *out;
  * -EINVAL with a reason in err (no API address, unreadable CA file); -ENOMEM; another negative
  * errno when the thread cannot start. */
 int discovery_k8s_source(const struct discovery_k8s_cfg *cfg, struct discovery_source **out,

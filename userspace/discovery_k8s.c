@@ -18,8 +18,8 @@
  * thread keeps no reference to them (the reference count is not atomic, so exactly one thread may
  * hold one at any time). curl runs with CURLOPT_NOSIGNAL; the thread blocks every signal.
  *
- * Bounds: one list page (K8S_LIST_MAX) and one watch event (K8S_EVENT_MAX); past them the request
- * is abandoned, logged, and the kind listed again after a backoff.
+ * Bounds: one list page (cfg list_max_bytes) and one watch event (cfg event_max_bytes); past them
+ * the request is abandoned, logged, and the kind listed again after a backoff.
  *
  * Stand-in: none here. Its tests run it against tests/e2e/k8s_api.py, a local HTTPS server with
  * the same list/watch protocol (no API server can run on the development machines). */
@@ -43,14 +43,6 @@
 #include "log.h"
 #include "mix.h"
 
-/* Largest watch event (one JSON line), bytes; etcd keeps objects below 1.5 MiB. */
-#ifndef K8S_EVENT_MAX
-#define K8S_EVENT_MAX (3 << 20)
-#endif
-/* Largest list page response, bytes. */
-#ifndef K8S_LIST_MAX
-#define K8S_LIST_MAX (64 << 20)
-#endif
 /* Objects asked per list page. */
 #ifndef K8S_LIST_LIMIT
 #define K8S_LIST_LIMIT 500
@@ -122,6 +114,7 @@ struct k8s_src {
 	struct discovery_source src;
 	char *api, *token_path, *ca_path;
 	int watch_timeout_s, backoff_min_ms, backoff_max_ms, timeout_ms;
+	size_t list_max, event_max; /* bytes of a list page, of a watch event */
 	/* shared with the daemon's thread */
 	pthread_mutex_t mu;
 	struct services *pending; /* newest snapshot not taken yet (mu) */
@@ -254,9 +247,10 @@ static size_t res_write(char *data, size_t size, size_t nmemb, void *arg)
 		return n;
 	}
 	if (!r->watching) {
-		if (r->body.len + n > K8S_LIST_MAX) {
-			snprintf(r->why, sizeof(r->why), "list page larger than %d bytes",
-				 K8S_LIST_MAX);
+		if (r->body.len + n > r->k->list_max) {
+			snprintf(r->why, sizeof(r->why),
+				 "list page larger than %zu bytes (--k8s-list-max-bytes)",
+				 r->k->list_max);
 			r->abort = AB_BIG;
 			return 0;
 		}
@@ -269,7 +263,9 @@ static size_t res_write(char *data, size_t size, size_t nmemb, void *arg)
 	}
 	rc = k8s_lines_feed(&r->lines, data, n, res_line, r);
 	if (rc == -E2BIG) {
-		snprintf(r->why, sizeof(r->why), "watch event larger than %d bytes", K8S_EVENT_MAX);
+		snprintf(r->why, sizeof(r->why),
+			 "watch event larger than %zu bytes (--k8s-event-max-bytes)",
+			 r->k->event_max);
 		r->abort = AB_BIG;
 	} else if (rc == -ENOMEM) {
 		snprintf(r->why, sizeof(r->why), "out of memory");
@@ -339,7 +335,7 @@ static void res_start(struct k8s_res *r, uint64_t now)
 	r->events = 0;
 	r->why[0] = '\0';
 	r->lines.len = 0;
-	r->lines.max = K8S_EVENT_MAX;
+	r->lines.max = k->event_max;
 	buf_reset(&r->body);
 	r->started_ms = now;
 	if (curl_multi_add_handle(k->multi, r->easy) != CURLM_OK)
@@ -721,6 +717,9 @@ int discovery_k8s_source(const struct discovery_k8s_cfg *cfg, struct discovery_s
 		k->backoff_max_ms = k->backoff_min_ms;
 	k->timeout_ms =
 	    cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : K8S_REQUEST_TIMEOUT_MS;
+	k->list_max = cfg->list_max_bytes ? cfg->list_max_bytes : DISCOVERY_K8S_DEFAULT_LIST_MAX;
+	k->event_max =
+	    cfg->event_max_bytes ? cfg->event_max_bytes : DISCOVERY_K8S_DEFAULT_EVENT_MAX;
 	k->rnd = clock_ns() ^ ((uint64_t)getpid() << 32);
 	k->src.kind = "kubernetes";
 	k->src.poll = k8s_poll;

@@ -106,6 +106,7 @@ struct daemon {
 /* Long options: one table gives getopt its options and error messages their names. */
 enum {
 	O_SERVICES = 256,
+	O_SERVICES_MAX,
 	O_LISTEN,
 	O_ADMIN,
 	O_ADMIN_MAX_CONNS,
@@ -167,6 +168,8 @@ enum {
 	O_K8S_TOKEN,
 	O_K8S_CA,
 	O_K8S_NAMESPACE,
+	O_K8S_LIST_MAX,
+	O_K8S_EVENT_MAX,
 	O_NODE_ADDRESS,
 	O_NODE_DEVICE,
 	O_KEEP_ON_EXIT,
@@ -176,6 +179,7 @@ enum {
 };
 static const struct option longopts[] = {
     {"services", required_argument, 0, O_SERVICES},
+    {"services-max-bytes", required_argument, 0, O_SERVICES_MAX},
     {"listen", required_argument, 0, O_LISTEN},
     {"admin", required_argument, 0, O_ADMIN},
     {"admin-max-conns", required_argument, 0, O_ADMIN_MAX_CONNS},
@@ -237,6 +241,8 @@ static const struct option longopts[] = {
     {"k8s-token", required_argument, 0, O_K8S_TOKEN},
     {"k8s-ca", required_argument, 0, O_K8S_CA},
     {"k8s-namespace", required_argument, 0, O_K8S_NAMESPACE},
+    {"k8s-list-max-bytes", required_argument, 0, O_K8S_LIST_MAX},
+    {"k8s-event-max-bytes", required_argument, 0, O_K8S_EVENT_MAX},
     {"node-address", required_argument, 0, O_NODE_ADDRESS},
     {"node-device", required_argument, 0, O_NODE_DEVICE},
     {"keep-on-exit", no_argument, 0, O_KEEP_ON_EXIT},
@@ -291,6 +297,9 @@ static void usage(FILE *f)
 	    "Options:\n"
 	    "  --services FILE          Services and endpoints (JSON; reloaded on SIGHUP and on\n"
 	    "                           change); this or --kubernetes is required\n"
+	    "  --services-max-bytes SIZE  largest --services file read; a larger one is\n"
+	    "                           refused (at start: exit; later: the last one kept;\n"
+	    "                           default %uM)\n"
 	    "  --kubernetes             Services and endpoints from the API server: Services\n"
 	    "                           annotated kvsplice.io/route, their EndpointSlices\n"
 	    "                           (in-cluster service account; see userspace/discovery.h)\n"
@@ -300,6 +309,11 @@ static void usage(FILE *f)
 	    "                           (default: the service account's token)\n"
 	    "  --k8s-ca FILE            CA bundle (default: the service account's ca.crt)\n"
 	    "  --k8s-namespace NS       only Services of namespace NS (default: all)\n"
+	    "  --k8s-list-max-bytes SIZE  largest list response page read from the API server;\n"
+	    "                           a larger one is abandoned and listed again after a\n"
+	    "                           backoff (default %uM)\n"
+	    "  --k8s-event-max-bytes SIZE  largest watch event (one object) read, the same\n"
+	    "                           way (default %uM)\n"
 	    "  --listen ADDR:PORT       proxy address connects are handed to; repeatable\n"
 	    "                           (default " DEFAULT_LISTEN ")\n"
 	    "  --admin ADDR:PORT        admin HTTP: /healthz /readyz /metrics /debug/route\n"
@@ -439,12 +453,15 @@ static void usage(FILE *f)
 	    "nothing intercepted, /readyz 503 with the reason, kvsplice_node_ready 0.\n"
 	    "A restart: start the new kvsplice while the old one runs; it takes the listeners\n"
 	    "over and the old one drains and exits.\n",
-	    ADMIN_DEFAULT_MAX_CONNS, ADMIN_DEFAULT_MAX_HEAD >> 10, ADMIN_DEFAULT_TIMEOUT_MS / 1000,
-	    DEFAULT_MARK, (unsigned)(SCRAPE_DEFAULT_MAX_BODY >> 20),
-	    (unsigned)(SCRAPE_DEFAULT_MAX_HEAD >> 10), SCRAPE_DEFAULT_TIMEOUT_MS / 1000.0,
-	    (unsigned)APPROX_DEFAULT_MAX_ENTRIES, PROXY_DEFAULT_MAX_CONNS,
-	    PROXY_DEFAULT_MAX_CONNS_PER_IP, PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG,
-	    KEEPER_HOLD_MS / 1000, (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
+	    (unsigned)(DISCOVERY_FILE_DEFAULT_MAX >> 20),
+	    (unsigned)(DISCOVERY_K8S_DEFAULT_LIST_MAX >> 20),
+	    (unsigned)(DISCOVERY_K8S_DEFAULT_EVENT_MAX >> 20), ADMIN_DEFAULT_MAX_CONNS,
+	    ADMIN_DEFAULT_MAX_HEAD >> 10, ADMIN_DEFAULT_TIMEOUT_MS / 1000, DEFAULT_MARK,
+	    (unsigned)(SCRAPE_DEFAULT_MAX_BODY >> 20), (unsigned)(SCRAPE_DEFAULT_MAX_HEAD >> 10),
+	    SCRAPE_DEFAULT_TIMEOUT_MS / 1000.0, (unsigned)APPROX_DEFAULT_MAX_ENTRIES,
+	    PROXY_DEFAULT_MAX_CONNS, PROXY_DEFAULT_MAX_CONNS_PER_IP,
+	    PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG, KEEPER_HOLD_MS / 1000,
+	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
 	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES >> 20),
 	    (unsigned)EVENTS_DEFAULT_MAX_PENDING, (unsigned)(EVENTS_DEFAULT_MAX_PAYLOAD >> 20),
 	    EVENTS_DEFAULT_RCVHWM, EVENTS_DEFAULT_REPLAY_TIMEOUT_MS / 1000.0);
@@ -534,6 +551,38 @@ static int parse_count(const char *s)
 	if (end == s || *end || errno || v < 0 || v > 1000000000)
 		return -1;
 	return (int)v;
+}
+
+/* The bounds of the Services source in use, as gauges: the file's (k NULL) or the API server's.
+ * 0 or -ENOMEM. */
+static int discovery_limit_gauges(struct daemon *d, const struct discovery_k8s_cfg *k,
+				  size_t file_max)
+{
+	static const char *const help[] = {
+	    "Largest --services file read; a larger one is refused (--services-max-bytes).",
+	    "Largest list response page read from the API server; a larger one is abandoned "
+	    "and listed again (--k8s-list-max-bytes).",
+	    "Largest watch event read from the API server; a larger one is abandoned and "
+	    "listed again (--k8s-event-max-bytes)."};
+	int64_t *g[3] = {NULL};
+
+	if (!k) {
+		g[0] = metrics_gauge(d->metrics, "kvsplice_services_limit_bytes", NULL, help[0]);
+		if (!g[0])
+			return -ENOMEM;
+		metrics_gauge_set(g[0],
+				  (int64_t)(file_max ? file_max : DISCOVERY_FILE_DEFAULT_MAX));
+		return 0;
+	}
+	g[1] = metrics_gauge(d->metrics, "kvsplice_k8s_limit_list_bytes", NULL, help[1]);
+	g[2] = metrics_gauge(d->metrics, "kvsplice_k8s_limit_event_bytes", NULL, help[2]);
+	if (!g[1] || !g[2])
+		return -ENOMEM;
+	metrics_gauge_set(g[1], (int64_t)(k->list_max_bytes ? k->list_max_bytes
+							    : DISCOVERY_K8S_DEFAULT_LIST_MAX));
+	metrics_gauge_set(g[2], (int64_t)(k->event_max_bytes ? k->event_max_bytes
+							     : DISCOVERY_K8S_DEFAULT_EVENT_MAX));
+	return 0;
 }
 
 static void bpf_collector(struct buf *out, void *arg)
@@ -898,6 +947,7 @@ int main(int argc, char **argv)
 	struct daemon d = {.sig.fd = -1, .src_ev.fd = -1, .hconn = -1};
 	struct discovery_k8s_cfg kcfg = {0};
 	bool kubernetes = false;
+	size_t services_max = 0; /* 0: discovery.h default */
 	struct proxy_opts po;
 	struct sockaddr_in admin_sa;
 	struct admin_opts ao = {0}; /* 0: admin.h defaults */
@@ -941,6 +991,10 @@ int main(int argc, char **argv)
 		case O_SERVICES:
 			services = optarg;
 			break;
+		case O_SERVICES_MAX:
+			if (!(services_max = parse_size(optarg)))
+				goto bad_arg;
+			break;
 		case O_KUBERNETES:
 			kubernetes = true;
 			break;
@@ -955,6 +1009,14 @@ int main(int argc, char **argv)
 			break;
 		case O_K8S_NAMESPACE:
 			kcfg.ns = optarg;
+			break;
+		case O_K8S_LIST_MAX:
+			if (!(kcfg.list_max_bytes = parse_size(optarg)))
+				goto bad_arg;
+			break;
+		case O_K8S_EVENT_MAX:
+			if (!(kcfg.event_max_bytes = parse_size(optarg)))
+				goto bad_arg;
 			break;
 		case O_LISTEN:
 			if (po.nlisten == PROXY_MAX_LISTEN ||
@@ -1356,15 +1418,19 @@ int main(int argc, char **argv)
 			exit_code = 2;
 			goto cleanup;
 		}
-	} else if ((rc = discovery_file_source(services, &d.src)) < 0) {
+	} else if ((rc = discovery_file_source(services, services_max, &d.src)) < 0) {
 		goto cleanup;
 	}
+	if ((rc = discovery_limit_gauges(&d, kubernetes ? &kcfg : NULL, services_max)) < 0)
+		goto cleanup;
 	{
 		struct services *s = NULL;
 
 		rc = d.src->poll(d.src, 1, &s);
 		if (rc < 0) {
-			fprintf(stderr, "kvsplice: cannot load --services %s\n", services);
+			fprintf(stderr, "kvsplice: cannot load --services %s: %s\n", services,
+				rc == -EFBIG ? "larger than --services-max-bytes" : strerror(-rc));
+			exit_code = 2;
 			goto cleanup;
 		}
 		/* Kubernetes: nothing listed yet. Until the first snapshot the proxy and the router

@@ -9,7 +9,8 @@
 # connection cut mid-stream, a 410 (relist that finds a change no event announced), a bad token
 # (401s, nothing lost, recovery once the token file holds the new token), a slow server (the loop
 # never waits on it; a list slower than the request timeout is retried), a certificate for another
-# name (refused, no request made). Listens on 127.0.0.1 only; every process is stopped by PID.
+# name (refused, no request made); the daemon's bounds on a list page and a watch event. Listens
+# on 127.0.0.1 only; every process is stopped by PID.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh
@@ -316,6 +317,48 @@ PYEOF
 	kill -TERM "$kvs_pid"
 	wait "$kvs_pid"
 	expect_eq "daemon: SIGTERM, exit 0" 0 $?
+	kvs_pid=""
+	# the API server's bounds: a list page, a watch event past --k8s-list-max-bytes,
+	# --k8s-event-max-bytes (defaults 64M, 3M) is abandoned with a log line naming the flag
+	dsvc '{"kvsplice.io/route":"round-robin"}'
+	k8s_daemon() { # k8s_daemon NAME FLAG...: a kvsplice on namespace daemon; sets kvs_pid, kport
+		rm -f "$dir/$1.ports"
+		"$build/kvsplice" --kubernetes --k8s-api "https://127.0.0.1:$aport" \
+			--k8s-token "$dir/token" --k8s-ca "$dir/certs/ca.crt" --k8s-namespace daemon \
+			--no-bpf --no-events --no-tokenizer --router round-robin --listen 127.0.0.1:0 \
+			--admin 127.0.0.1:0 --port-file "$dir/$1.ports" --scrape-interval 0 "${@:2}" \
+			2>"$dir/$1.log" &
+		kvs_pid=$!
+		for _ in $(seq 100); do [ -s "$dir/$1.ports" ] && break; sleep 0.05; done
+		read -r _ kport <"$dir/$1.ports"
+	}
+	logged() { # logged FILE TEXT: TEXT appears in FILE within 5 s
+		for _ in $(seq 50); do grep -qF -- "$2" "$1" && return 0; sleep 0.1; done
+		return 1
+	}
+	k8s_daemon kvsl --k8s-list-max-bytes 300
+	logged "$dir/kvsl.log" "list page larger than 300 bytes (--k8s-list-max-bytes): listing again"
+	ok $? "--k8s-list-max-bytes 300: a list page over it is abandoned, logged with the flag"
+	expect_eq "... nothing listed: /readyz says no" 503 \
+		"$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$kport/readyz")"
+	expect_eq "kvsplice_k8s_limit_list_bytes shows --k8s-list-max-bytes" 300 \
+		"$(metric kvsplice_k8s_limit_list_bytes)"
+	kill -TERM "$kvs_pid"
+	wait "$kvs_pid"
+	k8s_daemon kvse --k8s-event-max-bytes 400
+	wait_metric kvsplice_endpoints 1
+	ok $? "--k8s-event-max-bytes 400: listed (a list page may be larger)"
+	dslice qwen-b "$pb" "[$(ep 127.0.0.1 up-b),$(ep 127.0.0.2 up-c),$(ep 127.0.0.3 up-d)]"
+	logged "$dir/kvse.log" "watch event larger than 400 bytes (--k8s-event-max-bytes): listing again"
+	ok $? "... a watch event over it is abandoned, logged with the flag"
+	wait_metric kvsplice_endpoints 3
+	ok $? "... and the relist after the backoff brings the change (3 endpoints)"
+	expect_eq "kvsplice_k8s_limit_event_bytes shows --k8s-event-max-bytes" 400 \
+		"$(metric kvsplice_k8s_limit_event_bytes)"
+	kill -TERM "$kvs_pid"
+	wait "$kvs_pid"
+	expect_eq "SIGTERM, exit 0" 0 $?
+	kvs_pid=""
 	kill "$up_a" "$up_b" 2>/dev/null
 	wait "$up_a" "$up_b" 2>/dev/null
 else

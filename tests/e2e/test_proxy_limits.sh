@@ -10,7 +10,8 @@
 # shown in /metrics (listen backlog, KV queue; the admin listener's connections, head and
 # timeout, the KV queue's batch count, the largest worker /metrics body read and head, a scrape's
 # deadline, the largest KV event message, the replay deadline, the approximate view's entries,
-# each also at work; libzmq's KV event queue); failed scrapes counted by cause.
+# the largest --services file, each also at work; libzmq's KV event queue); failed scrapes counted
+# by cause.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -366,7 +367,8 @@ for f in "--max-body 1e30" "--max-body nan" "--max-body inf" "--max-head -1" "--
 	"--scrape-max-body 4X" "--kv-event-max-bytes 0" "--kv-event-max-bytes 1e30" \
 	"--kv-event-queue 0" "--kv-event-queue 1e5" "--kv-replay-timeout 0" "--kv-replay-timeout nan" \
 	"--scrape-timeout 0" "--scrape-timeout -1" "--scrape-max-head 0" "--scrape-max-head 1e30" \
-	"--approx-max-entries 0" "--approx-max-entries 1e6"; do
+	"--approx-max-entries 0" "--approx-max-entries 1e6" "--services-max-bytes 0" \
+	"--services-max-bytes 16Q" "--k8s-list-max-bytes 0" "--k8s-event-max-bytes -3M"; do
 	# shellcheck disable=SC2086
 	"$KVS" --no-bpf --services /nonexistent $f >"$tmp/flag.out" 2>&1
 	rc=$?
@@ -375,7 +377,8 @@ for f in "--max-body 1e30" "--max-body nan" "--max-body inf" "--max-head -1" "--
 done
 
 # --- 9. the bounds that are not per request are flags too -----------------------------------------
-start_kvs bounds "$tmp/one.json" --listen-backlog 77 --kv-queue-bytes 1M --kv-queue-total-bytes 3M
+start_kvs bounds "$tmp/one.json" --listen-backlog 77 --kv-queue-bytes 1M --kv-queue-total-bytes 3M \
+	--services-max-bytes 64K
 # a listening socket's Send-Q in `ss -ltn` is its backlog
 expect_eq "--listen-backlog 77: the proxy listens with a backlog of 77" 77 \
 	"$(ss -Hltn "sport = :$lport" | awk '{ print $3 }')"
@@ -383,6 +386,8 @@ expect_eq "--kv-queue-bytes 1M: the per-worker replay queue bound" 1048576 \
 	"$(metric "$aport" 'kvsplice_kv_queue_limit_bytes{scope="worker"}')"
 expect_eq "--kv-queue-total-bytes 3M: the bound over all workers" 3145728 \
 	"$(metric "$aport" 'kvsplice_kv_queue_limit_bytes{scope="total"}')"
+expect_eq "kvsplice_services_limit_bytes shows --services-max-bytes" 65536 \
+	"$(metric "$aport" kvsplice_services_limit_bytes)"
 
 # --- 10. the admin listener's bounds --------------------------------------------------------------
 start_kvs admin "$tmp/one.json" --admin-max-conns 2 --admin-max-head 1K --admin-timeout 1.5
@@ -597,6 +602,13 @@ m={l.split()[0]: float(l.split()[1]) for l in urllib.request.urlopen("http://127
 assert m["kvsplice_approx_entries"]==8 and m["kvsplice_approx_evicted_total"]>=23, m' "$lport" "$aport"
 expect_eq "kvsplice_approx_limit_entries shows --approx-max-entries" 8 \
 	"$(metric "$aport" kvsplice_approx_limit_entries)"
+
+# --- 16. the largest --services file ---------------------------------------------------------------
+timeout 10 "$KVS" --no-bpf --no-tokenizer --services "$tmp/one.json" --services-max-bytes 50 \
+	--listen 127.0.0.1:0 --admin 127.0.0.1:0 >"$tmp/svcmax.out" 2>&1
+rc=$?
+check "--services-max-bytes 50: a services file of $(stat -c %s "$tmp/one.json") bytes refused at start (exit 2, the size and the bound said)" \
+	bash -c "[ $rc = 2 ] && grep -q 'bytes, larger than the bound of 50 (--services-max-bytes)' '$tmp/svcmax.out' && grep -q 'cannot load --services.*larger than --services-max-bytes' '$tmp/svcmax.out' || { cat '$tmp/svcmax.out'; exit 1; }"
 
 # --- every kvsplice drains and exits cleanly (a sanitizer build reports nothing) ------------------
 for k in "${kvs[@]}"; do

@@ -154,7 +154,7 @@ int main(int argc, char **argv)
 	if (k8s)
 		rc = discovery_k8s_source(&cfg, &src, err, sizeof(err));
 	else if (file)
-		rc = discovery_file_source(file, &src);
+		rc = discovery_file_source(file, 0, &src);
 	else
 		rc = -EINVAL;
 	if (rc < 0) {

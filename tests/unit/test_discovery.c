@@ -2,6 +2,7 @@
 /* discovery: the services file format (golden table of good and bad files), lookups, snapshot
  * references, and the file source's change detection. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,7 +112,7 @@ static void test_file_source(void)
 	f = fdopen(fd, "w");
 	fputs(good, f);
 	fclose(f);
-	CHECK(discovery_file_source(path, &src) == 0, "file source");
+	CHECK(discovery_file_source(path, 0, &src) == 0, "file source");
 	CHECK(src->poll(src, 0, &s) == 1 && s && s->generation == 1, "first poll loads");
 	services_put(s);
 	s = NULL;
@@ -134,10 +135,49 @@ static void test_file_source(void)
 	src->free(src);
 }
 
+/* max_bytes: a file of exactly the bound is read, one byte more is refused unread (-EFBIG). */
+static void test_file_max_bytes(void)
+{
+	static const struct {
+		size_t under; /* max_bytes = the file's size - under */
+		int rc;
+		const char *what;
+	} rows[] = {
+	    {0, 1, "max_bytes: a file of exactly the bound is read"},
+	    {1, -EFBIG, "max_bytes: a file one byte over the bound is refused (-EFBIG)"},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		char path[] = "/tmp/kvs-disc-XXXXXX";
+		int fd = mkstemp(path);
+		struct discovery_source *src;
+		struct services *s = NULL;
+		FILE *f;
+		int rc;
+
+		if (!CHECK(fd >= 0, "temp file"))
+			return;
+		f = fdopen(fd, "w");
+		fputs(good, f);
+		fclose(f);
+		if (!CHECK(discovery_file_source(path, strlen(good) - rows[i].under, &src) == 0,
+			   "%s: file source", rows[i].what)) {
+			unlink(path);
+			return;
+		}
+		rc = src->poll(src, 0, &s);
+		CHECK(rc == rows[i].rc && !s == (rc < 0), "%s (got %d)", rows[i].what, rc);
+		services_put(s);
+		src->free(src);
+		unlink(path);
+	}
+}
+
 int main(void)
 {
 	test_bad();
 	test_good();
+	test_file_max_bytes();
 	test_file_source();
 	return tap_done();
 }
