@@ -160,7 +160,16 @@ rows = [("request head size (431)", "--max-head"), ("request body size (413)", "
         ("admin connections at once", "--admin-max-conns"),
         ("admin request head size (431)", "--admin-max-head"),
         ("admin connection lifetime", "--admin-timeout"),
-        ("worker /metrics body read", "--scrape-max-body")]
+        ("worker /metrics body read", "--scrape-max-body"),
+        ("worker /metrics head read", "--scrape-max-head"),
+        ("one scrape of a worker", "--scrape-timeout"),
+        ("KV event message size", "--kv-event-max-bytes"),
+        ("KV event messages libzmq holds per worker", "--kv-event-queue"),
+        ("a replay from a worker", "--kv-replay-timeout"),
+        ("approximate view, (worker, block) pairs", "--approx-max-entries"),
+        ("--services file size", "--services-max-bytes"),
+        ("Kubernetes list page size", "--k8s-list-max-bytes"),
+        ("Kubernetes watch event size", "--k8s-event-max-bytes")]
 for what, flag in rows:
     m = re.search(r"^\s+" + re.escape(flag) + r"\b(.*?)(?=^\s+--|\Z)", h, re.M | re.S)
     d = re.search(r"default ([^);]*)", m.group(1)) if m else None

@@ -55,7 +55,9 @@
 #ifndef ROUTER_TOKCACHE_BYTES
 #define ROUTER_TOKCACHE_BYTES (64L << 20)
 #endif
-/* Longest chain considered, blocks (1 M tokens at 16 per block). */
+/* Longest chain considered, blocks (1 M tokens at 16 per block). Not a flag, structural: it
+ * caps the work of one decision past any model's context (a longer prompt is placed on its first
+ * 1 M tokens); what a client may send is bounded by --max-body. */
 #ifndef ROUTER_MAX_BLOCKS
 #define ROUTER_MAX_BLOCKS 65536
 #endif

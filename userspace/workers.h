@@ -43,7 +43,10 @@
 #include "discovery.h"
 #include "scrape.h"
 
-/* Workers a table holds at most. */
+/* Workers a table holds at most. Not a flag, structural: the router sizes the approximate
+ * view's per-worker tables by it at start (about 1 KiB per worker, whatever the cluster), and it
+ * must stay within APPROX_MAX_WORKERS; a node routes to the endpoints of the Services it serves,
+ * far fewer. Past it an endpoint is left out, logged ("not every endpoint could be added"). */
 #ifndef WORKERS_MAX
 #define WORKERS_MAX 1024
 #endif
