@@ -1164,6 +1164,15 @@ int events_poll(struct events *ev, int budget)
 	return more;
 }
 
+size_t events_initial_syncs(const struct events *ev)
+{
+	size_t n = 0;
+
+	for (uint32_t id = 0; ev && id < ev->nw; id++)
+		n += ev->w[id].used && ev->w[id].replaying && ev->w[id].initial;
+	return n;
+}
+
 int events_timeout_ms(const struct events *ev)
 {
 	int64_t first = next_deadline(ev), now = now_ms();

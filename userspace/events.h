@@ -135,6 +135,9 @@ struct services;
 int events_sync_services(struct events *ev, const struct services *s, const char *topic);
 
 /* The fd to watch for EPOLLIN. */
+/* Workers whose initial sync (the replay from 0 on joining) is still running: their caches are
+ * not known yet. */
+size_t events_initial_syncs(const struct events *ev);
 int events_fd(const struct events *ev);
 /* Handles up to budget messages (0 = EVENTS_DEFAULT_BUDGET) and expired replay and reconnect
  * deadlines, without blocking. Returns 1 when input is left (call again), 0 when drained. */

@@ -86,6 +86,12 @@ struct daemon {
 	struct keeper *keeper;
 	struct keeper_opts kopts;
 	bool no_keeper;
+	/* serving waits for the workers' initial syncs (events_initial_syncs), sync_wait_ms at
+	 * most: routing on an index that does not know the caches yet would place every prefix
+	 * as new. serve_at: when the wait started (0: not waiting); serving: started */
+	int sync_wait_ms;
+	uint64_t serve_at;
+	bool serving;
 	int hconn;
 	pid_t old_pid;
 	uint64_t *reloads, *reload_errors;
@@ -175,6 +181,7 @@ enum {
 	O_KEEP_ON_EXIT,
 	O_NO_HANDOVER,
 	O_NO_KEEPER,
+	O_SYNC_WAIT,
 	O_KEEPER_HOLD,
 };
 static const struct option longopts[] = {
@@ -248,6 +255,7 @@ static const struct option longopts[] = {
     {"keep-on-exit", no_argument, 0, O_KEEP_ON_EXIT},
     {"no-handover", no_argument, 0, O_NO_HANDOVER},
     {"no-keeper", no_argument, 0, O_NO_KEEPER},
+    {"sync-wait", required_argument, 0, O_SYNC_WAIT},
     {"keeper-hold", required_argument, 0, O_KEEPER_HOLD},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
@@ -414,6 +422,9 @@ static void usage(FILE *f)
 	    "                           running for the same --listen address (restart without\n"
 	    "                           loss: it drains and exits once this one serves) nor offer\n"
 	    "                           them to a successor\n"
+	    "  --sync-wait SECS         at start, serve (register the listener, /readyz) only\n"
+	    "                           once every worker's initial KV event sync is done, or\n"
+	    "                           this long at most (default 1; 0: at once)\n"
 	    "  --no-keeper              no keeper process: a crash (SIGKILL) of kvsplice then\n"
 	    "                           resets the connects BPF sent it while it died (by\n"
 	    "                           default a keeper holds the listener, relays those to\n"
@@ -684,11 +695,34 @@ static int serving_start(struct daemon *d)
 	return 0;
 }
 
+/* Serving starts once the workers' initial syncs are done, or sync_wait_ms after it could. A
+ * failure to register the listener stops the daemon (connects keep going the kube-proxy way). */
+static void serving_poll(struct daemon *d)
+{
+	uint64_t now = clock_ms();
+	size_t syncing;
+
+	if (d->serving || !d->serve_at || d->stop)
+		return;
+	syncing = events_initial_syncs(d->events);
+	if (syncing && now < d->serve_at + (uint64_t)d->sync_wait_ms)
+		return;
+	if (syncing)
+		log_warn("main", "serving with %zu worker(s) not synced after %d ms (--sync-wait)",
+			 syncing, d->sync_wait_ms);
+	else if (d->events)
+		log_info("main", "workers synced in %llu ms: serving",
+			 (unsigned long long)(now - d->serve_at));
+	d->serving = true;
+	if (serving_start(d) < 0)
+		d->stop = true;
+}
+
 /* The source's first snapshot came after start-up (Kubernetes). */
 static void interception_start(struct daemon *d)
 {
-	if (serving_start(d) < 0)
-		d->stop = true;
+	d->serve_at = clock_ms();
+	serving_poll(d);
 }
 
 static void services_poll(struct daemon *d, bool force)
@@ -983,6 +1017,7 @@ int main(int argc, char **argv)
 	if ((rc = supervisor_run()) >= 0)
 		return rc;
 	d.kopts.hold_ms = KEEPER_HOLD_MS;
+	d.sync_wait_ms = 1000;
 	proxy_opts_default(&po);
 	policy_kv_defaults(&kvo);
 	parse_addr(DEFAULT_ADMIN, &admin_sa);
@@ -1242,6 +1277,10 @@ int main(int argc, char **argv)
 			break;
 		case O_NO_HANDOVER:
 			d.no_handover = true;
+			break;
+		case O_SYNC_WAIT:
+			if ((d.sync_wait_ms = parse_ms(optarg)) < 0)
+				goto bad_arg;
 			break;
 		case O_NO_KEEPER:
 			d.no_keeper = true;
@@ -1506,8 +1545,12 @@ int main(int argc, char **argv)
 	}
 	/* Interception starts now (or with the source's first snapshot): the listener goes into
 	 * BPF's sockmap. */
-	if (d.synced && (rc = serving_start(&d)) < 0)
-		goto cleanup;
+	if (d.synced) {
+		d.serve_at = clock_ms();
+		serving_poll(&d);
+		if (d.stop)
+			goto cleanup;
+	}
 	{
 		struct sockaddr_in la, aa;
 		char ls[INET_ADDRSTRLEN], as[INET_ADDRSTRLEN];
@@ -1541,7 +1584,7 @@ int main(int argc, char **argv)
 		if ((rc = loop_set(d.loop, &d.src_ev, EPOLLIN)) < 0)
 			goto cleanup;
 	}
-	admin_set_ready(d.admin, d.synced);
+	admin_set_ready(d.admin, d.serving);
 
 	while (!proxy_done(d.proxy)) {
 		uint64_t now;
@@ -1555,6 +1598,7 @@ int main(int argc, char **argv)
 		router_tick(d.router);
 		admin_tick(d.admin);
 		handover_tick(d.handover);
+		serving_poll(&d);
 		if (d.events_more) /* events left input unread: the fd may not signal it again */
 			d.events_more = events_poll(d.events, 0);
 		now = clock_ms();

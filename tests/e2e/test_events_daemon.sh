@@ -31,7 +31,7 @@ svc() { # svc N: services file with the first N workers
 	echo "{\"services\":[{\"name\":\"qwen\",\"cluster_ip\":\"10.96.0.50\",\"port\":8000,\"endpoints\":[$eps]}]}"
 }
 svc 2 >"$dir/services.json"
-build/kvsplice --services "$dir/services.json" --no-bpf --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
+"${KVS:-build/kvsplice}" --services "$dir/services.json" --no-bpf --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
 	--port-file "$dir/ports" --events --log-level warn 2>"$dir/kvsplice.log" &
 kvs_pid=$!
 for _ in $(seq 100); do [ -s "$dir/ports" ] && break; sleep 0.05; done
@@ -93,3 +93,47 @@ ok $? "worker removed from --services: gone from the index"
 kill "$kvs_pid" && wait "$kvs_pid"
 ok $? "kvsplice exits cleanly"
 kvs_pid=""
+
+# Serving waits for the workers' initial syncs (--sync-wait): a kvsplice that routed before it
+# knew the caches would place every prefix as new. w1's replay endpoint falls silent (kvsim's
+# test hook), so its initial sync cannot end before --kv-replay-timeout: /readyz says no until
+# --sync-wait has passed, then yes, with w0's blocks already known.
+svc 2 >"$dir/services.json"
+curl -s -o /dev/null -X POST "$u1/debug/events?replay=off"
+# ms since the epoch of each line kvsplice's /readyz answered 200 (first) and of its start
+serve_ms() { # ARGS...: starts kvsplice, prints "ms-until-ready w0-blocks-then", stops it
+	local t0 p ready=""
+	rm -f "$dir/ports"
+	t0=$(date +%s%3N)
+	"${KVS:-build/kvsplice}" --services "$dir/services.json" --no-bpf --listen 127.0.0.1:0 \
+		--admin 127.0.0.1:0 --port-file "$dir/ports" --events --log-level info "$@" \
+		2>>"$dir/kvsplice2.log" &
+	p=$!
+	for _ in $(seq 200); do [ -s "$dir/ports" ] && break; sleep 0.01; done
+	read -r _ ap <"$dir/ports" 2>/dev/null
+	for _ in $(seq 400); do
+		if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ap:-1}/readyz")" = 200 ]; then
+			ready=$(($(date +%s%3N) - t0))
+			break
+		fi
+		sleep 0.01
+	done
+	echo "${ready:-never} $(curl -s "http://127.0.0.1:${ap:-1}/debug/index" |
+		$PY -c 'import json, sys; print({w["name"]: w["blocks_gpu"] for w in json.load(sys.stdin)["workers"]}.get("qwen/w0", 0))')"
+	kill "$p" && wait "$p"
+}
+read -r ms b0 < <(serve_ms --kv-replay-timeout 5 --sync-wait 1.2)
+echo "# w1's replay silent: /readyz 200 after ${ms} ms, w0's blocks then: $b0"
+ok $([[ $ms =~ ^[0-9]+$ ]] && [ "$ms" -ge 1100 ] && [ "$ms" -lt 4000 ] && echo 0 || echo 1) \
+	"w1 not synced: not ready before --sync-wait 1.2 s has passed (${ms} ms)"
+c0=$(curl -s "$u0/debug/cache" | $PY -c 'import json, sys; print(json.load(sys.stdin)["cached_blocks"])')
+expect_eq "w0 synced meanwhile: its blocks known when serving starts" "$c0" "$b0"
+grep -q "serving with 1 worker(s) not synced after 1200 ms" "$dir/kvsplice2.log"
+ok $? "kvsplice said it serves with w1 not synced"
+curl -s -o /dev/null -X POST "$u1/debug/events?replay=on"
+read -r ms b0 < <(serve_ms --sync-wait 5)
+echo "# replays answered: /readyz 200 after ${ms} ms"
+ok $([[ $ms =~ ^[0-9]+$ ]] && [ "$ms" -lt 4000 ] && echo 0 || echo 1) \
+	"both replays answered: ready once synced, long before --sync-wait 5 (${ms} ms), with w0's blocks known ($b0)"
+grep -q "workers synced in [0-9]* ms: serving" "$dir/kvsplice2.log"
+ok $? "kvsplice said the workers synced"
