@@ -42,13 +42,16 @@ struct merge_slot {
 	uint32_t id;
 };
 
-/* A vocab hash slot carries what a lookup compares, so a hit costs the slot and the bytes only. */
+/* A vocab hash slot carries what a lookup compares: a token of up to 8 bytes (most pieces of
+ * text) is found or refused from the slot alone, with no read of the arena. */
 struct vslot {
-	uint32_t id;
-	uint32_t off; /* bytes in the arena */
-	uint32_t len;
-	uint32_t tag; /* high half of the hash */
+	uint64_t head; /* the token's first 8 bytes (bytes_head) */
+	uint32_t id;   /* NO_ID: empty */
+	uint32_t len;  /* bytes, | VSLOT_WHOLE when BPE of the bytes gives this token itself */
 };
+
+#define VSLOT_WHOLE 0x80000000u
+#define VSLOT_LEN 0x7fffffffu
 
 struct pair {
 	uint32_t rank; /* UINT32_MAX: no merge */
@@ -64,7 +67,6 @@ struct added_tok {
 struct tokenizer {
 	uint8_t *arena;	     /* bytes of every id, back to back */
 	uint32_t *tok_off;   /* id -> arena offset; tok_off[n_ids] = arena length */
-	uint8_t *whole_ok;   /* id -> 1 when BPE of the token's bytes gives the token itself */
 	uint32_t n_ids;	     /* vocab and added tokens */
 	struct vslot *vhash; /* open addressing, vocab ids by bytes, id NO_ID = empty */
 	struct pair *small;  /* merges of two ids < 256, directly indexed (a << 8 | b) */
@@ -107,6 +109,16 @@ int tok_ids_push(struct tok_ids *ids, uint32_t id)
 	}
 	ids->v[ids->n++] = id;
 	return 0;
+}
+
+/* tok_ids_push, inline while there is room (one call per token of the text). */
+static inline int ids_push(struct tok_ids *ids, uint32_t id)
+{
+	if (ids->n < ids->cap) {
+		ids->v[ids->n++] = id;
+		return 0;
+	}
+	return tok_ids_push(ids, id);
 }
 
 /* Appends ids[0..n). 0 or -ENOMEM. */
@@ -161,9 +173,57 @@ static void work_free(struct work *w)
 	free(w->bpe);
 }
 
-static inline uint64_t hash_bytes(const uint8_t *s, size_t n)
+static inline uint64_t load64le(const uint8_t *p)
 {
-	return XXH3_64bits(s, n);
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	v = __builtin_bswap64(v);
+#endif
+	return v;
+}
+
+static inline uint64_t load32le(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	v = __builtin_bswap32(v);
+#endif
+	return v;
+}
+
+/* The first min(n, 8) bytes of s as a little-endian number (byte i in bits 8i..8i+7), the rest
+ * zero: equal heads of equal lengths mean equal bytes up to 8. Reads nothing past s + n (a piece
+ * may end the caller's buffer): short lengths are two overlapping loads. */
+static inline uint64_t bytes_head(const uint8_t *s, size_t n)
+{
+	if (n >= 8)
+		return load64le(s);
+	if (n >= 4)
+		return load32le(s) | load32le(s + n - 4) << (8 * (n - 4));
+	if (n)
+		return s[0] | (uint64_t)s[n >> 1] << (8 * (n >> 1)) |
+		       (uint64_t)s[n - 1] << (8 * (n - 1));
+	return 0;
+}
+
+/* Hash of the token s[0..n) whose head is head, for the vocab table: inline, a few
+ * multiplications for the short pieces of text (a call to XXH3 cost more than the probe). */
+static inline uint64_t hash_token(const uint8_t *s, size_t n, uint64_t head)
+{
+	uint64_t h = head ^ ((uint64_t)n * 0x9E3779B97F4A7C15ull);
+
+	for (size_t i = 8; i < n; i += 8) {
+		h = (h ^ load64le(n - i >= 8 ? s + i : s + n - 8)) * 0xBF58476D1CE4E5B9ull;
+		h ^= h >> 31;
+	}
+	h ^= h >> 32;
+	h *= 0xD6E8FEB86659FD93ull;
+	h ^= h >> 32;
+	return h;
 }
 
 static inline uint32_t hash_pair(uint64_t key)
@@ -261,19 +321,35 @@ static inline size_t utf8_put(uint8_t *o, uint32_t c)
 
 /* --- lookups -------------------------------------------------------------------------------- */
 
-static inline uint32_t vocab_find(const struct tokenizer *t, const uint8_t *s, size_t n)
+/* The vocab slot of the token whose bytes are s[0..n), or NULL, given its head and its home
+ * slot h (hash_token & vmask). */
+static inline const struct vslot *vocab_probe(const struct tokenizer *t, const uint8_t *s, size_t n,
+					      uint64_t head, uint32_t h)
 {
-	uint64_t hv = hash_bytes(s, n);
-	uint32_t h = (uint32_t)hv & t->vmask, tag = (uint32_t)(hv >> 32);
-
 	for (;;) {
 		const struct vslot *v = &t->vhash[h];
 		if (v->id == NO_ID)
-			return NO_ID;
-		if (v->tag == tag && v->len == n && memcmp(t->arena + v->off, s, n) == 0)
-			return v->id;
+			return NULL;
+		if (v->head == head && (v->len & VSLOT_LEN) == n &&
+		    (n <= 8 || memcmp(t->arena + t->tok_off[v->id] + 8, s + 8, n - 8) == 0))
+			return v;
 		h = (h + 1) & t->vmask;
 	}
+}
+
+/* The vocab slot of the token whose bytes are s[0..n), or NULL. */
+static inline const struct vslot *vocab_slot(const struct tokenizer *t, const uint8_t *s, size_t n)
+{
+	uint64_t head = bytes_head(s, n);
+
+	return vocab_probe(t, s, n, head, (uint32_t)hash_token(s, n, head) & t->vmask);
+}
+
+static inline uint32_t vocab_find(const struct tokenizer *t, const uint8_t *s, size_t n)
+{
+	const struct vslot *v = vocab_slot(t, s, n);
+
+	return v ? v->id : NO_ID;
 }
 
 /* The merge of (a, b): sets *id and returns its rank, or returns UINT32_MAX. */
@@ -554,27 +630,19 @@ static int tc_get(struct tok_cache *c, uint64_t h, int kind, const uint8_t *s, s
 	return tok_ids_append(out, tc_ids(e), e->nids) ? -ENOMEM : 1;
 }
 
-/* Appends the ids of one piece. Returns 0 or -ENOMEM. */
-static int bpe_piece(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
-		     struct work *w)
+/* Appends the ids of a piece of n >= 2 bytes that is not one whole token: from the cache, else
+ * merged (and cached). Returns 0 or -ENOMEM. */
+static int bpe_piece_merge(const struct tokenizer *t, const uint8_t *s, size_t n,
+			   struct tok_ids *out, struct work *w)
 {
 	struct sym stack_syms[TOK_STACK_PIECE];
 	uint64_t stack_heap[3 * TOK_STACK_PIECE];
 	struct sym *syms = stack_syms;
 	uint64_t *heap = stack_heap;
-	uint32_t id;
-	int err;
-
 	size_t n0 = out->n;
 	uint64_t h = 0;
+	int err;
 
-	if (n == 1)
-		return tok_ids_push(out, t->byte_id[s[0]]);
-	if (n <= t->max_tok_len) {
-		id = vocab_find(t, s, n);
-		if (id != NO_ID && t->whole_ok[id])
-			return tok_ids_push(out, id);
-	}
 	if (w->cache && n <= TOK_CACHE_MAX_PIECE) {
 		h = tc_hash(TC_PIECE, s, n);
 		err = tc_get(w->cache, h, TC_PIECE, s, n, out);
@@ -593,11 +661,25 @@ static int bpe_piece(const struct tokenizer *t, const uint8_t *s, size_t n, stru
 		syms = (struct sym *)(heap + 3 * n);
 	}
 	for (int32_t i = bpe_merge(t, s, n, syms, heap); i >= 0; i = syms[i].next)
-		if ((err = tok_ids_push(out, syms[i].id)))
+		if ((err = ids_push(out, syms[i].id)))
 			return err;
 	if (h)
 		tc_put(w->cache, h, TC_PIECE, s, n, out->v + n0, out->n - n0);
 	return 0;
+}
+
+/* Appends the ids of one piece. Returns 0 or -ENOMEM. */
+static int bpe_piece(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
+		     struct work *w)
+{
+	if (n == 1)
+		return ids_push(out, t->byte_id[s[0]]);
+	if (n <= t->max_tok_len) {
+		const struct vslot *v = vocab_slot(t, s, n);
+		if (v && (v->len & VSLOT_WHOLE))
+			return ids_push(out, v->id);
+	}
+	return bpe_piece_merge(t, s, n, out, w);
 }
 
 /* --- pre-tokenizer: the Qwen2 split regex as a state machine ------------------------------- */
@@ -1073,7 +1155,6 @@ void tokenizer_free(struct tokenizer *t)
 		return;
 	free(t->arena);
 	free(t->tok_off);
-	free(t->whole_ok);
 	free(t->vhash);
 	free(t->small);
 	free(t->mtab);
@@ -1190,26 +1271,30 @@ cleanup:
 	return -1;
 }
 
+/* Adds vocab token id to the hash. Returns 0, or -EEXIST when a token with its bytes is there. */
 static int vhash_insert(struct tokenizer *t, uint32_t id)
 {
 	const uint8_t *s = t->arena + t->tok_off[id];
 	size_t n = t->tok_off[id + 1] - t->tok_off[id];
-	uint64_t hv = hash_bytes(s, n);
-	uint32_t h = (uint32_t)hv & t->vmask;
+	uint64_t head = bytes_head(s, n);
+	uint32_t h = (uint32_t)hash_token(s, n, head) & t->vmask;
 
-	for (;;) {
-		struct vslot *v = &t->vhash[h];
-		if (v->id == NO_ID) {
-			v->id = id;
-			v->off = t->tok_off[id];
-			v->len = (uint32_t)n;
-			v->tag = (uint32_t)(hv >> 32);
-			return 0;
-		}
-		if (v->len == n && memcmp(t->arena + v->off, s, n) == 0)
-			return -EEXIST;
+	if (vocab_slot(t, s, n))
+		return -EEXIST;
+	while (t->vhash[h].id != NO_ID)
 		h = (h + 1) & t->vmask;
-	}
+	t->vhash[h] = (struct vslot){.head = head, .id = id, .len = (uint32_t)n};
+	return 0;
+}
+
+/* Sets VSLOT_WHOLE on vocab token id (in the hash). */
+static void vhash_mark_whole(struct tokenizer *t, uint32_t id)
+{
+	const struct vslot *v =
+	    vocab_slot(t, t->arena + t->tok_off[id], t->tok_off[id + 1] - t->tok_off[id]);
+
+	if (v && v->id == id)
+		t->vhash[v - t->vhash].len |= VSLOT_WHOLE;
 }
 
 /* Converts a byte-level token string to its bytes at dst (room for cap); returns the byte count,
@@ -1313,8 +1398,7 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 	}
 	/* arena: every token's bytes by id (added tokens: their content) */
 	t->tok_off = calloc((size_t)t->n_ids + 1, sizeof(*t->tok_off));
-	t->whole_ok = calloc(t->n_ids, 1);
-	if (!t->tok_off || !t->whole_ok)
+	if (!t->tok_off)
 		goto cleanup;
 	arena_cap = 1 << 20;
 	if (!(t->arena = malloc(arena_cap)))
@@ -1507,10 +1591,13 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 		}
 	}
 	/* The whole-piece shortcut is used only for tokens the merges themselves rebuild, unless
-	 * the model says ignore_merges (then the reference takes every whole-piece vocab hit). */
+	 * the model says ignore_merges (then the reference takes every whole-piece vocab hit).
+	 * Marking a token while others are checked is safe: the shortcut only ever looks at the
+	 * token being encoded whole, and each is checked before it is marked. */
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges"))) {
 		for (uint32_t id = 0; id < t->n_ids; id++)
-			t->whole_ok[id] = items[id] != NULL;
+			if (items[id])
+				vhash_mark_whole(t, id);
 	} else {
 		struct tok_ids one = {0};
 		struct work w = {0};
@@ -1519,22 +1606,18 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 			uint32_t n = t->tok_off[id + 1] - t->tok_off[id];
 			if (!items[id])
 				continue;
-			if (n == 1) {
-				t->whole_ok[id] = 1;
-				continue;
-			}
 			one.n = 0;
-			if (bpe_piece(t, t->arena + t->tok_off[id], n, &one, &w))
+			if (n > 1 && bpe_piece(t, t->arena + t->tok_off[id], n, &one, &w))
 				bad = 1;
-			else
-				t->whole_ok[id] = one.n == 1 && one.v[0] == id;
+			else if (n == 1 || (one.n == 1 && one.v[0] == id))
+				vhash_mark_whole(t, id);
 		}
 		tok_ids_free(&one);
 		work_free(&w);
 		if (bad)
 			goto cleanup;
 	}
-	t->mem = sizeof(*t) + arena_cap + ((size_t)t->n_ids + 1) * sizeof(*t->tok_off) + t->n_ids +
+	t->mem = sizeof(*t) + arena_cap + ((size_t)t->n_ids + 1) * sizeof(*t->tok_off) +
 		 ((size_t)t->vmask + 1) * sizeof(*t->vhash) +
 		 ((size_t)t->mmask + 1) * sizeof(*t->mtab) + 65536 * sizeof(*t->small) +
 		 (size_t)t->n_added * sizeof(*t->added);
