@@ -993,6 +993,19 @@ static ssize_t normalize(const struct tokenizer *t, const uint8_t *s, size_t n, 
 
 /* --- encode --------------------------------------------------------------------------------- */
 
+/* Pieces cut ahead of their encoding: the vocab slot of each is read while the pieces before it
+ * are encoded, not waited for (a lookup of a piece otherwise waits on a cache miss). */
+#ifndef TOK_AHEAD
+#define TOK_AHEAD 16
+#endif
+
+/* A piece cut and not yet encoded. */
+struct piece {
+	size_t off, len;
+	uint64_t head; /* bytes_head, when 2 <= len <= max_tok_len */
+	uint32_t slot; /* its home slot in the vocab hash, idem */
+};
+
 static int encode_segment(const struct tokenizer *t, const uint8_t *s, size_t n,
 			  struct tok_ids *out, struct work *w)
 {
@@ -1021,10 +1034,38 @@ static int encode_segment(const struct tokenizer *t, const uint8_t *s, size_t n,
 		n = (size_t)m;
 	}
 	for (size_t i = 0; i < n;) {
-		size_t e = split_next(s, n, i);
-		if ((err = bpe_piece(t, s + i, e - i, out, w)))
-			return err;
-		i = e;
+		struct piece p[TOK_AHEAD];
+		size_t np = 0;
+
+		/* cut up to TOK_AHEAD pieces, starting the read of each one's vocab slot */
+		for (; np < TOK_AHEAD && i < n; np++) {
+			size_t e = split_next(s, n, i);
+			p[np].off = i;
+			p[np].len = e - i;
+			if (p[np].len >= 2 && p[np].len <= t->max_tok_len) {
+				p[np].head = bytes_head(s + i, p[np].len);
+				p[np].slot =
+				    (uint32_t)hash_token(s + i, p[np].len, p[np].head) & t->vmask;
+				__builtin_prefetch(&t->vhash[p[np].slot]);
+			}
+			i = e;
+		}
+		for (size_t k = 0; k < np; k++) {
+			const uint8_t *ps = s + p[k].off;
+			const struct vslot *v;
+
+			if (p[k].len == 1) {
+				err = ids_push(out, t->byte_id[ps[0]]);
+			} else if (p[k].len <= t->max_tok_len &&
+				   (v = vocab_probe(t, ps, p[k].len, p[k].head, p[k].slot)) &&
+				   (v->len & VSLOT_WHOLE)) {
+				err = ids_push(out, v->id);
+			} else {
+				err = bpe_piece_merge(t, ps, p[k].len, out, w);
+			}
+			if (err)
+				return err;
+		}
 	}
 	return 0;
 }
