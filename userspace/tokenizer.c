@@ -684,9 +684,20 @@ static int bpe_piece(const struct tokenizer *t, const uint8_t *s, size_t n, stru
 
 /* --- pre-tokenizer: the Qwen2 split regex as a state machine ------------------------------- */
 
+/* The regex classes of ASCII (Unicode's, checked against unicode_tables at load): most text is
+ * ASCII, read here with one load a byte instead of a decode and a two-level table. */
+/* clang-format off */
+static const uint8_t ascii_cls[128] = {
+	['\t' ... '\r'] = UCLS_SPACE, [' '] = UCLS_SPACE, /* White_Space */
+	['0' ... '9'] = UCLS_NUMBER,
+	['A' ... 'Z'] = UCLS_LETTER, ['a' ... 'z'] = UCLS_LETTER,
+	/* the rest: UCLS_OTHER */
+};
+/* clang-format on */
+
 static inline int cls_of(uint32_t c)
 {
-	return unicode_cls(c) & UCLS_MASK;
+	return c < 0x80 ? ascii_cls[c] : unicode_cls(c) & UCLS_MASK;
 }
 
 /* The next code point at s[i] (valid UTF-8, i < n): class, and its length in *len. */
@@ -704,7 +715,7 @@ static inline size_t run_end(const uint8_t *s, size_t n, size_t i, int k)
 
 	while (i < n) {
 		if (s[i] < 0x80) {
-			if (cls_of(s[i]) != k)
+			if (ascii_cls[s[i]] != k)
 				break;
 			i++;
 			continue;
@@ -714,6 +725,29 @@ static inline size_t run_end(const uint8_t *s, size_t n, size_t i, int k)
 		i += l;
 	}
 	return i;
+}
+
+#define BYTES8(b) (0x0101010101010101ull * (b))
+
+/* End of the run of letters that starts at i: ASCII 8 bytes at a time (a word's end is found
+ * without a branch per byte), then run_end from the first non-ASCII byte. */
+static inline size_t letters_end(const uint8_t *s, size_t n, size_t i)
+{
+	while (i + 8 <= n) {
+		uint64_t x = load64le(s + i), t = (x & BYTES8(0x7f)) | BYTES8(0x20);
+		/* bit 7 of a byte set unless it is an ASCII letter (t in 'a'..'z', x < 0x80) */
+		uint64_t stop =
+		    ~((t + BYTES8(0x80 - 'a')) & ~(t + BYTES8(0x80 - 'z' - 1)) & ~x) & BYTES8(0x80);
+
+		if (stop) {
+			i += (size_t)__builtin_ctzll(stop) / 8;
+			if (s[i] < 0x80)
+				return i;
+			break;
+		}
+		i += 8;
+	}
+	return run_end(s, n, i, UCLS_LETTER);
 }
 
 static inline uint32_t fold_ascii(uint32_t c)
@@ -746,9 +780,8 @@ static size_t contraction(const uint8_t *s, size_t n, size_t i)
 	return 0;
 }
 
-/* The end of the regex match that starts at i (< n) in valid UTF-8 s[0..n). The alternatives are
- * tried in the regex's order, each with the backtracking the regex engine would do. */
-static size_t split_next(const uint8_t *s, size_t n, size_t i)
+/* split_next for any text (below: the ASCII shortcut in front of it). */
+static size_t split_general(const uint8_t *s, size_t n, size_t i)
 {
 	uint32_t c, c2;
 	size_t l, l2, j, e, last_nl;
@@ -804,6 +837,55 @@ static size_t split_next(const uint8_t *s, size_t n, size_t i)
 	}
 	/* \s+ */
 	return e;
+}
+
+/* The end of the regex match that starts at i (< n) in valid UTF-8 s[0..n). The alternatives are
+ * tried in the regex's order, each with the backtracking the regex engine would do.
+ * Here the cases of ASCII that decide from s[i] and s[i + 1] alone (a word, a space or other
+ * character before a word, a digit, punctuation); the rest, split_general. */
+static inline size_t split_next(const uint8_t *s, size_t n, size_t i)
+{
+	uint8_t c = s[i], c2;
+	size_t e, last_nl = 0;
+	int k;
+
+	if (c >= 0x80)
+		return split_general(s, n, i);
+	k = ascii_cls[c];
+	/* [^\r\n\p{L}\p{N}]?\p{L}+ without its optional character */
+	if (k == UCLS_LETTER)
+		return letters_end(s, n, i + 1);
+	/* \p{N} (no alternative before it matches at a digit) */
+	if (k == UCLS_NUMBER)
+		return i + 1;
+	/* the contractions, and a character followed by non-ASCII: split_general */
+	if (c == '\'')
+		return split_general(s, n, i);
+	if (c != '\r' && c != '\n') {
+		if (i + 1 >= n || (c2 = s[i + 1]) >= 0x80)
+			return split_general(s, n, i);
+		/* [^\r\n\p{L}\p{N}]?\p{L}+ with c as its optional character */
+		if (ascii_cls[c2] == UCLS_LETTER)
+			return letters_end(s, n, i + 2);
+		/* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
+		if (k == UCLS_OTHER || (c == ' ' && ascii_cls[c2] == UCLS_OTHER)) {
+			i = run_end(s, n, i + 1, UCLS_OTHER);
+			while (i < n && (s[i] == '\r' || s[i] == '\n'))
+				i++;
+			return i;
+		}
+	}
+	/* c is white space: \s*[\r\n]+ (up to the run's last \r or \n), else \s+(?!\S) (the run
+	 * but its last character, unless the run ends the text), else \s+ (one character). A run
+	 * that goes on into non-ASCII: split_general. */
+	for (e = i; e < n && s[e] < 0x80 && ascii_cls[s[e]] == UCLS_SPACE; e++)
+		if (s[e] == '\r' || s[e] == '\n')
+			last_nl = e + 1;
+	if (e < n && s[e] >= 0x80)
+		return split_general(s, n, i);
+	if (last_nl)
+		return last_nl;
+	return e == n || e == i + 1 ? e : e - 1;
 }
 
 /* --- NFC ------------------------------------------------------------------------------------ */
@@ -1388,6 +1470,9 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 	const cJSON **items = NULL;
 
 	snprintf(err, errlen, "out of memory");
+	for (uint32_t c = 0; c < 128; c++)
+		if (ascii_cls[c] != (unicode_cls(c) & UCLS_MASK))
+			REFUSE("internal: ascii_cls disagrees with unicode_tables at U+%04X", c);
 	byte_level_map(b2u, u2b);
 	if (!(text = read_file(path, &text_len)))
 		REFUSE("%s: cannot read: %s", path, strerror(errno ? errno : EIO));
