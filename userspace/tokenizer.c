@@ -69,7 +69,7 @@ struct tokenizer {
 	uint32_t *tok_off;   /* id -> arena offset; tok_off[n_ids] = arena length */
 	uint32_t n_ids;	     /* vocab and added tokens */
 	struct vslot *vhash; /* open addressing, vocab ids by bytes, id NO_ID = empty */
-	struct pair *small;  /* merges of two ids < 256, directly indexed (a << 8 | b) */
+	struct pair *bytes2; /* the merge of the byte tokens of (a, b), at a << 8 | b */
 	uint32_t vmask;
 	struct merge_slot *mtab;
 	uint32_t mmask;
@@ -358,10 +358,6 @@ static inline uint32_t merge_find(const struct tokenizer *t, uint32_t a, uint32_
 	uint64_t key = (((uint64_t)a << 32) | b) + 1;
 	uint32_t h = hash_pair(key) & t->mmask;
 
-	if ((a | b) < 256) {
-		*id = t->small[a << 8 | b].id;
-		return t->small[a << 8 | b].rank;
-	}
 	for (;;) {
 		const struct merge_slot *m = &t->mtab[h];
 		if (m->key == key) {
@@ -376,8 +372,12 @@ static inline uint32_t merge_find(const struct tokenizer *t, uint32_t a, uint32_
 
 /* --- BPE ------------------------------------------------------------------------------------ */
 
+/* A symbol of a piece being merged. It keeps the rank and the result of the pair it starts, so a
+ * merge looks up only the two pairs it makes. */
 struct sym {
-	uint32_t id;
+	uint32_t id;   /* NO_ID: merged into the symbol before it */
+	uint32_t rank; /* of the pair (this, next), UINT32_MAX: none */
+	uint32_t mid;  /* what that pair merges to */
 	int32_t prev, next;
 };
 
@@ -417,47 +417,53 @@ static inline uint64_t heap_pop(uint64_t *h, size_t *n)
 	return top;
 }
 
+/* Sets the pair symbol i starts now that its next is j (< 0: none), and queues it. */
+static inline void sym_pair(const struct tokenizer *t, struct sym *syms, int32_t i, int32_t j,
+			    uint64_t *heap, size_t *hn)
+{
+	syms[i].rank = j < 0 ? UINT32_MAX : merge_find(t, syms[i].id, syms[j].id, &syms[i].mid);
+	if (syms[i].rank != UINT32_MAX)
+		heap_push(heap, hn, ((uint64_t)syms[i].rank << 32) | (uint32_t)i);
+}
+
 /* Merges the bytes s[0..n) (n >= 2) with the BPE rules into syms; returns the first symbol index.
- * syms holds n entries and heap 3 n. */
+ * syms holds n entries and heap 3 n.
+ * A queued entry is current while its symbol still starts a pair of that rank: a rank names one
+ * pair, and a symbol never starts a pair again once it changed (both its sides only grow). */
 static int32_t bpe_merge(const struct tokenizer *t, const uint8_t *s, size_t n, struct sym *syms,
 			 uint64_t *heap)
 {
 	size_t hn = 0;
-	uint32_t rank, id;
 
 	for (size_t i = 0; i < n; i++) {
 		syms[i].id = t->byte_id[s[i]];
 		syms[i].prev = (int32_t)i - 1;
 		syms[i].next = i + 1 < n ? (int32_t)i + 1 : -1;
-	}
-	for (size_t i = 0; i + 1 < n; i++) {
-		rank = merge_find(t, syms[i].id, syms[i + 1].id, &id);
-		if (rank != UINT32_MAX)
-			heap_push(heap, &hn, ((uint64_t)rank << 32) | i);
+		if (i + 1 < n) {
+			const struct pair *p = &t->bytes2[s[i] << 8 | s[i + 1]];
+			syms[i].rank = p->rank;
+			syms[i].mid = p->id;
+			if (p->rank != UINT32_MAX)
+				heap_push(heap, &hn, ((uint64_t)p->rank << 32) | i);
+		} else {
+			syms[i].rank = UINT32_MAX;
+		}
 	}
 	while (hn) {
 		uint64_t top = heap_pop(heap, &hn);
-		int32_t pos = (int32_t)(uint32_t)top, nx, nn, pv;
-		uint32_t want = (uint32_t)(top >> 32);
+		int32_t pos = (int32_t)(uint32_t)top, nx;
 
-		if (syms[pos].id == NO_ID || (nx = syms[pos].next) < 0)
-			continue;
-		rank = merge_find(t, syms[pos].id, syms[nx].id, &id);
-		if (rank != want)
-			continue; /* the pair at pos changed since this entry was pushed */
-		syms[pos].id = id;
+		if (syms[pos].id == NO_ID || syms[pos].rank != (uint32_t)(top >> 32))
+			continue; /* the pair at pos changed since this entry was queued */
+		nx = syms[pos].next;
+		syms[pos].id = syms[pos].mid;
 		syms[nx].id = NO_ID;
-		nn = syms[nx].next;
-		syms[pos].next = nn;
-		if (nn >= 0)
-			syms[nn].prev = pos;
-		pv = syms[pos].prev;
-		if (pv >= 0 &&
-		    (rank = merge_find(t, syms[pv].id, id, &(uint32_t){0})) != UINT32_MAX)
-			heap_push(heap, &hn, ((uint64_t)rank << 32) | (uint32_t)pv);
-		if (nn >= 0 &&
-		    (rank = merge_find(t, id, syms[nn].id, &(uint32_t){0})) != UINT32_MAX)
-			heap_push(heap, &hn, ((uint64_t)rank << 32) | (uint32_t)pos);
+		syms[pos].next = syms[nx].next;
+		if (syms[pos].next >= 0)
+			syms[syms[pos].next].prev = pos;
+		if (syms[pos].prev >= 0)
+			sym_pair(t, syms, syms[pos].prev, pos, heap, &hn);
+		sym_pair(t, syms, pos, syms[pos].next, heap, &hn);
 	}
 	return 0;
 }
@@ -1279,7 +1285,7 @@ void tokenizer_free(struct tokenizer *t)
 	free(t->arena);
 	free(t->tok_off);
 	free(t->vhash);
-	free(t->small);
+	free(t->bytes2);
 	free(t->mtab);
 	free(t->added);
 	free(t);
@@ -1705,17 +1711,11 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 		}
 		free(tmp);
 	}
-	if (!(t->small = malloc(65536 * sizeof(*t->small))))
+	if (!(t->bytes2 = malloc(65536 * sizeof(*t->bytes2))))
 		goto cleanup;
 	for (uint32_t i = 0; i < 65536; i++)
-		t->small[i].rank = UINT32_MAX;
-	for (uint32_t i = 0; i <= t->mmask; i++) {
-		uint64_t k = t->mtab[i].key - 1;
-		if (t->mtab[i].key && (k >> 32) < 256 && (k & 0xffffffff) < 256) {
-			t->small[(k >> 32) << 8 | (k & 0xff)].rank = t->mtab[i].rank;
-			t->small[(k >> 32) << 8 | (k & 0xff)].id = t->mtab[i].id;
-		}
-	}
+		t->bytes2[i].rank =
+		    merge_find(t, t->byte_id[i >> 8], t->byte_id[i & 0xff], &t->bytes2[i].id);
 	/* The whole-piece shortcut is used only for tokens the merges themselves rebuild, unless
 	 * the model says ignore_merges (then the reference takes every whole-piece vocab hit).
 	 * Marking a token while others are checked is safe: the shortcut only ever looks at the
@@ -1745,7 +1745,7 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 	}
 	t->mem = sizeof(*t) + arena_cap + ((size_t)t->n_ids + 1) * sizeof(*t->tok_off) +
 		 ((size_t)t->vmask + 1) * sizeof(*t->vhash) +
-		 ((size_t)t->mmask + 1) * sizeof(*t->mtab) + 65536 * sizeof(*t->small) +
+		 ((size_t)t->mmask + 1) * sizeof(*t->mtab) + 65536 * sizeof(*t->bytes2) +
 		 (size_t)t->n_added * sizeof(*t->added);
 	ret = t;
 	t = NULL;
