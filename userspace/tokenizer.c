@@ -1103,6 +1103,10 @@ static int encode_segment(const struct tokenizer *t, const uint8_t *s, size_t n,
 	int err;
 
 	for (size_t i = 0; i < n;) {
+		if (i + 8 <= n && !(load64le(s + i) & BYTES8(0x80))) {
+			i += 8; /* 8 ASCII bytes: nothing to normalize */
+			continue;
+		}
 		if (s[i] < 0x80) {
 			i++;
 			continue;
