@@ -6,7 +6,8 @@
  *      reference's normalizer) when the quick check says the segment may change;
  *   3. the Qwen2 split regex, as a hand-written state machine (Unicode 16.0 classes);
  *   4. each piece, as bytes: its vocab id when the whole piece is a token whose own merges lead
- *      back to it (checked at load), else rank-ordered BPE merges with a heap (n log n).
+ *      back to it (checked at load), else rank-ordered BPE merges with a heap (n log n), starting
+ *      from whole characters where that is sure to give the same ids (char_rules_build).
  * All work is in byte space: vocab tokens are stored as the bytes they stand for, so no byte-level
  * characters are ever built while encoding. */
 #include <errno.h>
@@ -58,6 +59,16 @@ struct pair {
 	uint32_t id;
 };
 
+/* A character BPE may start from whole (char_rules_build), with the tokens that, next to it,
+ * forbid that: when the text before it ends with a left danger token's bytes, or the text after
+ * it starts with a right one's, it starts as bytes. */
+struct char_rule {
+	uint32_t key;	 /* the character's UTF-8 bytes, little-endian; 0: empty slot */
+	uint32_t id;	 /* its token */
+	uint32_t danger; /* its left then right danger tokens start at t->danger[danger] */
+	uint16_t n_left, n_right;
+};
+
 struct added_tok {
 	const uint8_t *s; /* into the arena */
 	uint32_t len;
@@ -80,6 +91,9 @@ struct tokenizer {
 	uint8_t added_first[256]; /* bytes that start an added token */
 	int added_one_first;	  /* the only first byte when all share it, else -1 */
 	uint32_t max_tok_len;
+	struct char_rule *crules; /* open addressing by key, key 0 = empty; NULL: none */
+	uint32_t cmask;
+	uint32_t *danger; /* the neighbours of char_rule, by id */
 	bool nfc;
 	size_t mem;
 };
@@ -426,6 +440,39 @@ static inline void sym_pair(const struct tokenizer *t, struct sym *syms, int32_t
 		heap_push(heap, hn, ((uint64_t)syms[i].rank << 32) | (uint32_t)i);
 }
 
+/* Is token id in s[0..n), ending at offset at (left) or starting there (!left)? */
+static inline bool tok_at(const struct tokenizer *t, uint32_t id, const uint8_t *s, size_t n,
+			  size_t at, bool left)
+{
+	size_t m = t->tok_off[id + 1] - t->tok_off[id];
+
+	if (left)
+		return m <= at && memcmp(s + at - m, t->arena + t->tok_off[id], m) == 0;
+	return m <= n - at && memcmp(s + at, t->arena + t->tok_off[id], m) == 0;
+}
+
+/* The token to start BPE from for the character of l bytes at s[i] (in the piece s[0..n)), or
+ * NO_ID: start from its bytes. */
+static inline uint32_t char_whole(const struct tokenizer *t, const uint8_t *s, size_t n, size_t i,
+				  size_t l)
+{
+	uint32_t key = (uint32_t)bytes_head(s + i, l), h = hash_pair(key) & t->cmask;
+	const struct char_rule *r;
+
+	while ((r = &t->crules[h])->key != key) {
+		if (!r->key)
+			return NO_ID;
+		h = (h + 1) & t->cmask;
+	}
+	for (uint32_t k = 0; k < r->n_left; k++)
+		if (tok_at(t, t->danger[r->danger + k], s, n, i, true))
+			return NO_ID;
+	for (uint32_t k = r->n_left; k < r->n_left + r->n_right; k++)
+		if (tok_at(t, t->danger[r->danger + k], s, n, i + l, false))
+			return NO_ID;
+	return r->id;
+}
+
 /* Merges the bytes s[0..n) (n >= 2) with the BPE rules into syms; returns the first symbol index.
  * syms holds n entries and heap 3 n.
  * A queued entry is current while its symbol still starts a pair of that rank: a rank names one
@@ -433,21 +480,38 @@ static inline void sym_pair(const struct tokenizer *t, struct sym *syms, int32_t
 static int32_t bpe_merge(const struct tokenizer *t, const uint8_t *s, size_t n, struct sym *syms,
 			 uint64_t *heap)
 {
-	size_t hn = 0;
+	size_t hn = 0, m = 0;
+	bool byte = false; /* the symbol before is one byte */
 
-	for (size_t i = 0; i < n; i++) {
-		syms[i].id = t->byte_id[s[i]];
-		syms[i].prev = (int32_t)i - 1;
-		syms[i].next = i + 1 < n ? (int32_t)i + 1 : -1;
-		if (i + 1 < n) {
-			const struct pair *p = &t->bytes2[s[i] << 8 | s[i + 1]];
-			syms[i].rank = p->rank;
-			syms[i].mid = p->id;
-			if (p->rank != UINT32_MAX)
-				heap_push(heap, &hn, ((uint64_t)p->rank << 32) | i);
-		} else {
-			syms[i].rank = UINT32_MAX;
+	/* one symbol a byte, or a whole character; each pair's merge (both bytes: bytes2) */
+	for (size_t i = 0, l; i < n; i += l, m++) {
+		uint32_t id = NO_ID;
+
+		l = s[i] < 0xC2 ? 1 : s[i] < 0xE0 ? 2 : s[i] < 0xF0 ? 3 : 4;
+		if (l > 1 && t->crules && l <= n - i)
+			id = char_whole(t, s, n, i, l);
+		if (id == NO_ID) {
+			id = t->byte_id[s[i]];
+			l = 1;
 		}
+		syms[m].id = id;
+		syms[m].prev = (int32_t)m - 1;
+		syms[m].next = -1;
+		syms[m].rank = UINT32_MAX;
+		if (m) {
+			struct sym *p = &syms[m - 1];
+
+			p->next = (int32_t)m;
+			if (byte && l == 1) {
+				p->rank = t->bytes2[s[i - 1] << 8 | s[i]].rank;
+				p->mid = t->bytes2[s[i - 1] << 8 | s[i]].id;
+			} else {
+				p->rank = merge_find(t, p->id, id, &p->mid);
+			}
+			if (p->rank != UINT32_MAX)
+				heap_push(heap, &hn, ((uint64_t)p->rank << 32) | (m - 1));
+		}
+		byte = l == 1;
 	}
 	while (hn) {
 		uint64_t top = heap_pop(heap, &hn);
@@ -1292,6 +1356,8 @@ void tokenizer_free(struct tokenizer *t)
 	free(t->bytes2);
 	free(t->mtab);
 	free(t->added);
+	free(t->crules);
+	free(t->danger);
 	free(t);
 }
 
@@ -1418,6 +1484,193 @@ static int vhash_insert(struct tokenizer *t, uint32_t id)
 		h = (h + 1) & t->vmask;
 	t->vhash[h] = (struct vslot){.head = head, .id = id, .len = (uint32_t)n};
 	return 0;
+}
+
+/* Isolated BPE of one character's bytes s[0..n) (n <= 4): sets *top to the highest rank merged
+ * and adds to left[] / right[] (room for 4 each) the symbols other than the last one that begin /
+ * end the character on the way. Returns the one token it ends as, or NO_ID. */
+static uint32_t char_bpe(const struct tokenizer *t, const uint8_t *s, size_t n, uint32_t *top,
+			 uint32_t *left, uint32_t *nl, uint32_t *right, uint32_t *nr)
+{
+	uint32_t ids[4], mid[4], rank, best, bmid = 0;
+	size_t m = n, bi = 0;
+
+	*top = 0;
+	for (size_t i = 0; i < n; i++)
+		ids[i] = t->byte_id[s[i]];
+	left[(*nl)++] = ids[0];
+	right[(*nr)++] = ids[n - 1];
+	while (m > 1) {
+		best = UINT32_MAX;
+		for (size_t i = 0; i + 1 < m; i++) {
+			if ((rank = merge_find(t, ids[i], ids[i + 1], &mid[i])) < best) {
+				best = rank;
+				bi = i;
+				bmid = mid[i];
+			}
+		}
+		if (best == UINT32_MAX)
+			return NO_ID;
+		*top = best > *top ? best : *top;
+		ids[bi] = bmid;
+		memmove(ids + bi + 1, ids + bi + 2, (m - bi - 2) * sizeof(*ids));
+		m--;
+		if (m > 1 && bi == 0)
+			left[(*nl)++] = ids[0];
+		if (m > 1 && bi == m - 1)
+			right[(*nr)++] = ids[m - 1];
+	}
+	return ids[0];
+}
+
+/* Adds to the danger list the ids of the merges (x, p) (by_right: csr of p's) or (p, x)
+ * (by_left) of rank <= top, for each p of ps[0..np). Returns the count added or -ENOMEM. */
+static int64_t danger_add(struct tokenizer *t, size_t *len, size_t *cap, const uint32_t *ps,
+			  uint32_t np, uint32_t top, const uint32_t *start, const uint64_t *ent)
+{
+	int64_t added = 0;
+
+	for (uint32_t k = 0; k < np; k++)
+		for (uint32_t e = start[ps[k]]; e < start[ps[k] + 1]; e++) {
+			if ((uint32_t)(ent[e] >> 32) > top)
+				continue;
+			if (*len == *cap) {
+				size_t c = *cap ? *cap * 2 : 4096;
+				uint32_t *d = realloc(t->danger, c * sizeof(*d));
+				if (!d)
+					return -ENOMEM;
+				t->danger = d;
+				*cap = c;
+			}
+			t->danger[(*len)++] = (uint32_t)ent[e];
+			added++;
+		}
+	return added;
+}
+
+/* Whole characters at the start of BPE. BPE of a piece of CJK or Hangul spends most of its merges
+ * putting each character's bytes back together; starting from the character's token instead
+ * gives the same ids when, in the merge order of the whole piece, the character is always
+ * rebuilt before any of its partial symbols could merge with a neighbour:
+ *   - the merges are in training order (every merge ranks above those that make its operands),
+ *     so merges happen in rank order and a pair with the character's token ranks above all the
+ *     character's own merges: it cannot come sooner when the token is there from the start;
+ *   - the character alone merges into one token T, its own merges ranking at most R;
+ *   - no merge of rank <= R joins a partial symbol at its left edge (its first byte, ...) with a
+ *     token x before it, or one at its right edge with a token y after it. Such x and y are listed
+ *     per character (its dangers); a merge above R cannot come before T is whole, since T's next
+ *     own merge always ranks lower.
+ * The dangers are checked against the text around each occurrence: where the bytes before it end
+ * with an x, or those after it start with a y, the character starts as bytes. Built here for every
+ * token that is one character of 2 to 4 bytes; none when the merges are not in training order.
+ * Returns 0 or -ENOMEM. */
+static int char_rules_build(struct tokenizer *t)
+{
+	uint32_t *maxmade = NULL, *rstart = NULL, *lstart = NULL;
+	uint64_t *rent = NULL, *lent = NULL; /* rank << 32 | the other operand */
+	size_t len = 0, cap = 0, nrules = 0;
+	int rc = -ENOMEM;
+
+	if (!(maxmade = calloc(t->n_ids, sizeof(*maxmade))) ||
+	    !(rstart = calloc((size_t)t->n_ids + 2, sizeof(*rstart))) ||
+	    !(lstart = calloc((size_t)t->n_ids + 2, sizeof(*lstart))) ||
+	    !(rent = malloc(((size_t)t->mmask + 1) * sizeof(*rent))) ||
+	    !(lent = malloc(((size_t)t->mmask + 1) * sizeof(*lent))))
+		goto cleanup;
+	/* training order; maxmade[id]: 1 + the highest rank that makes id (0: none) */
+	for (uint32_t i = 0; i <= t->mmask; i++)
+		if (t->mtab[i].key && t->mtab[i].rank + 1 > maxmade[t->mtab[i].id])
+			maxmade[t->mtab[i].id] = t->mtab[i].rank + 1;
+	for (uint32_t i = 0; i <= t->mmask; i++) {
+		uint64_t k = t->mtab[i].key - 1;
+		if (t->mtab[i].key && (maxmade[k >> 32] > t->mtab[i].rank ||
+				       maxmade[(uint32_t)k] > t->mtab[i].rank)) {
+			rc = 0; /* not in training order: no rules */
+			goto cleanup;
+		}
+	}
+	/* the merges by right operand (rent) and by left operand (lent), counting sort */
+	for (uint32_t i = 0; i <= t->mmask; i++) {
+		uint64_t k = t->mtab[i].key - 1;
+		if (t->mtab[i].key) {
+			rstart[(uint32_t)k + 2]++;
+			lstart[(k >> 32) + 2]++;
+		}
+	}
+	for (uint32_t id = 0; id < t->n_ids; id++) {
+		rstart[id + 2] += rstart[id + 1];
+		lstart[id + 2] += lstart[id + 1];
+	}
+	for (uint32_t i = 0; i <= t->mmask; i++) {
+		uint64_t k = t->mtab[i].key - 1, r = (uint64_t)t->mtab[i].rank << 32;
+		if (t->mtab[i].key) {
+			rent[rstart[(uint32_t)k + 1]++] = r | (k >> 32);
+			lent[lstart[(k >> 32) + 1]++] = r | (uint32_t)k;
+		}
+	}
+	/* the characters */
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1 && !nrules) {
+			rc = 0; /* no rules */
+			goto cleanup;
+		}
+		if (pass == 1) {
+			for (t->cmask = 1; t->cmask <= nrules + nrules / 2; t->cmask <<= 1)
+				;
+			if (!(t->crules = calloc(t->cmask, sizeof(*t->crules))))
+				goto cleanup;
+			t->cmask--;
+		}
+		for (uint32_t id = 0; id < t->n_ids; id++) {
+			const uint8_t *b = t->arena + t->tok_off[id];
+			size_t n = t->tok_off[id + 1] - t->tok_off[id];
+			uint32_t cp, top, left[4], right[4], nl = 0, nr = 0, key, h;
+			int64_t dl, dr;
+
+			if (n < 2 || n > 4 || b[0] < 0xC2 || utf8_decode(b, n, &cp) != n ||
+			    (cp == 0xFFFD && (n != 3 || b[0] != 0xEF)) ||
+			    vocab_find(t, b, n) != id ||
+			    char_bpe(t, b, n, &top, left, &nl, right, &nr) != id)
+				continue;
+			if (pass == 0) {
+				nrules++;
+				continue;
+			}
+			key = (uint32_t)bytes_head(b, n);
+			dl = danger_add(t, &len, &cap, left, nl, top, rstart, rent);
+			dr = dl < 0 ? dl : danger_add(t, &len, &cap, right, nr, top, lstart, lent);
+			if (dr < 0)
+				goto cleanup;
+			if (dl > UINT16_MAX || dr > UINT16_MAX || len > UINT32_MAX) {
+				len -= (size_t)(dl + dr);
+				continue;
+			}
+			for (h = hash_pair(key) & t->cmask; t->crules[h].key;
+			     h = (h + 1) & t->cmask)
+				;
+			t->crules[h] =
+			    (struct char_rule){.key = key,
+					       .id = id,
+					       .danger = (uint32_t)(len - (size_t)(dl + dr)),
+					       .n_left = (uint16_t)dl,
+					       .n_right = (uint16_t)dr};
+		}
+	}
+	t->mem += ((size_t)t->cmask + 1) * sizeof(*t->crules) + cap * sizeof(*t->danger);
+	rc = 0;
+cleanup:
+	if (rc || !t->crules) {
+		free(t->crules);
+		free(t->danger);
+		t->crules = NULL;
+		t->danger = NULL;
+	}
+	free(maxmade);
+	free(rstart);
+	free(lstart);
+	free(rent);
+	free(lent);
+	return rc;
 }
 
 /* Sets VSLOT_WHOLE on vocab token id (in the hash). */
@@ -1747,10 +2000,12 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 		if (bad)
 			goto cleanup;
 	}
-	t->mem = sizeof(*t) + arena_cap + ((size_t)t->n_ids + 1) * sizeof(*t->tok_off) +
-		 ((size_t)t->vmask + 1) * sizeof(*t->vhash) +
-		 ((size_t)t->mmask + 1) * sizeof(*t->mtab) + 65536 * sizeof(*t->bytes2) +
-		 (size_t)t->n_added * sizeof(*t->added);
+	if (char_rules_build(t))
+		goto cleanup;
+	t->mem += sizeof(*t) + arena_cap + ((size_t)t->n_ids + 1) * sizeof(*t->tok_off) +
+		  ((size_t)t->vmask + 1) * sizeof(*t->vhash) +
+		  ((size_t)t->mmask + 1) * sizeof(*t->mtab) + 65536 * sizeof(*t->bytes2) +
+		  (size_t)t->n_added * sizeof(*t->added);
 	ret = t;
 	t = NULL;
 	err[0] = '\0';

@@ -157,6 +157,41 @@ static void test_pretokenizer_rules(void)
 	tok_ids_free(&ids);
 }
 
+/* BPE starts from a whole character where no token next to it could merge with part of it first
+ * (tokenizer.c char_rules_build); ids from the reference (tests/js/ref_tokenize.mjs). */
+static void test_whole_chars(void)
+{
+	static const struct {
+		const char *text;
+		uint32_t ids[4];
+		size_t n;
+		const char *what;
+	} rows[] = {
+	    {"\xe7\xbc\x93\xe5\xad\x98", {99982, 24360}, 2, "缓存: both characters start whole"},
+	    {" \xe7\xbc\x93",
+	     {84238, 241},
+	     2,
+	     " 缓: the space merges with 缓's first byte (a left danger), 缓 starts as bytes"},
+	    {"\xf0\x9f\x9a\x80\xec\x9e\xa5",
+	     {123846, 54470},
+	     2,
+	     "🚀장: 🚀's last byte merges with 장 (a right danger), 🚀 starts as bytes"},
+	    {"a\xf0\x9f\x9a\x80", {64, 145836}, 2, "a🚀"},
+	    {" \xed\x95\x9c\xea\xb5\xad\xec\x96\xb4\xeb\xa1\x9c",
+	     {130092, 31079, 17380},
+	     3,
+	     " 한국어로"},
+	};
+	struct tok_ids ids = {0};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		encode_str(qwen, rows[i].text, strlen(rows[i].text), &ids);
+		CHECK(ids.n == rows[i].n && memcmp(ids.v, rows[i].ids, ids.n * sizeof(*ids.v)) == 0,
+		      "%s", rows[i].what);
+	}
+	tok_ids_free(&ids);
+}
+
 static void test_long_runs(void)
 {
 	size_t n = 100000;
@@ -525,6 +560,7 @@ int main(void)
 	test_nfc();
 	test_invalid_utf8();
 	test_pretokenizer_rules();
+	test_whole_chars();
 	test_long_runs();
 	test_decode_errors();
 	test_threads();
