@@ -1466,11 +1466,13 @@ int chat_render(const cJSON *request, struct buf *out, const char **why)
 
 int chat_raw_check(const char *json, size_t len, const char **why)
 {
+	const char *p;
 	size_t i;
 
-	for (i = 0; i + 1 < len; i++) {
-		if (json[i] != '\\')
-			continue;
+	/* memchr to each backslash: a byte loop cost ~4 µs on a 10 KB chat body (and twice that
+	 * with an unlucky code alignment), more than the rest of this check */
+	for (i = 0; i + 1 < len && (p = memchr(json + i, '\\', len - 1 - i)); i++) {
+		i = (size_t)(p - json);
 		/* An escape: \u0000 is the one cJSON cannot keep; skip the escaped char either way.
 		 */
 		if (json[i + 1] == 'u' && i + 5 < len && hexval(json[i + 2]) == 0 &&

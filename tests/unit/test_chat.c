@@ -319,6 +319,12 @@ static void test_refused(void)
 		  CHAT_OK);
 	expect_rc("an escaped backslash before u0000 is plain text",
 		  "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\\\u0000b\"}]}", CHAT_OK);
+	expect_rc("a \\u0000 escape after an escaped backslash",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\\\\\u0000b\"}]}",
+		  CHAT_UNSUPPORTED);
+	expect_rc("a \\u0000 escape in a field after the messages",
+		  "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"x\":\"\\u0000\"}",
+		  CHAT_UNSUPPORTED);
 #undef REQ
 }
 
