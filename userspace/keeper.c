@@ -41,9 +41,8 @@ pid_t keeper_pid(const struct keeper *k)
 
 int keeper_spawn(const struct keeper_opts *o, struct keeper **out)
 {
-	char a_lfd[16], a_pfd[16], a_addr[32], a_mark[16], a_hold[16], a_idle[16],
-	    ip[INET_ADDRSTRLEN];
-	char *argv[10];
+	char a_lfd[16], a_pfd[16], a_addr[32], a_mark[16], a_hold[16], a_idle[16], a_queue[16];
+	char ip[INET_ADDRSTRLEN], *argv[11];
 	struct keeper *k;
 	int p[2];
 	pid_t pid;
@@ -69,6 +68,7 @@ int keeper_spawn(const struct keeper_opts *o, struct keeper **out)
 	snprintf(a_mark, sizeof(a_mark), "%u", o->own_mark);
 	snprintf(a_hold, sizeof(a_hold), "%d", o->hold_ms);
 	snprintf(a_idle, sizeof(a_idle), "%d", o->idle_ms);
+	snprintf(a_queue, sizeof(a_queue), "%d", o->queue_ms);
 	argv[0] = "kvsplice";
 	argv[1] = "--keeper";
 	argv[2] = a_lfd;
@@ -78,7 +78,8 @@ int keeper_spawn(const struct keeper_opts *o, struct keeper **out)
 	argv[6] = a_mark;
 	argv[7] = a_hold;
 	argv[8] = a_idle;
-	argv[9] = NULL;
+	argv[9] = a_queue;
+	argv[10] = NULL;
 
 	pid = fork();
 	if (pid < 0) {
@@ -156,9 +157,12 @@ struct kp {
 	int hold_ms, idle_ms;
 	int map_listener, map_origdst; /* pinned maps */
 	struct handover *handover;
-	bool took_over;	     /* the daemon died */
-	bool handed;	     /* a successor serves the listener */
-	uint64_t hold_until; /* close the listener then (0: not taken over) */
+	bool took_over;	      /* the daemon died */
+	bool open;	      /* fallen open: out of the sockmap, accepting and relaying */
+	bool handed;	      /* a successor serves the listener */
+	int queue_ms;	      /* connects queue this long for a successor before falling open */
+	uint64_t queue_until; /* fall open then */
+	uint64_t hold_until;  /* close the listener then (once fallen open) */
 	uint64_t accepted, no_origdst, refused;
 	pthread_attr_t attr;
 };
@@ -315,13 +319,16 @@ static void listen_cb(struct loop_ev *ev, uint32_t events)
 	accept_all(container_of(ev, struct kp, listen_ev));
 }
 
-/* Stops accepting: what is queued is taken first; the socket lives on only in a successor. */
-static void listener_close(struct kp *k)
+/* Stops accepting and closes this copy; with take, what is queued is taken first (no successor:
+ * nobody else would). A successor serving the same socket accepts what is queued itself. */
+static void listener_close(struct kp *k, bool take)
 {
 	if (k->listen_fd < 0)
 		return;
-	accept_all(k);
-	loop_del(k->loop, &k->listen_ev);
+	if (take)
+		accept_all(k);
+	if (k->listen_ev.fd >= 0)
+		loop_del(k->loop, &k->listen_ev);
 	close(k->listen_fd);
 	k->listen_fd = -1;
 	k->listen_ev.fd = -1;
@@ -345,38 +352,55 @@ static void kp_done(void *arg, pid_t successor)
 
 	log_info("keeper", "pid %d serves the listener now", (int)successor);
 	k->handed = true;
-	listener_close(k);
+	listener_close(k, false);
 }
 
 static const struct handover_ops kp_ops = {kp_offer, kp_done};
 
-/* The daemon died: interception off for new connects, what was sent our way relayed. */
-static void take_over(struct kp *k)
+/* Interception off for new connects; what was sent our way (and still arrives) relayed. */
+static void fall_open(struct kp *k)
 {
 	__u32 key = 0;
 	__u64 cookie = 0, mine = 0;
 	socklen_t len = sizeof(mine);
 
-	k->took_over = true;
+	k->open = true;
 	k->hold_until = clock_ms() + (uint64_t)k->hold_ms;
 	if (getsockopt(k->listen_fd, SOL_SOCKET, SO_COOKIE, &mine, &len) == 0 &&
 	    bpf_map_lookup_elem(k->map_listener, &key, &cookie) == 0 && cookie == mine) {
 		if (bpf_map_delete_elem(k->map_listener, &key) < 0 && errno != ENOENT)
 			log_error("keeper", "listener not unregistered: %s", strerror(errno));
 	}
-	log_warn(
-	    "keeper",
-	    "kvsplice died: listener out of the sockmap (new connects fall open), relaying what "
-	    "was sent to it to the Service; holding it for a successor for %d ms",
-	    k->hold_ms);
+	log_warn("keeper",
+		 "%s: listener out of the sockmap (new connects fall open), relaying what was sent "
+		 "to it to the Service; holding it for a successor for %d ms",
+		 k->queue_ms ? "no successor yet" : "kvsplice died", k->hold_ms);
 	fcntl(k->listen_fd, F_SETFL, fcntl(k->listen_fd, F_GETFL) | O_NONBLOCK);
 	k->listen_ev.fd = k->listen_fd;
 	k->listen_ev.cb = listen_cb;
 	if (loop_set(k->loop, &k->listen_ev, EPOLLIN) < 0)
 		log_error("keeper", "epoll: %s", strerror(errno));
 	accept_all(k);
+}
+
+/* The daemon died. With a queue window (a successor is expected at once, e.g. started by the PID
+ * 1 supervisor) connects keep queueing on the listener for it, so they are routed as before;
+ * else, or once the window has passed, the listener falls open. Either way it is offered to a
+ * successor at once. */
+static void take_over(struct kp *k)
+{
+	k->took_over = true;
 	if (k->addr.sin_port && handover_listen(k->loop, &k->addr, &kp_ops, k, &k->handover) < 0)
 		log_warn("keeper", "cannot offer the listener to a successor");
+	if (!k->queue_ms) {
+		fall_open(k);
+		return;
+	}
+	k->queue_until = clock_ms() + (uint64_t)k->queue_ms;
+	log_warn("keeper",
+		 "kvsplice died: connects queue on its listener for the next kvsplice for %d ms "
+		 "(--keeper-queue), then fall open",
+		 k->queue_ms);
 }
 
 static void pipe_cb(struct loop_ev *ev, uint32_t events)
@@ -418,21 +442,21 @@ static int pinned(const char *dir, const char *name)
 	return bpf_obj_get(path);
 }
 
-/* argv: --keeper LISTEN_FD PIPE_FD IP:PORT PIN_DIR MARK HOLD_MS IDLE_MS (keeper_spawn) */
+/* argv: --keeper LISTEN_FD PIPE_FD IP:PORT PIN_DIR MARK HOLD_MS IDLE_MS QUEUE_MS (keeper_spawn) */
 int keeper_main(int argc, char **argv)
 {
 	struct kp k = {.listen_fd = -1, .map_listener = -1, .map_origdst = -1};
-	long lfd, pfd, mark, hold, idle;
+	long lfd, pfd, mark, hold, idle, queue;
 	char ip[INET_ADDRSTRLEN] = "", *colon;
 	long port;
 
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
-	if (argc != 9 || parse_int(argv[2], 0, INT_MAX, &lfd) ||
+	if (argc != 10 || parse_int(argv[2], 0, INT_MAX, &lfd) ||
 	    parse_int(argv[3], 0, INT_MAX, &pfd) || !(colon = strrchr(argv[4], ':')) ||
 	    (size_t)(colon - argv[4]) >= sizeof(ip) || parse_int(colon + 1, 0, 65535, &port) ||
 	    parse_int(argv[6], 0, UINT32_MAX, &mark) || parse_int(argv[7], 0, INT_MAX, &hold) ||
-	    parse_int(argv[8], 1, INT_MAX, &idle)) {
+	    parse_int(argv[8], 1, INT_MAX, &idle) || parse_int(argv[9], 0, INT_MAX, &queue)) {
 		fprintf(stderr, "kvsplice --keeper is started by kvsplice itself\n");
 		return 2;
 	}
@@ -447,6 +471,8 @@ int keeper_main(int argc, char **argv)
 	k.mark = (uint32_t)mark;
 	k.hold_ms = (int)hold;
 	k.idle_ms = (int)idle;
+	k.queue_ms = (int)queue;
+	k.listen_ev.fd = -1;
 	relay_mark = (int)k.mark;
 	relay_idle_ms = k.idle_ms;
 	fcntl(k.listen_fd, F_SETFD, FD_CLOEXEC);
@@ -472,16 +498,20 @@ int keeper_main(int argc, char **argv)
 	for (;;) {
 		uint64_t now;
 
-		if (loop_run(k.loop, k.took_over ? 100 : -1) < 0)
+		if (loop_run(k.loop, !k.took_over ? -1 : k.open ? 100 : 10) < 0)
 			return 1;
 		if (!k.took_over)
 			continue;
 		handover_tick(k.handover);
 		now = clock_ms();
-		if (k.listen_fd >= 0 && now >= k.hold_until &&
+		/* the queue window passed with no successor (one taking over finishes first) */
+		if (!k.open && !k.handed && now >= k.queue_until &&
+		    (!handover_pending(k.handover) || now >= k.queue_until + HANDOVER_TIMEOUT_MS))
+			fall_open(&k);
+		if (k.open && k.listen_fd >= 0 && now >= k.hold_until &&
 		    (!handover_pending(k.handover) || now >= k.hold_until + HANDOVER_TIMEOUT_MS)) {
 			log_info("keeper", "no successor within %d ms: listener closed", k.hold_ms);
-			listener_close(&k);
+			listener_close(&k, true);
 		}
 		if (k.listen_fd < 0 && atomic_load(&relays_running) == 0)
 			break;

@@ -15,8 +15,13 @@
  *   - The daemon exits in order (drained, or handed over): it writes "q" first and the keeper
  *     leaves quietly (keeper_release).
  *   - The pipe ends without "q" (the daemon died): the listener is still open (the keeper's
- *     reference), so nothing queued is lost. The keeper takes it out of the sockmap (only if it is
- *     still this socket: new connects go the Service's DNAT way from now on), accepts what was
+ *     reference), so nothing queued is lost. If a successor is expected at once (queue_ms: by
+ *     default when the daemon runs under the PID 1 supervisor, supervisor.h, which starts it again
+ *     after 200 ms) the listener stays registered for that long: connects keep queueing and the
+ *     successor routes them as before, with no spell of random DNAT routing that would evict
+ *     prefixes on every worker. Then (or at once) the keeper falls open: it takes the listener
+ *     out of the sockmap (only if it is still this socket: new connects go the Service's DNAT
+ *     way from now on), accepts what was
  *     queued or is still arriving, and relays each connection byte for byte to its original
  *     destination (the ClusterIP:port BPF recorded by client address, as the daemon reads it), so
  *     kube-proxy serves it as if kvsplice had never been there. It offers the listener to a
@@ -40,6 +45,8 @@
 
 /* Default --keeper-hold: how long a keeper whose daemon died waits for a successor, ms. */
 #define KEEPER_HOLD_MS 10000
+/* Default --keeper-queue under the PID 1 supervisor (supervisor.h), ms; 0 otherwise. */
+#define KEEPER_QUEUE_MS 1000
 /* Relays at once at most; a connection beyond it is closed (the client retries by DNAT). */
 #define KEEPER_MAX_RELAYS 1024
 /* Connect timeout of a relay's upstream connection, ms. */
@@ -52,6 +59,8 @@ struct keeper_opts {
 	uint32_t own_mark;	 /* SO_MARK of the relays' upstream sockets (0: none) */
 	int hold_ms;		 /* wait for a successor this long after a crash */
 	int idle_ms;		 /* a relay silent this long is closed */
+	int queue_ms; /* after a crash, connects keep queueing on the listener this long for a
+			 successor before the keeper falls open (0: at once) */
 };
 
 struct keeper;

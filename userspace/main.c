@@ -182,6 +182,7 @@ enum {
 	O_NO_HANDOVER,
 	O_NO_KEEPER,
 	O_SYNC_WAIT,
+	O_KEEPER_QUEUE,
 	O_KEEPER_HOLD,
 };
 static const struct option longopts[] = {
@@ -256,6 +257,7 @@ static const struct option longopts[] = {
     {"no-handover", no_argument, 0, O_NO_HANDOVER},
     {"no-keeper", no_argument, 0, O_NO_KEEPER},
     {"sync-wait", required_argument, 0, O_SYNC_WAIT},
+    {"keeper-queue", required_argument, 0, O_KEEPER_QUEUE},
     {"keeper-hold", required_argument, 0, O_KEEPER_HOLD},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
@@ -431,6 +433,9 @@ static void usage(FILE *f)
 	    "                           the Service and hands the listener to the next kvsplice)\n"
 	    "  --keeper-hold SECS       after a crash, how long the keeper waits for the next\n"
 	    "                           kvsplice to take the listener (default %d)\n"
+	    "  --keeper-queue SECS      after a crash, connects keep queueing for the next\n"
+	    "                           kvsplice this long before the keeper falls open (default\n"
+	    "                           1 as a container's PID 1, which starts it again; else 0)\n"
 	    "  --no-events              do not follow the workers' vLLM KV events (by default "
 	    "every\n"
 	    "                           endpoint with an events_port in --services is followed\n"
@@ -1017,6 +1022,8 @@ int main(int argc, char **argv)
 	if ((rc = supervisor_run()) >= 0)
 		return rc;
 	d.kopts.hold_ms = KEEPER_HOLD_MS;
+	/* a supervised daemon is started again at once: connects wait for it (keeper.h) */
+	d.kopts.queue_ms = supervisor_child() ? KEEPER_QUEUE_MS : 0;
 	d.sync_wait_ms = 1000;
 	proxy_opts_default(&po);
 	policy_kv_defaults(&kvo);
@@ -1277,6 +1284,10 @@ int main(int argc, char **argv)
 			break;
 		case O_NO_HANDOVER:
 			d.no_handover = true;
+			break;
+		case O_KEEPER_QUEUE:
+			if ((d.kopts.queue_ms = parse_ms(optarg)) < 0)
+				goto bad_arg;
 			break;
 		case O_SYNC_WAIT:
 			if ((d.sync_wait_ms = parse_ms(optarg)) < 0)

@@ -15,6 +15,12 @@
 #include "log.h"
 
 static volatile sig_atomic_t daemon_pid, stop_sig;
+static bool child;
+
+bool supervisor_child(void)
+{
+	return child;
+}
 
 /* Forwards a stop or reload to the daemon (async-signal-safe: kill only). */
 static void on_signal(int sig)
@@ -82,6 +88,7 @@ int supervisor_run(void)
 		}
 		if (pid == 0) {
 			handlers(SIG_DFL); /* the daemon sets up its own */
+			child = true;
 			return -1;
 		}
 		daemon_pid = pid;

@@ -22,6 +22,8 @@
 #ifndef KVS_SUPERVISOR_H
 #define KVS_SUPERVISOR_H
 
+#include <stdbool.h>
+
 #define SUPERVISOR_BACKOFF_MIN_MS 200
 #define SUPERVISOR_BACKOFF_MAX_MS 10000
 #define SUPERVISOR_STABLE_MS 60000
@@ -29,5 +31,7 @@
 /* Call first thing in main(). Returns -1 in the daemon (go on as usual), or, in PID 1, the exit
  * code to return once the daemon is done. */
 int supervisor_run(void);
+/* Whether this process is the daemon a PID 1 supervisor runs (and starts again if it dies). */
+bool supervisor_child(void);
 
 #endif

@@ -15,6 +15,8 @@
 #     same crash resets nothing either: PID 1 stays a tiny init, the daemon is its child, the
 #     keeper outlives it, and the daemon is started again and takes the listener back; SIGTERM to
 #     PID 1 stops it in order.
+#  6. --keeper-queue: the listener stays registered for a while after the crash, connects queue
+#     for the next kvsplice, which serves them (nothing relayed, nothing falls open).
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh
@@ -201,6 +203,8 @@ for _ in $(seq 100); do
 done
 grep -q "init: kvsplice (pid [0-9]*) was killed by signal 9; starting it again" "$log"
 ok $? "PID 1 started the daemon again"
+grep -q "keeper: kvsplice died: connects queue on its listener for the next kvsplice for 1000 ms" "$log"
+ok $? "as PID 1's daemon, its keeper kept the connects queueing for the next one (--keeper-queue 1)"
 ok $(($(grep -c "taking over 1 listening socket" "$log") > t0 ? 0 : 1)) \
 	"the new daemon took the listener from the keeper"
 kvs_intercepting
@@ -214,6 +218,32 @@ wait_gone "$init" 10
 ok $? "SIGTERM to PID 1: the daemon drained and PID 1 exited"
 grep -q "init: kvsplice exited with status 0" "$log"
 ok $? "with the daemon's status 0"
+kvs_stop_kvsplice TERM
+
+# --- 6. --keeper-queue: connects wait for the next kvsplice instead of falling open --------------
+# (the default as PID 1, where the supervisor starts the daemon again at once; set here by hand)
+KVSPLICE_ARGS="$KVSPLICE_ARGS --keeper-queue 5" kvs_start_kvsplice
+pid=$(cat "$(kvs_pid_file)")
+kp=$(keeper_of "$pid")
+pa0=$(kvs_bpf_stat proxy_absent)
+kill -STOP "$pid"
+r0=$(kvs_bpf_stat rewritten)
+curls queue 8
+kvs_wait_stat rewritten $((r0 + 8)) || echo "# only $(($(kvs_bpf_stat rewritten) - r0)) of 8 rewritten"
+sleep 0.3
+kvs_stop_kvsplice KILL
+kvs_intercepting
+ok $? "--keeper-queue 5, kvsplice SIGKILLed: its listener stays registered (connects queue)"
+check "the next kvsplice takes the listener from the keeper" kvs_start_kvsplice
+wait "${CURLS[@]}"
+expect_eq "the 8 requests queued at the crash: all answered" 8 "$(answered queue 8)"
+expect_eq "no connect fell open meanwhile (proxy_absent)" "$pa0" "$(kvs_bpf_stat proxy_absent)"
+wait_gone "$kp" 5
+ok $? "the keeper left"
+grep -q "keeper: done: 0 connection(s) accepted, 0 relayed" "$log"
+ok $? "it relayed none: the new kvsplice served them ($(grep -o 'keeper: done:.*' "$log" | tail -n 1))"
+n=$(kvs_in "$NS_NODE" curl -s -m 5 "http://$ADMIN_ADDR/metrics" | awk '$1 == "kvsplice_requests_total" { print $2 }')
+ok $((${n:-0} >= 8 ? 0 : 1)) "the new kvsplice proxied them (kvsplice_requests_total ${n:-?})"
 kvs_stop_kvsplice TERM
 
 # --- without the keeper, the same crash resets what was queued -----------------------------------
