@@ -306,14 +306,19 @@ int bpfctl_set_listener(struct bpfctl *b, int listen_fd)
 
 int bpfctl_clear_listener(struct bpfctl *b, int listen_fd)
 {
+	if (!b || listen_fd < 0)
+		return -EINVAL;
+	return bpfctl_clear_listener_map(bpf_map__fd(b->skel->maps.proxy_listener), listen_fd);
+}
+
+int bpfctl_clear_listener_map(int map, int listen_fd)
+{
 	__u32 key = 0;
 	__u64 cookie = 0, mine = 0;
 	socklen_t len = sizeof(mine);
-	int map;
 
-	if (!b || listen_fd < 0)
+	if (map < 0 || listen_fd < 0)
 		return -EINVAL;
-	map = bpf_map__fd(b->skel->maps.proxy_listener);
 	if (getsockopt(listen_fd, SOL_SOCKET, SO_COOKIE, &mine, &len) < 0)
 		return -errno;
 	if (bpf_map_lookup_elem(map, &key, &cookie))
@@ -442,15 +447,22 @@ void bpfctl_metrics(struct bpfctl *b, struct buf *out)
 
 int bpfctl_origdst_take(struct bpfctl *b, const struct sockaddr_in *peer, struct sockaddr_in *orig)
 {
+	if (!b)
+		return -EINVAL;
+	return bpfctl_origdst_take_map(bpf_map__fd(b->skel->maps.origdst), peer, orig);
+}
+
+int bpfctl_origdst_take_map(int map, const struct sockaddr_in *peer, struct sockaddr_in *orig)
+{
 	struct kvs_peer_key key;
 	struct kvs_origdst od;
 
-	if (!b || !peer || !orig || peer->sin_family != AF_INET)
+	if (map < 0 || !peer || !orig || peer->sin_family != AF_INET)
 		return -EINVAL;
 	memset(&key, 0, sizeof(key));
 	key.ip = peer->sin_addr.s_addr;
 	key.port = peer->sin_port;
-	if (bpf_map_lookup_and_delete_elem(bpf_map__fd(b->skel->maps.origdst), &key, &od))
+	if (bpf_map_lookup_and_delete_elem(map, &key, &od))
 		return -errno;
 	memset(orig, 0, sizeof(*orig));
 	orig->sin_family = AF_INET;
@@ -474,6 +486,17 @@ int bpfctl_stats(struct bpfctl *b, uint64_t *out, int n)
 			out[i] += b->percpu[c];
 	}
 	return KVS_STAT_MAX;
+}
+
+int bpfctl_map_pinned(const char *pin_dir, const char *name)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (pin_path(path, pin_dir && *pin_dir ? pin_dir : BPFCTL_DEFAULT_PIN_DIR, name))
+		return -ENAMETOOLONG;
+	fd = bpf_obj_get(path);
+	return fd < 0 ? -errno : fd;
 }
 
 int bpfctl_stats_pinned(const char *pin_dir, uint64_t *out, int n)

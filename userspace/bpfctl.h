@@ -37,6 +37,8 @@ int bpfctl_set_listener(struct bpfctl *b, int listen_fd);
  * over) is left alone. Returns 1 removed, 0 not registered (or another socket), or a negative
  * errno. */
 int bpfctl_clear_listener(struct bpfctl *b, int listen_fd);
+/* The same on the sockmap map (an fd of the pinned proxy_listener map: the keeper, keeper.h). */
+int bpfctl_clear_listener_map(int map, int listen_fd);
 
 /* Is a proxy listener registered right now (by this or any process)? Returns 1, 0, or a negative
  * errno. */
@@ -55,6 +57,10 @@ int bpfctl_sync_services(struct bpfctl *b, const struct services *s);
 /* Original destination (ClusterIP:port) of an accepted connection whose client address is peer.
  * Removes the entry. Returns 0, or -ENOENT when the connection was not intercepted. */
 int bpfctl_origdst_take(struct bpfctl *b, const struct sockaddr_in *peer, struct sockaddr_in *orig);
+/* The same on the origdst map (an fd of the pinned map: the keeper). */
+int bpfctl_origdst_take_map(int map, const struct sockaddr_in *peer, struct sockaddr_in *orig);
+/* An fd of the map pinned as name under pin_dir (NULL: the default), or a negative errno. */
+int bpfctl_map_pinned(const char *pin_dir, const char *name);
 
 /* Copies the per-reason counters (summed over CPUs) into out[n]; returns the number of reasons. */
 int bpfctl_stats(struct bpfctl *b, uint64_t *out, int n);

@@ -3,7 +3,6 @@
 #include "keeper.h"
 
 #include <arpa/inet.h>
-#include <bpf/bpf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../bpf/kvsplice_abi.h"
+#include "bpfctl.h"
 #include "clock.h"
 #include "handover.h"
 #include "log.h"
@@ -258,21 +257,6 @@ static void *relay_main(void *arg)
 	return NULL;
 }
 
-/* Takes the original destination of the accepted connection from peer (as the daemon would). */
-static int origdst_take(struct kp *k, const struct sockaddr_in *peer, struct sockaddr_in *orig)
-{
-	struct kvs_peer_key key = {.ip = peer->sin_addr.s_addr, .port = peer->sin_port};
-	struct kvs_origdst od;
-
-	if (bpf_map_lookup_and_delete_elem(k->map_origdst, &key, &od))
-		return -errno;
-	memset(orig, 0, sizeof(*orig));
-	orig->sin_family = AF_INET;
-	orig->sin_addr.s_addr = od.ip;
-	orig->sin_port = od.port;
-	return 0;
-}
-
 static void accept_all(struct kp *k)
 {
 	for (;;) {
@@ -289,7 +273,8 @@ static void accept_all(struct kp *k)
 		}
 		k->accepted++;
 		r = calloc(1, sizeof(*r));
-		if (!r || peer.sin_family != AF_INET || origdst_take(k, &peer, &r->orig) < 0) {
+		if (!r || peer.sin_family != AF_INET ||
+		    bpfctl_origdst_take_map(k->map_origdst, &peer, &r->orig) < 0) {
 			/* not intercepted (or its record lost): nowhere to send it */
 			k->no_origdst++;
 			free(r);
@@ -360,17 +345,13 @@ static const struct handover_ops kp_ops = {kp_offer, kp_done};
 /* Interception off for new connects; what was sent our way (and still arrives) relayed. */
 static void fall_open(struct kp *k)
 {
-	__u32 key = 0;
-	__u64 cookie = 0, mine = 0;
-	socklen_t len = sizeof(mine);
+	int rc;
 
 	k->open = true;
 	k->hold_until = clock_ms() + (uint64_t)k->hold_ms;
-	if (getsockopt(k->listen_fd, SOL_SOCKET, SO_COOKIE, &mine, &len) == 0 &&
-	    bpf_map_lookup_elem(k->map_listener, &key, &cookie) == 0 && cookie == mine) {
-		if (bpf_map_delete_elem(k->map_listener, &key) < 0 && errno != ENOENT)
-			log_error("keeper", "listener not unregistered: %s", strerror(errno));
-	}
+	/* only if it is still this socket (bpfctl.h) */
+	if ((rc = bpfctl_clear_listener_map(k->map_listener, k->listen_fd)) < 0)
+		log_error("keeper", "listener not unregistered: %s", strerror(-rc));
 	log_warn("keeper",
 		 "%s: listener out of the sockmap (new connects fall open), relaying what was sent "
 		 "to it to the Service; holding it for a successor for %d ms",
@@ -433,15 +414,6 @@ static int parse_int(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
-static int pinned(const char *dir, const char *name)
-{
-	char path[PATH_MAX];
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
-		return -1;
-	return bpf_obj_get(path);
-}
-
 /* argv: --keeper LISTEN_FD PIPE_FD IP:PORT PIN_DIR MARK HOLD_MS IDLE_MS QUEUE_MS (keeper_spawn) */
 int keeper_main(int argc, char **argv)
 {
@@ -478,11 +450,11 @@ int keeper_main(int argc, char **argv)
 	fcntl(k.listen_fd, F_SETFD, FD_CLOEXEC);
 	fcntl((int)pfd, F_SETFD, FD_CLOEXEC);
 	/* opened now, not at the crash: what the take-over needs must not be able to fail then */
-	k.map_listener = pinned(argv[5], "proxy_listener");
-	k.map_origdst = pinned(argv[5], "origdst");
+	k.map_listener = bpfctl_map_pinned(argv[5], "proxy_listener");
+	k.map_origdst = bpfctl_map_pinned(argv[5], "origdst");
 	if (k.map_listener < 0 || k.map_origdst < 0) {
 		log_error("keeper", "pinned maps under %s: %s; not keeping the listener", argv[5],
-			  strerror(errno));
+			  strerror(-(k.map_listener < 0 ? k.map_listener : k.map_origdst)));
 		return 1;
 	}
 	if (loop_new(&k.loop) < 0)
