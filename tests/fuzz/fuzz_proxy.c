@@ -233,9 +233,19 @@ static int refused_port(uint16_t *port)
 	return fd;
 }
 
+static struct services *services_of(const char *json)
+{
+	struct services *s = NULL;
+	char err[128];
+
+	check(discovery_parse(json, strlen(json), &s, err, sizeof(err)) == 0, err);
+	return s;
+}
+
 /* The proxy's listener, bound and set up by a proxy of its own (the path that binds), kept
- * through a dup when that proxy is freed. */
-static int proxy_listener(struct sockaddr_in *a)
+ * through a dup when that proxy is freed. That proxy is given svcs and takes its last reference
+ * away with it, as every input's proxy did when each input parsed its own. */
+static int proxy_listener(struct sockaddr_in *a, struct services *svcs)
 {
 	struct router_cfg rc = {.policy = "round-robin", .scrape_interval_ms = -1};
 	struct proxy_opts o;
@@ -252,7 +262,10 @@ static int proxy_listener(struct sockaddr_in *a)
 	check(loop_new(&l) == 0, "loop_new");
 	check(metrics_new(&m) == 0, "metrics_new");
 	check(router_new(&rc, &r) == 0, "router_new");
+	router_set_services(r, svcs);
 	check(proxy_new(&o, l, m, r, &p) == 0, "proxy_new");
+	proxy_set_services(p, svcs);
+	services_put(svcs);
 	check(proxy_listen_addr(p, 0, a) == 0, "proxy_listen_addr");
 	fd = fcntl(proxy_listen_fd(p, 0), F_DUPFD_CLOEXEC, 0);
 	check(fd >= 0, "dup of the listener");
@@ -261,15 +274,6 @@ static int proxy_listener(struct sockaddr_in *a)
 	metrics_free(m);
 	loop_free(l);
 	return fd;
-}
-
-static struct services *services_of(const char *json)
-{
-	struct services *s = NULL;
-	char err[128];
-
-	check(discovery_parse(json, strlen(json), &s, err, sizeof(err)) == 0, err);
-	return s;
 }
 
 /* Loopback for this process alone, when it may have one: every input closes two or more TCP
@@ -300,11 +304,11 @@ static void world_init(void)
 	own_loopback();
 	w.lfd = listen_local(&uport);
 	w.dead = refused_port(&dport);
-	w.plfd = proxy_listener(&w.pa);
 	snprintf(json, sizeof(json),
 		 "{\"services\":[{\"name\":\"s\",\"cluster_ip\":\"10.96.0.1\",\"port\":80,"
 		 "\"endpoints\":[{\"name\":\"up\",\"ip\":\"127.0.0.1\",\"port\":%u}]}]}",
 		 uport);
+	w.plfd = proxy_listener(&w.pa, services_of(json));
 	w.svcs[0] = services_of(json);
 	snprintf(json, sizeof(json),
 		 "{\"services\":[{\"name\":\"s\",\"cluster_ip\":\"10.96.0.1\",\"port\":80,"
