@@ -441,19 +441,12 @@ expect_eq "kvsplice_admin_limit_timeout_seconds shows --admin-timeout" 1.5 \
 # sync waits for its deadline (2 s) and the live batches queue meanwhile: three fit
 # --kv-queue-batches 3 (a few bytes each, far below --kv-queue-bytes), the fourth gives the sync up.
 "$PY" -c '
-import json,os,sys,time,urllib.request
-import msgpack,zmq
+import json,sys,time,urllib.request
+import msgpack
 sys.path.insert(0,"tests/e2e")
-from lowport import LOW_MAX,LOW_MIN,low_port
-ctx=zmq.Context(); pub=ctx.socket(zmq.XPUB); pub.setsockopt(zmq.LINGER,0)
-port=pub.bind_to_random_port("tcp://127.0.0.1",LOW_MIN,LOW_MAX)
-open(sys.argv[1]+".tmp","w").write("%d %d\n" % (port,low_port())); os.rename(sys.argv[1]+".tmp",sys.argv[1])
-def until(f,t):
-    end=time.time()+t
-    while time.time()<end and not f(): time.sleep(0.02)
-    return f()
-assert until(lambda: os.path.exists(sys.argv[2]),10), "kvsplice did not start"
-aport=int(open(sys.argv[2]).read().split()[1])
+from kvpub import admin_port,publisher,until
+pub=publisher(sys.argv[1])
+aport=admin_port(sys.argv[2])
 assert pub.poll(10000), "kvsplice did not subscribe"
 pub.recv()
 def w():
@@ -509,20 +502,13 @@ check "... the too-large page counted in kvsplice_worker_scrape_errors_total{cau
 # 620-byte batch is applied, a 2,000-byte one is dropped unread (libzmq cuts the connection,
 # kvsplice counts it and reconnects), where the default (64M) would apply it.
 "$PY" -c '
-import json,os,sys,time,urllib.request
-import msgpack,zmq
+import json,sys,time,urllib.request
+import msgpack
 sys.path.insert(0,"tests/e2e")
-from lowport import LOW_MAX,LOW_MIN,low_port
-ctx=zmq.Context(); pub=ctx.socket(zmq.XPUB); pub.setsockopt(zmq.LINGER,0)
-port=pub.bind_to_random_port("tcp://127.0.0.1",LOW_MIN,LOW_MAX)
-open(sys.argv[1]+".tmp","w").write("%d %d\n" % (port,low_port())); os.rename(sys.argv[1]+".tmp",sys.argv[1])
-def until(f,t):
-    end=time.time()+t
-    while time.time()<end and not f(): time.sleep(0.02)
-    return f()
-assert until(lambda: os.path.exists(sys.argv[2]),10), "kvsplice did not start"
+from kvpub import admin_port,publisher,until
+pub=publisher(sys.argv[1])
+aport=admin_port(sys.argv[2])
 t_ready=time.time()  # the sync on joining started before the port file was written
-aport=int(open(sys.argv[2]).read().split()[1])
 def w():
     d=json.load(urllib.request.urlopen("http://127.0.0.1:%d/debug/index" % aport,timeout=3))
     return [x for x in d["workers"] if x["name"]=="qwen/e1"][0]
