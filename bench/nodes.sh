@@ -29,6 +29,7 @@ rm -f "$out"/*.json "$out"/*.metrics
 [ "$(id -u)" -eq 0 ] || { echo "nodes.sh: needs root" >&2; exit 1; }
 trap 'tests/node/down.sh >/dev/null 2>&1 || true' EXIT
 trap 'exit 130' INT TERM
+trap 'echo "nodes.sh: line $LINENO failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 KVS_WORKER=kvsim KVS_TIME_SCALE=$ts tests/node/up.sh --nodes 3 --workers 6 --no-kvsplice >&2
 pods=""
