@@ -152,8 +152,7 @@ struct kp {
 	struct loop_ev pipe_ev, listen_ev;
 	int listen_fd;
 	struct sockaddr_in addr;
-	uint32_t mark;
-	int hold_ms, idle_ms;
+	int hold_ms;
 	int map_listener, map_origdst; /* pinned maps */
 	struct handover *handover;
 	bool took_over;	      /* the daemon died */
@@ -440,13 +439,11 @@ int keeper_main(int argc, char **argv)
 		return 2;
 	}
 	k.listen_fd = (int)lfd;
-	k.mark = (uint32_t)mark;
 	k.hold_ms = (int)hold;
-	k.idle_ms = (int)idle;
 	k.queue_ms = (int)queue;
 	k.listen_ev.fd = -1;
-	relay_mark = (int)k.mark;
-	relay_idle_ms = k.idle_ms;
+	relay_mark = (int)mark; /* the relay threads' settings: one copy, read only after this */
+	relay_idle_ms = (int)idle;
 	fcntl(k.listen_fd, F_SETFD, FD_CLOEXEC);
 	fcntl((int)pfd, F_SETFD, FD_CLOEXEC);
 	/* opened now, not at the crash: what the take-over needs must not be able to fail then */
