@@ -410,7 +410,13 @@ int events_sync(struct events *ev, const struct events_spec *specs, size_t n, co
 			}
 		if (rc == -ENOMEM)
 			return rc;
-		if (rc) {
+		if (rc == -ENOSPC) {
+			log_warn("events",
+				 "worker %s: not subscribed: already following %u workers "
+				 "(--index-max-workers); it is seen as holding no block",
+				 specs[i].name, ev->nw);
+			failed++;
+		} else if (rc) {
 			log_warn("events", "worker %s: not subscribed: %s", specs[i].name,
 				 strerror(-rc));
 			failed++;

@@ -50,6 +50,7 @@
 #include "router.h"
 #include "scrape.h"
 #include "supervisor.h"
+#include "workers.h"
 
 #define DEFAULT_LISTEN "169.254.20.11:15001"
 #define DEFAULT_ADMIN "127.0.0.1:15000"
@@ -151,6 +152,7 @@ enum {
 	O_BLOCK_SIZE,
 	O_HASH_SEED,
 	O_INDEX_MAX,
+	O_INDEX_WORKERS,
 	O_TOKENIZER,
 	O_MODEL_TOKENIZER,
 	O_NO_TOKENIZER,
@@ -226,6 +228,7 @@ static const struct option longopts[] = {
     {"block-size", required_argument, 0, O_BLOCK_SIZE},
     {"hash-seed", required_argument, 0, O_HASH_SEED},
     {"index-max-entries", required_argument, 0, O_INDEX_MAX},
+    {"index-max-workers", required_argument, 0, O_INDEX_WORKERS},
     {"tokenizer", required_argument, 0, O_TOKENIZER},
     {"model-tokenizer", required_argument, 0, O_MODEL_TOKENIZER},
     {"no-tokenizer", no_argument, 0, O_NO_TOKENIZER},
@@ -262,6 +265,9 @@ static const struct option longopts[] = {
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
+
+/* Largest --index-max-workers: the index's bound, and no more than a Service's endpoints. */
+#define INDEX_WORKERS_LIMIT (WORKERS_MAX < INDEX_MAX_WORKERS ? WORKERS_MAX : INDEX_MAX_WORKERS)
 
 /* The kv tunable set by option opt. */
 static double *kv_opt(struct policy_kv_opts *k, int opt)
@@ -446,6 +452,9 @@ static void usage(FILE *f)
 	    "  --hash-seed N            seed of kvsplice's own block hash (default 1337)\n"
 	    "  --index-max-entries N    bound on (worker, block) pairs indexed (default 4M,\n"
 	    "                           about 50-80 bytes each)\n"
+	    "  --index-max-workers N    workers whose KV events are followed at once (default\n"
+	    "                           256, at most %u; each 2 bits per indexed block): past\n"
+	    "                           it an endpoint is seen as holding no block (logged)\n"
 	    "  --kv-queue-bytes SIZE    KV event payload bytes held per worker while its replay\n"
 	    "                           runs; past it the replay is given up (default %uM)\n"
 	    "  --kv-queue-total-bytes SIZE  the same over all workers (default %uM)\n"
@@ -477,7 +486,7 @@ static void usage(FILE *f)
 	    SCRAPE_DEFAULT_TIMEOUT_MS / 1000.0, (unsigned)APPROX_DEFAULT_MAX_ENTRIES,
 	    PROXY_DEFAULT_MAX_CONNS, PROXY_DEFAULT_MAX_CONNS_PER_IP,
 	    PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG, KEEPER_HOLD_MS / 1000,
-	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
+	    INDEX_WORKERS_LIMIT, (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
 	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES >> 20),
 	    (unsigned)EVENTS_DEFAULT_MAX_PENDING, (unsigned)(EVENTS_DEFAULT_MAX_PAYLOAD >> 20),
 	    EVENTS_DEFAULT_RCVHWM, EVENTS_DEFAULT_REPLAY_TIMEOUT_MS / 1000.0);
@@ -1326,6 +1335,15 @@ int main(int argc, char **argv)
 			icfg.max_entries = strtoull(optarg, &end, 0);
 			if (*end || !icfg.max_entries)
 				goto bad_arg;
+			break;
+		}
+		case O_INDEX_WORKERS: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+
+			if (*end || end == optarg || !v || v > INDEX_WORKERS_LIMIT)
+				goto bad_arg;
+			icfg.max_workers = (uint32_t)v;
 			break;
 		}
 		case 'h':

@@ -137,3 +137,28 @@ ok $([[ $ms =~ ^[0-9]+$ ]] && [ "$ms" -lt 4000 ] && echo 0 || echo 1) \
 	"both replays answered: ready once synced, long before --sync-wait 5 (${ms} ms), with w0's blocks known ($b0)"
 grep -q "workers synced in [0-9]* ms: serving" "$dir/kvsplice2.log"
 ok $? "kvsplice said the workers synced"
+
+# --index-max-workers bounds the workers followed at once: with 1, the second endpoint is not
+# subscribed, kvsplice says why, and /debug/index lists the one it follows (with its blocks).
+rm -f "$dir/ports"
+"${KVS:-build/kvsplice}" --services "$dir/services.json" --no-bpf --listen 127.0.0.1:0 \
+	--admin 127.0.0.1:0 --port-file "$dir/ports" --events --index-max-workers 1 \
+	--log-level warn 2>"$dir/kvsplice3.log" &
+kvs_pid=$!
+for _ in $(seq 200); do [ -s "$dir/ports" ] && break; sleep 0.01; done
+read -r _ aport <"$dir/ports" 2>/dev/null
+for _ in $(seq 200); do
+	[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${aport:-1}/readyz")" = 200 ] && break
+	sleep 0.02
+done
+followed=$(curl -s "http://127.0.0.1:${aport:-1}/debug/index" |
+	$PY -c 'import json, sys; print(",".join("%s:%d" % (w["name"], w["blocks_gpu"] > 0) for w in json.load(sys.stdin)["workers"]))')
+expect_eq "--index-max-workers 1: one worker followed, its blocks known" "qwen/w0:1" "$followed"
+grep -q "worker qwen/w1: not subscribed: already following 1 workers (--index-max-workers)" \
+	"$dir/kvsplice3.log"
+ok $? "kvsplice said why qwen/w1 is not followed"
+kill "$kvs_pid" && wait "$kvs_pid"
+kvs_pid=""
+"${KVS:-build/kvsplice}" --index-max-workers 1025 >/dev/null 2>"$dir/err"
+ok $([ $? = 2 ] && grep -q "bad value for --index-max-workers" "$dir/err" && echo 0 || echo 1) \
+	"--index-max-workers past the limit is refused (exit 2)"
