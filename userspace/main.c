@@ -167,6 +167,7 @@ enum {
 	O_KEY_SLACK,
 	O_BALANCE_SLACK,
 	O_REPLICA_GAP,
+	O_REPLICA_ROOM,
 	O_SPILL_GAP,
 	O_SPILL_GAP_REMOTE,
 	O_BACKLOG,
@@ -243,6 +244,7 @@ static const struct option longopts[] = {
     {"kv-key-slack", required_argument, 0, O_KEY_SLACK},
     {"kv-balance-slack", required_argument, 0, O_BALANCE_SLACK},
     {"kv-replica-gap", required_argument, 0, O_REPLICA_GAP},
+    {"kv-replica-room", required_argument, 0, O_REPLICA_ROOM},
     {"kv-spill-gap", required_argument, 0, O_SPILL_GAP},
     {"kv-spill-gap-remote", required_argument, 0, O_SPILL_GAP_REMOTE},
     {"kv-backlog", required_argument, 0, O_BACKLOG},
@@ -283,6 +285,8 @@ static double *kv_opt(struct policy_kv_opts *k, int opt)
 		return &k->balance_slack;
 	case O_REPLICA_GAP:
 		return &k->replica_gap;
+	case O_REPLICA_ROOM:
+		return &k->replica_room;
 	case O_BACKLOG:
 		return &k->backlog;
 	case O_SPILL_GAP_REMOTE:
@@ -390,6 +394,9 @@ static void usage(FILE *f)
 	    "  --kv-replica-gap N       kv: a worker with room gets a new replica of a busy "
 	    "prefix\n"
 	    "                           when N requests below its holders (default 4)\n"
+	    "  --kv-replica-room F      kv: ... or an idle worker 1 below, while all workers'\n"
+	    "                           prefixes fill under F of their KV caches (default 0.35;\n"
+	    "                           0: off)\n"
 	    "  --kv-spill-gap N         kv: a holder short of free KV blocks spills a request "
 	    "only\n"
 	    "                           to a worker N requests less loaded (default 2)\n"
@@ -1270,6 +1277,7 @@ int main(int argc, char **argv)
 		case O_KEY_SLACK:
 		case O_BALANCE_SLACK:
 		case O_REPLICA_GAP:
+		case O_REPLICA_ROOM:
 		case O_SPILL_GAP:
 		case O_SPILL_GAP_REMOTE:
 		case O_BACKLOG: {

@@ -95,6 +95,9 @@ struct policy_kv_opts {
 	double key_slack;     /* a new prefix's home may hold this many more keys than its share */
 	double balance_slack; /* a holder is balanced up to this many requests above the average */
 	double replica_gap;   /* a cheap new replica must be this many requests below the holders */
+	double replica_room;  /* ... or 1 for an idle worker, while the candidates' prefixes (keys,
+				 each of this request's size) fill under this share of their caches
+				 (0: off) */
 	double spill_gap;     /* a holder short of KV blocks spills only to one this much lighter */
 	double spill_gap_remote; /* ... plus this much times the share of the candidates' load
 				    this router knows only from their metrics (one of 3 nodes:

@@ -41,7 +41,12 @@
  *        busy, so it ages out of the LRU when the prefix cools);
  *     b. else a new replica where it is cheap: the least loaded candidate with room, not
  *        pressed, replica_gap requests below the least loaded holder -> SPILL (a hot prefix
- *        gets as many workers as its traffic needs, one gap at a time);
+ *        gets as many workers as its traffic needs, one gap at a time). An idle worker (no
+ *        request from anyone) needs a gap of only 1 while the cluster's caches are mostly empty
+ *        of prefixes (all candidates' keys, one more, times this request's blocks, within
+ *        replica_room of their summed capacity: few prefix types on many workers): a copy then
+ *        costs one miss and evicts nothing, and without it a worker no prefix lives on sits
+ *        idle while the holders queue (the seeds' Dynamo lost throughput at P=2 that way);
  *     c. else the least loaded holder not pressed (near ones first) -> HOME / REPLICA;
  *     d. else (every holder pressed) the least loaded candidate not pressed -> SPILL.
  *  2. k is new: its home is the first candidate in rendezvous order (highest policy_hrw(k, id))
@@ -112,6 +117,23 @@ static double first_token_work(const struct policy_view *v, const struct policy_
 static bool has_room(const struct policy_view *v, const struct policy_cand *c)
 {
 	return c->capacity > 0 && ((double)c->keys + 1) * v->nblocks <= c->capacity;
+}
+
+/* Are the caches mostly free of prefixes: every candidate's keys, plus one, of this request's
+ * size within replica_room of the candidates' summed capacity (all capacities known)? */
+static bool roomy(const struct policy_kv_opts *o, const struct policy_view *v)
+{
+	double keys = 1, cap = 0;
+
+	if (o->replica_room <= 0)
+		return false;
+	for (size_t i = 0; i < v->n; i++) {
+		if (v->c[i].capacity <= 0)
+			return false;
+		keys += v->c[i].keys;
+		cap += v->c[i].capacity;
+	}
+	return keys * v->nblocks <= o->replica_room * cap;
 }
 
 /* Index of the least loaded candidate among those with ok[i] (all when ok is NULL); ties by
@@ -190,7 +212,7 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 {
 	uint32_t tol = best_depth / 16 ? best_depth / 16 : 1;
 	long first = -1, pick = -1;
-	double min_hold = -1, sum = 0, remote = 0, gap;
+	double min_hold = -1, sum = 0, remote = 0, gap, rgap;
 	bool cheap = false;
 
 	/* A holder short of free blocks would queue the request for a moment, then hit. Sending it
@@ -236,11 +258,13 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 		if (v->c[i].depth > v->key_pos && !t->pr[i] &&
 		    (min_hold < 0 || policy_load(&v->c[i]) < min_hold))
 			min_hold = policy_load(&v->c[i]);
+	rgap = roomy(o, v) ? fmin(o->replica_gap, 1) : o->replica_gap;
 	for (size_t i = 0; i < v->n; i++) {
 		const struct policy_cand *c = &v->c[i];
+		double need = policy_load(c) < 0.5 ? rgap : o->replica_gap; /* idle: rgap */
 
 		t->ok[i] = c->depth <= v->key_pos && !t->pr[i] && has_room(v, c) &&
-			   (min_hold < 0 || policy_load(c) + o->replica_gap <= min_hold);
+			   (min_hold < 0 || policy_load(c) + need <= min_hold);
 	}
 	if (min_hold >= 0 && (pick = least_loaded(v, t->ok, t->hrw)) >= 0) {
 		*why = POLICY_SPILL;

@@ -1110,8 +1110,8 @@ static void usage(FILE *f)
 		"  --route-log FILE            with a policy --spread: the router's last decisions\n"
 		"                              (/debug/route JSON) written to FILE after each run\n"
 		"  --kv-spill-factor X, --kv-spill-slack N, --kv-key-slack N,\n"
-		"  --kv-balance-slack N, --kv-replica-gap N, --kv-spill-gap N,\n"
-		"  --kv-spill-gap-remote N, --kv-backlog X\n"
+		"  --kv-balance-slack N, --kv-replica-gap N, --kv-replica-room F,\n"
+		"  --kv-spill-gap N, --kv-spill-gap-remote N, --kv-backlog X\n"
 		"                              the kv policy's tunables (kvsplice --help)\n"
 		"Trace replay (--concurrency, --requests, --keep-alive, --api chat do not apply):\n"
 		"  --trace FILE                the trace (one JSON object a line: timestamp,\n"
@@ -1150,7 +1150,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	/* clang-format off */
 	enum { O_URL = 256, O_SPREAD, O_P, O_POP, O_C, O_N, O_R, O_SEED, O_PSEED, O_TOK, O_PT, O_ST, O_OT,
 	       O_MIX, O_MODEL, O_API, O_KA, O_MURL, O_RESET, O_NOWARM, O_TO, O_LABEL, O_JSON, O_TS, O_EVENTS,
-	       O_QUIET, O_ROUTE_STATS, O_ROUTE_LOG, O_KV_SF, O_KV_SS, O_KV_KS, O_KV_BS, O_KV_RG, O_KV_SG, O_KV_SGR, O_KV_BL,
+	       O_QUIET, O_ROUTE_STATS, O_ROUTE_LOG, O_KV_SF, O_KV_SS, O_KV_KS, O_KV_BS, O_KV_RG, O_KV_RR, O_KV_SG, O_KV_SGR, O_KV_BL,
 	       O_TRACE, O_TBT, O_TSTART, O_TLIMIT, O_TSPEED, O_TMAXOUT, O_MAXPROMPT, O_HELP };
 	static const struct option lo[] = {
 		{"url", 1, 0, O_URL},
@@ -1186,6 +1186,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"kv-key-slack", 1, 0, O_KV_KS},
 		{"kv-balance-slack", 1, 0, O_KV_BS},
 		{"kv-replica-gap", 1, 0, O_KV_RG},
+		{"kv-replica-room", 1, 0, O_KV_RR},
 		{"kv-spill-gap", 1, 0, O_KV_SG},
 		{"kv-spill-gap-remote", 1, 0, O_KV_SGR},
 		{"kv-backlog", 1, 0, O_KV_BL},
@@ -1338,6 +1339,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case O_KV_RG:
 			o->kv.replica_gap = strtod(optarg, &end);
+			break;
+		case O_KV_RR:
+			o->kv.replica_room = strtod(optarg, &end);
 			break;
 		case O_KV_SG:
 			o->kv.spill_gap = strtod(optarg, &end);
