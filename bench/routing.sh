@@ -9,7 +9,9 @@
 #   3. 3 workers, P=24, C=8 (the capacity-bound case).
 # Not part of `make test` (about 15 minutes at time scale 4). Results: bench/out/routing/<part>/
 # (report.md and the raw JSON of each variant). Env: ROUTING_TIME_SCALE (4), ROUTING_RUNS (1),
-# ROUTING_PARTS ("main zipf w3").
+# ROUTING_PARTS ("main zipf w3"), ROUTING_SEEDS ("1": kvbench's seed; with several, each part runs
+# once per seed into bench/out/routing/<part>-s<seed>/, since which prefixes collide in a full
+# cache depends on the request order far more than on timing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ts=${ROUTING_TIME_SCALE:-4}
@@ -23,9 +25,15 @@ for part in ${ROUTING_PARTS:-main zipf w3}; do
 	w3) env=(DEMO_POINTS="24:8" DEMO_WORKERS=3) ;;
 	*) echo "routing.sh: unknown part $part (main, zipf, w3)" >&2; exit 2 ;;
 	esac
-	echo "== routing: $part" >&2
-	env "${env[@]}" DEMO_TIME_SCALE="$ts" DEMO_RUNS="$runs" DEMO_OUT="$out/$part" \
-		KVS_TESTBED_ID="routing-$part" bash tests/node/demo.sh >/dev/null
-	cat "$out/$part/report.md"
-	echo
+	seeds=${ROUTING_SEEDS:-1}
+	for seed in $seeds; do
+		dir=$out/$part
+		[ "$(wc -w <<<"$seeds")" -gt 1 ] && dir=$out/$part-s$seed
+		echo "== routing: $part, seed $seed" >&2
+		env "${env[@]}" DEMO_TIME_SCALE="$ts" DEMO_RUNS="$runs" DEMO_SEED="$seed" DEMO_OUT="$dir" \
+			KVS_TESTBED_ID="routing-$part" bash tests/node/demo.sh >/dev/null
+		echo "### $part, seed $seed"
+		cat "$dir/report.md"
+		echo
+	done
 done
