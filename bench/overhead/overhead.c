@@ -14,6 +14,11 @@
  *     workers: the full routing decision of TARGETS.md. After each chat case the bench reads
  *     kvsplice's /debug/route and /metrics (routecheck.h) and fails when the requests were not
  *     decided on tokens; it prints the decision's own cost beside the added latency.
+ *   - chat 10 KB, new text: the same conversation with the words of every message shuffled
+ *     anew for each request (at spaces, inside the JSON strings: the length and the language stay,
+ *     no message is ever seen twice). kvsplice's encoding cache then finds no message it read
+ *     before, only BPE pieces (words) it met in earlier ones, as Hugging Face's tokenizer's own
+ *     word cache does: the case of a new conversation in a known language.
  * The upstream answers every request but /big and /chunked with ~200 bytes of JSON with usage,
  * as a worker would (bench/lib/benchnet.h). Prints p50/p99 per path and the difference; writes
  * JSON.
@@ -33,7 +38,7 @@
 #include "../lib/benchnet.h"
 #include "routecheck.h"
 
-#define NCASES 6
+#define NCASES 7
 /* The chat requests' path, and the model they name (the default tokenizer is Qwen3's). */
 #define CHAT_TARGET "/v1/chat/completions"
 #define CHAT_MODEL "Qwen/Qwen3-0.6B"
@@ -44,7 +49,7 @@
 /* Warm-up requests per case and path, not counted. */
 #define WARMUP 100
 
-enum kind { K_GET, K_POST, K_CHAT, K_MAX };
+enum kind { K_GET, K_POST, K_CHAT, K_CHAT_NEW, K_MAX };
 
 struct kase {
 	const char *name;
@@ -53,9 +58,13 @@ struct kase {
 };
 
 static const struct kase cases[NCASES] = {
-    {"GET small, keep-alive", K_GET, false},	  {"POST 10 KB, keep-alive", K_POST, false},
-    {"chat 10 KB, keep-alive", K_CHAT, false},	  {"GET small, new connection", K_GET, true},
-    {"POST 10 KB, new connection", K_POST, true}, {"chat 10 KB, new connection", K_CHAT, true},
+    {"GET small, keep-alive", K_GET, false},
+    {"POST 10 KB, keep-alive", K_POST, false},
+    {"chat 10 KB, keep-alive", K_CHAT, false},
+    {"GET small, new connection", K_GET, true},
+    {"POST 10 KB, new connection", K_POST, true},
+    {"chat 10 KB, new connection", K_CHAT, true},
+    {"chat 10 KB, new text, keep-alive", K_CHAT_NEW, false},
 };
 
 static int connect_to(const struct sockaddr_in *a)
@@ -124,6 +133,10 @@ static const char *const chat_parts[] = {
  * out to a system prompt, three user/assistant turns and a last user message that starts with
  * "Request NNNNNNNN." (the number each request changes), CHAT_TEXT_BYTES of text in all. Sets
  * *num_off to the offset of the number in body. */
+/* Where each message's JSON string content lies in the chat body (for K_CHAT_NEW). */
+#define CHAT_MSGS 8
+static size_t msg_off[CHAT_MSGS], msg_len[CHAT_MSGS];
+
 static void build_chat_body(struct buf *body, size_t *num_off)
 {
 	static const char *const roles[] = {"system",	 "user", "assistant", "user",
@@ -148,7 +161,9 @@ static void build_chat_body(struct buf *body, size_t *num_off)
 		buf_printf(body, "%s{\"role\":\"%s\",\"content\":", m ? "," : "", roles[m]);
 		if (last)
 			*num_off = body->len + 1 + strlen("Request ");
+		msg_off[m] = body->len + 1;
 		buf_json_str(body, text.data, text.len);
+		msg_len[m] = body->len - 1 - msg_off[m];
 		buf_puts(body, "}");
 	}
 	buf_puts(body, "],\"max_tokens\":64}");
@@ -176,12 +191,16 @@ static void build_req(struct buf *b, enum kind kind, const char *host, size_t *n
 		build_chat_body(&body, num_off);
 		target = CHAT_TARGET;
 	}
+
 	buf_printf(b,
 		   "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
 		   "Content-Length: %zu\r\n\r\n",
 		   target, host, body.len);
-	if (kind == K_CHAT)
+	if (kind == K_CHAT || kind == K_CHAT_NEW)
 		*num_off += b->len;
+	if (kind == K_CHAT_NEW)
+		for (size_t m = 0; m < CHAT_MSGS; m++)
+			msg_off[m] += b->len;
 	buf_append(b, body.data, body.len);
 	buf_free(&body);
 }
@@ -195,6 +214,46 @@ static void chat_number(struct buf *b, size_t num_off)
 
 	snprintf(d, sizeof(d), "%08u", ++seq % 100000000u);
 	memcpy(b->data + num_off, d, 8);
+}
+
+/* Shuffles the words (runs between single spaces) of every message of the K_CHAT_NEW request b
+ * in place, anew on each call: the same bytes in another order, so the JSON stays valid (an
+ * escape never holds a space) and the length does not change. */
+static void chat_shuffle(struct buf *b)
+{
+	static uint64_t rng = 0x9e3779b97f4a7c15ull;
+	static char tmp[CHAT_TEXT_BYTES * 2];
+	static size_t ws[CHAT_TEXT_BYTES], wl[CHAT_TEXT_BYTES];
+
+	for (size_t m = 0; m < CHAT_MSGS; m++) {
+		char *t = b->data + msg_off[m];
+		size_t len = msg_len[m], nw = 0, at = 0;
+
+		if (len > sizeof(tmp))
+			continue;
+		for (size_t i = 0; i <= len; i++)
+			if (i == len || t[i] == ' ') {
+				ws[nw] = at;
+				wl[nw++] = i - at;
+				at = i + 1;
+			}
+		for (size_t i = nw - 1; i > 0; i--) {
+			size_t j, x;
+
+			rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+			j = (size_t)(rng % (i + 1));
+			x = ws[i], ws[i] = ws[j], ws[j] = x;
+			x = wl[i], wl[i] = wl[j], wl[j] = x;
+		}
+		at = 0;
+		for (size_t i = 0; i < nw; i++) {
+			memcpy(tmp + at, t + ws[i], wl[i]);
+			at += wl[i];
+			if (i + 1 < nw)
+				tmp[at++] = ' ';
+		}
+		memcpy(t, tmp, len);
+	}
 }
 
 /* Reads the /metrics counters of the kvsplice at admin; exits on failure. */
@@ -258,7 +317,7 @@ int main(int argc, char **argv)
 	struct rc_result route[NCASES];
 	bool routed[NCASES] = {0};
 	struct buf req[K_MAX] = {{0}}, rb = {0};
-	size_t num_off = 0;
+	size_t num_off = 0, new_off = 0;
 	const char *kargs[16] = {0};
 	int nkargs = 0;
 	FILE *f;
@@ -341,11 +400,11 @@ int main(int argc, char **argv)
 		npaths = 2;
 	}
 	for (int k = 0; k < K_MAX; k++)
-		build_req(&req[k], (enum kind)k, "bench", &num_off);
+		build_req(&req[k], (enum kind)k, "bench", k == K_CHAT_NEW ? &new_off : &num_off);
 	for (int c = 0; c < NCASES; c++) {
 		const struct kase *k = &cases[c];
 		struct buf *r = &req[k->kind];
-		bool check = k->kind == K_CHAT && kvs.pid > 0;
+		bool check = (k->kind == K_CHAT || k->kind == K_CHAT_NEW) && kvs.pid > 0;
 		int fd[MAXP] = {-1, -1, -1};
 		struct rc_snap s0, s1;
 		double c0;
@@ -355,6 +414,8 @@ int main(int argc, char **argv)
 			for (int p = 0; p < npaths; p++) {
 				if (k->kind == K_CHAT)
 					chat_number(r, num_off);
+				else if (k->kind == K_CHAT_NEW)
+					chat_shuffle(r);
 				one(k, &addr[p], &fd[p], r, &rb);
 			}
 		if (check)
@@ -366,6 +427,8 @@ int main(int argc, char **argv)
 
 				if (k->kind == K_CHAT)
 					chat_number(r, num_off);
+				else if (k->kind == K_CHAT_NEW)
+					chat_shuffle(r);
 				us = one(k, &addr[p], &fd[p], r, &rb);
 				if (us < 0) {
 					fprintf(stderr, "overhead: %s via %s failed\n", k->name,
