@@ -133,7 +133,8 @@ static const char *const chat_parts[] = {
  * out to a system prompt, three user/assistant turns and a last user message that starts with
  * "Request NNNNNNNN." (the number each request changes), CHAT_TEXT_BYTES of text in all. Sets
  * *num_off to the offset of the number in body. */
-/* Where each message's JSON string content lies in the chat body (for K_CHAT_NEW). */
+/* Where each message's JSON string content lies in the K_CHAT_NEW request (build_chat_body sets
+ * them for every chat body; build_req makes them absolute for K_CHAT_NEW, built last). */
 #define CHAT_MSGS 8
 static size_t msg_off[CHAT_MSGS], msg_len[CHAT_MSGS];
 
@@ -223,7 +224,7 @@ static void chat_shuffle(struct buf *b)
 {
 	static uint64_t rng = 0x9e3779b97f4a7c15ull;
 	static char tmp[CHAT_TEXT_BYTES * 2];
-	static size_t ws[CHAT_TEXT_BYTES], wl[CHAT_TEXT_BYTES];
+	static size_t ws[sizeof(tmp) + 1], wl[sizeof(tmp) + 1]; /* a word per byte at most, + 1 */
 
 	for (size_t m = 0; m < CHAT_MSGS; m++) {
 		char *t = b->data + msg_off[m];
