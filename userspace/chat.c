@@ -61,6 +61,7 @@
 #include <openssl/evp.h>
 
 #include "chat.h"
+#include "json.h"
 
 enum role { ROLE_OTHER, ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL };
 
@@ -1516,7 +1517,7 @@ int chat_render_json(const char *json, size_t len, const cJSON *server_kwargs, s
 	rc = chat_raw_check(json, len, why);
 	if (rc != CHAT_OK)
 		return rc;
-	req = cJSON_ParseWithLength(json, len);
+	req = json_parse(json, len);
 	if (!req) {
 		if (why)
 			*why = "request is not valid JSON";

@@ -8,6 +8,7 @@
 
 #include "buf.h"
 #include "chat.h"
+#include "json.h"
 #include "openai.h"
 #include "tokenizer.h"
 
@@ -283,7 +284,7 @@ int openai_parse_cached(const struct tokenizer *t, struct tok_cache *tc, enum op
 		rc = rc < 0 ? rc : OPENAI_UNSUPPORTED;
 		goto cleanup;
 	}
-	root = cJSON_ParseWithLength(body, len);
+	root = json_parse(body, len);
 	if (!root) {
 		*why = "the request body is not valid JSON";
 		rc = OPENAI_INVALID;

@@ -22,6 +22,7 @@
 
 #include "buf.h"
 #include "chat.h"
+#include "json.h"
 #include "tokenizer.h"
 
 /* tokenizer_config.json beside --tokenizer: its chat_template must be the one userspace/chat
@@ -275,7 +276,7 @@ static void put_error(struct buf *out, const char *why)
 /* Handles one input line; appends one output line. Returns 0 or -1 for a line in error. */
 static int do_line(const struct tokenizer *tok, const char *line, size_t n, struct buf *out)
 {
-	cJSON *req = cJSON_ParseWithLength(line, n);
+	cJSON *req = json_parse(line, n);
 	struct tok_ids ids = {0};
 	struct buf text = {0};
 	const char *why = NULL;
