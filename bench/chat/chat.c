@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Chat-template rendering cost: for each request of a JSONL file, the median microseconds of
- * chat_render_json (raw check + cJSON parse + render) and of chat_render alone (tree already
+ * chat_render_json (raw check + json_parse + render) and of chat_render alone (tree already
  * parsed), over N runs. Prints one JSON object a line: {"i","request_bytes","prompt_bytes",
  * "parse_render_us","render_us"}. Driven by bench/chat/run.sh.
  * Usage: build/bench/chat FILE [RUNS] */
