@@ -85,19 +85,6 @@ struct cmsg {
 
 #define BILLING_HEADER "x-anthropic-billing-header"
 
-/* The last member named key (Python's json keeps the last of repeated keys), or NULL. */
-static const cJSON *obj_get(const cJSON *obj, const char *key)
-{
-	const cJSON *it, *found = NULL;
-
-	if (!cJSON_IsObject(obj))
-		return NULL;
-	for (it = obj->child; it; it = it->next)
-		if (it->string && strcmp(it->string, key) == 0)
-			found = it;
-	return found;
-}
-
 static bool is_null_or_absent(const cJSON *v)
 {
 	return !v || cJSON_IsNull(v);
@@ -781,17 +768,17 @@ static int part_text(const cJSON *part, bool system, const char **text, const ch
 		return CHAT_INVALID;
 	}
 	for (i = 0; i < sizeof(media_keys) / sizeof(media_keys[0]); i++) {
-		if (obj_get(part, media_keys[i])) {
+		if (json_get(part, media_keys[i])) {
 			*why = "non-text content part (image, audio, video, embeddings, "
 			       "tool_reference)";
 			return CHAT_UNSUPPORTED;
 		}
 	}
-	if (!is_null_or_absent(obj_get(part, "uuid"))) {
+	if (!is_null_or_absent(json_get(part, "uuid"))) {
 		*why = "content part with a uuid";
 		return CHAT_UNSUPPORTED;
 	}
-	type = obj_get(part, "type");
+	type = json_get(part, "type");
 	if (is_null_or_absent(type)) {
 		*why = "content part without a type";
 		return CHAT_INVALID;
@@ -820,7 +807,7 @@ static int part_text(const cJSON *part, bool system, const char **text, const ch
 		*why = "unknown content part type";
 		return CHAT_INVALID;
 	}
-	val = obj_get(part, key);
+	val = json_get(part, key);
 	if (is_null_or_absent(val))
 		return CHAT_OK; /* vLLM skips it */
 	if (!cJSON_IsString(val)) {
@@ -895,12 +882,12 @@ static int tool_calls_check(const cJSON *calls, const char **why)
 
 	cJSON_ArrayForEach(c, calls)
 	{
-		fn = obj_get(c, "function");
-		type = obj_get(c, "type");
-		if (!cJSON_IsObject(c) || !cJSON_IsString(obj_get(c, "id")) ||
+		fn = json_get(c, "function");
+		type = json_get(c, "type");
+		if (!cJSON_IsObject(c) || !cJSON_IsString(json_get(c, "id")) ||
 		    !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
-		    !cJSON_IsObject(fn) || !cJSON_IsString(obj_get(fn, "name")) ||
-		    !cJSON_IsString(obj_get(fn, "arguments"))) {
+		    !cJSON_IsObject(fn) || !cJSON_IsString(json_get(fn, "name")) ||
+		    !cJSON_IsString(json_get(fn, "arguments"))) {
 			*why =
 			    "a tool call is not {id, type: function, function: {name, arguments}}";
 			return CHAT_INVALID;
@@ -913,15 +900,15 @@ static int tool_calls_check(const cJSON *calls, const char **why)
  * (json.loads, then tojson unless the result is a string). */
 static int tool_call_render(struct buf *out, const cJSON *call, bool newline, const char **why)
 {
-	const cJSON *fn = obj_get(call, "function");
-	const char *args = obj_get(fn, "arguments")->valuestring;
+	const cJSON *fn = json_get(call, "function");
+	const char *args = json_get(fn, "arguments")->valuestring;
 	struct pj *v = NULL;
 	int rc = 0;
 
 	if (newline)
 		rc |= buf_append(out, "\n", 1);
 	rc |= buf_puts(out, "<tool_call>\n{\"name\": \"");
-	rc |= buf_puts(out, obj_get(fn, "name")->valuestring);
+	rc |= buf_puts(out, json_get(fn, "name")->valuestring);
 	rc |= buf_puts(out, "\", \"arguments\": ");
 	if (rc)
 		return -ENOMEM;
@@ -1103,20 +1090,20 @@ static int message_parse(const cJSON *msg, struct cmsg *m, struct buf *scratch, 
 		*why = "a message is not an object";
 		return CHAT_INVALID;
 	}
-	role = obj_get(msg, "role");
+	role = json_get(msg, "role");
 	if (!cJSON_IsString(role)) {
 		*why = "a message has no string role";
 		return CHAT_INVALID;
 	}
 	m->role_name = role->valuestring;
 	m->role = role_of(role->valuestring);
-	rc = content_flatten(obj_get(msg, "content"), m, m->role == ROLE_SYSTEM, scratch, why);
+	rc = content_flatten(json_get(msg, "content"), m, m->role == ROLE_SYSTEM, scratch, why);
 	if (rc != CHAT_OK)
 		return rc;
 	if (m->role != ROLE_ASSISTANT)
 		return CHAT_OK;
 
-	calls = obj_get(msg, "tool_calls");
+	calls = json_get(msg, "tool_calls");
 	if (!is_null_or_absent(calls)) {
 		if (!cJSON_IsArray(calls)) {
 			*why = "assistant tool_calls is not a list";
@@ -1129,9 +1116,9 @@ static int message_parse(const cJSON *msg, struct cmsg *m, struct buf *scratch, 
 			m->tool_calls = calls;
 	}
 	/* protocol.py: reasoning_content is renamed to reasoning unless reasoning is set. */
-	reasoning = obj_get(msg, "reasoning");
+	reasoning = json_get(msg, "reasoning");
 	if (is_null_or_absent(reasoning))
-		reasoning = obj_get(msg, "reasoning_content");
+		reasoning = json_get(msg, "reasoning_content");
 	if (!is_null_or_absent(reasoning)) {
 		if (!cJSON_IsString(reasoning)) {
 			*why = "assistant reasoning is not a string";
@@ -1171,7 +1158,7 @@ static int kwargs_check(const cJSON *kw, const char **why)
 	size_t i;
 
 	for (i = 0; i < sizeof(kwargs_deny) / sizeof(kwargs_deny[0]); i++) {
-		if (obj_get(kw, kwargs_deny[i])) {
+		if (json_get(kw, kwargs_deny[i])) {
 			*why = "chat_template_kwargs sets a field the renderer does not reproduce "
 			       "(add_generation_prompt, tools, messages, ...)";
 			return CHAT_UNSUPPORTED;
@@ -1191,9 +1178,9 @@ static int thinking_resolve(const cJSON *req, const cJSON *user_kw, const cJSON 
 {
 	static const char *const efforts[] = {"none", "minimal", "low", "medium",
 					      "high", "xhigh",	 "max"};
-	const cJSON *user = obj_get(user_kw, "enable_thinking");
-	const cJSON *server = obj_get(server_kw, "enable_thinking");
-	const cJSON *effort = obj_get(req, "reasoning_effort");
+	const cJSON *user = json_get(user_kw, "enable_thinking");
+	const cJSON *server = json_get(server_kw, "enable_thinking");
+	const cJSON *effort = json_get(req, "reasoning_effort");
 	const cJSON *v;
 	size_t i;
 
@@ -1233,7 +1220,7 @@ static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_pro
 	const cJSON *v, *kw;
 	int rc;
 
-	v = obj_get(req, "add_generation_prompt");
+	v = json_get(req, "add_generation_prompt");
 	*gen_prompt = true;
 	if (v) {
 		if (!cJSON_IsBool(v)) {
@@ -1242,19 +1229,19 @@ static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_pro
 		}
 		*gen_prompt = cJSON_IsTrue(v);
 	}
-	v = obj_get(req, "continue_final_message");
+	v = json_get(req, "continue_final_message");
 	if (v && !cJSON_IsFalse(v)) {
 		*why = "continue_final_message";
 		return CHAT_UNSUPPORTED;
 	}
-	v = obj_get(req, "tools");
+	v = json_get(req, "tools");
 	if (!is_null_or_absent(v)) {
 		if (!cJSON_IsArray(v)) {
 			*why = "tools is not a list";
 			return CHAT_INVALID;
 		}
 	}
-	v = obj_get(req, "chat_template");
+	v = json_get(req, "chat_template");
 	if (!is_null_or_absent(v)) {
 		if (!cJSON_IsString(v)) {
 			*why = "chat_template is not a string";
@@ -1268,7 +1255,7 @@ static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_pro
 			return CHAT_UNSUPPORTED;
 		}
 	}
-	kw = obj_get(req, "chat_template_kwargs");
+	kw = json_get(req, "chat_template_kwargs");
 	if (is_null_or_absent(kw)) {
 		kw = NULL;
 	} else if (!cJSON_IsObject(kw)) {
@@ -1414,7 +1401,7 @@ static int render_request(const cJSON *request, const struct pj *raw_tools,
 	rc = request_check(request, server_kwargs, &gen_prompt, &think_off, why);
 	if (rc != CHAT_OK)
 		return rc;
-	messages = obj_get(request, "messages");
+	messages = json_get(request, "messages");
 	if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0) {
 		*why = "messages is not a non-empty list";
 		return CHAT_INVALID;
@@ -1432,7 +1419,7 @@ static int render_request(const cJSON *request, const struct pj *raw_tools,
 	for (i = 0; i < n; i++)
 		if (ms[i].joined)
 			ms[i].content.p = scratch.data ? scratch.data + ms[i].joined_off : "";
-	ctools = obj_get(request, "tools");
+	ctools = json_get(request, "tools");
 	if (cJSON_IsArray(ctools) && cJSON_GetArraySize(ctools) > 0) {
 		tools = raw_tools;
 		if (!tools) {
@@ -1492,7 +1479,7 @@ int chat_raw_check(const char *json, size_t len, const char **why)
 int chat_render_parsed(const cJSON *req, const char *json, size_t len, const cJSON *server_kwargs,
 		       struct buf *out, const char **why)
 {
-	const cJSON *tools = obj_get(req, "tools");
+	const cJSON *tools = json_get(req, "tools");
 	struct pj *raw = NULL;
 	const char *dummy;
 	int rc;
@@ -1586,7 +1573,7 @@ int chat_config_check(const char *path, const char **why)
 		off += (size_t)got;
 	}
 	cfg = cJSON_ParseWithLength(text, off);
-	tmpl = obj_get(cfg, "chat_template");
+	tmpl = json_get(cfg, "chat_template");
 	if (!cJSON_IsString(tmpl)) {
 		rc = -EINVAL;
 		*why = cfg ? "tokenizer_config.json has no string chat_template"

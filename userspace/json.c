@@ -462,3 +462,15 @@ cJSON *json_parse(const char *s, size_t n)
 		return root;
 	return cJSON_ParseWithLength(s, n);
 }
+
+const cJSON *json_get(const cJSON *obj, const char *key)
+{
+	const cJSON *found = NULL;
+
+	if (!cJSON_IsObject(obj))
+		return NULL;
+	for (const cJSON *it = obj->child; it; it = it->next)
+		if (it->string && strcmp(it->string, key) == 0)
+			found = it;
+	return found;
+}

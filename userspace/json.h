@@ -38,4 +38,9 @@ cJSON *json_parse(const char *s, size_t n);
  * outside what it reads, see above), -ENOMEM. */
 int json_parse_strict(const char *s, size_t n, cJSON **out);
 
+/* The value of key in object obj as Python's json.loads keeps it (vLLM's frontend reads request
+ * bodies so): the last of repeated keys, where cJSON_GetObjectItem gives the first. NULL when obj
+ * is not an object or has no such key. */
+const cJSON *json_get(const cJSON *obj, const char *key);
+
 #endif

@@ -180,7 +180,7 @@ static int parse_common(const cJSON *root, struct openai_req *r, const char **wh
 	const cJSON *j;
 	int64_t v;
 
-	j = cJSON_GetObjectItemCaseSensitive(root, "model");
+	j = json_get(root, "model");
 	if (j && !cJSON_IsNull(j)) {
 		if (!cJSON_IsString(j)) {
 			*why = "model must be a string";
@@ -190,7 +190,7 @@ static int parse_common(const cJSON *root, struct openai_req *r, const char **wh
 		if (!r->model)
 			return -ENOMEM;
 	}
-	j = cJSON_GetObjectItemCaseSensitive(root, "stream");
+	j = json_get(root, "stream");
 	if (j && !cJSON_IsNull(j)) {
 		if (!cJSON_IsBool(j)) {
 			*why = "stream must be a boolean";
@@ -198,9 +198,9 @@ static int parse_common(const cJSON *root, struct openai_req *r, const char **wh
 		}
 		r->stream = cJSON_IsTrue(j);
 	}
-	j = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+	j = json_get(root, "stream_options");
 	if (j && !cJSON_IsNull(j)) {
-		const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "include_usage");
+		const cJSON *u = json_get(j, "include_usage");
 
 		if (!cJSON_IsObject(j) || (u && !cJSON_IsNull(u) && !cJSON_IsBool(u))) {
 			*why = "stream_options must be an object with a boolean include_usage";
@@ -213,9 +213,9 @@ static int parse_common(const cJSON *root, struct openai_req *r, const char **wh
 		r->include_usage = cJSON_IsTrue(u);
 	}
 	r->max_tokens = -1;
-	j = cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens");
+	j = json_get(root, "max_completion_tokens");
 	if (!j || cJSON_IsNull(j) || r->endpoint != OPENAI_CHAT)
-		j = cJSON_GetObjectItemCaseSensitive(root, "max_tokens");
+		j = json_get(root, "max_tokens");
 	if (j && !cJSON_IsNull(j)) {
 		if (!json_int(j, -9e15, 9e15, &v)) {
 			*why = "max_tokens must be an integer";
@@ -228,7 +228,7 @@ static int parse_common(const cJSON *root, struct openai_req *r, const char **wh
 		r->max_tokens = v;
 	}
 	r->seed = -1;
-	j = cJSON_GetObjectItemCaseSensitive(root, "seed");
+	j = json_get(root, "seed");
 	if (j && !cJSON_IsNull(j)) {
 		if (!json_int(j, -9.2e18, 9.2e18, &v)) {
 			*why = "seed must be an integer";
@@ -236,12 +236,12 @@ static int parse_common(const cJSON *root, struct openai_req *r, const char **wh
 		}
 		r->seed = v;
 	}
-	j = cJSON_GetObjectItemCaseSensitive(root, "n");
+	j = json_get(root, "n");
 	if (j && !cJSON_IsNull(j) && (!json_int(j, 1, 1e9, &v))) {
 		*why = "n must be a positive integer";
 		return OPENAI_INVALID;
 	}
-	j = cJSON_GetObjectItemCaseSensitive(root, "cache_salt");
+	j = json_get(root, "cache_salt");
 	if (j && !cJSON_IsNull(j)) {
 		if (!cJSON_IsString(j) || !j->valuestring[0]) {
 			*why = "cache_salt must be a non-empty string";
@@ -251,7 +251,7 @@ static int parse_common(const cJSON *root, struct openai_req *r, const char **wh
 		if (!r->cache_salt)
 			return -ENOMEM;
 	}
-	if (cJSON_GetObjectItemCaseSensitive(root, "prompt_embeds")) {
+	if (json_get(root, "prompt_embeds")) {
 		*why = "prompt_embeds";
 		return OPENAI_UNSUPPORTED;
 	}
@@ -299,7 +299,7 @@ int openai_parse_cached(const struct tokenizer *t, struct tok_cache *tc, enum op
 	if (rc != OPENAI_OK)
 		goto cleanup;
 	if (ep == OPENAI_COMPLETIONS) {
-		j = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+		j = json_get(root, "prompt");
 		if (!j || cJSON_IsNull(j)) {
 			*why = "Either prompt or prompt_embeds must be provided and non-empty.";
 			rc = OPENAI_INVALID;
@@ -308,7 +308,7 @@ int openai_parse_cached(const struct tokenizer *t, struct tok_cache *tc, enum op
 		rc = parse_prompt(t, tc, j, r, why);
 		goto cleanup;
 	}
-	j = cJSON_GetObjectItemCaseSensitive(root, "messages");
+	j = json_get(root, "messages");
 	if (!cJSON_IsArray(j)) {
 		*why = "messages must be an array";
 		rc = OPENAI_INVALID;

@@ -119,6 +119,13 @@ static void test_values(void)
 	      "valueint saturates at INT_MAX");
 	CHECK_STREQ(s->valuestring, "\xc3\xa9\xf0\x9f\x98\x80", "é and U+1F600 from their escapes");
 	cJSON_Delete(j);
+	in = "{\"a\":1,\"b\":2,\"a\":3}";
+	j = json_parse(in, strlen(in));
+	CHECK(json_get(j, "a")->valueint == 3 && cJSON_GetObjectItem(j, "a")->valueint == 1 &&
+		  json_get(j, "b")->valueint == 2 && !json_get(j, "c") &&
+		  !json_get(cJSON_GetObjectItem(j, "b"), "a"),
+	      "json_get: the last of a repeated key (as Python keeps it), none, not an object");
+	cJSON_Delete(j);
 }
 
 static void test_depth(void)

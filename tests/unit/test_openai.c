@@ -275,6 +275,38 @@ static void test_chat(void)
 	tok_ids_free(&ref);
 }
 
+/* A repeated key: vLLM's frontend reads the body with Python's json, which keeps the last one, so
+ * that is the one tokenized and read (cJSON_GetObjectItem would give the first). */
+static void test_repeated_keys(void)
+{
+	const char *last = "the second prompt, the one vLLM reads";
+	struct tok_ids ref = {0};
+	struct openai_req r;
+	const char *why;
+	char body[512];
+	int rc;
+
+	tokenizer_encode(T, last, strlen(last), &ref);
+	snprintf(
+	    body, sizeof(body),
+	    "{\"model\":\"a\",\"prompt\":\"the first prompt\",\"max_tokens\":5,\"model\":\"b\","
+	    "\"prompt\":\"%s\",\"max_tokens\":6,\"stream\":true,\"stream\":false}",
+	    last);
+	rc = parse(OPENAI_COMPLETIONS, body, &r, &why);
+	CHECK(rc == OPENAI_OK && r.prompt.n == ref.n &&
+		  memcmp(r.prompt.v, ref.v, ref.n * sizeof(*ref.v)) == 0,
+	      "repeated prompt: the last one's ids");
+	CHECK(r.model && strcmp(r.model, "b") == 0 && r.max_tokens == 6 && !r.stream,
+	      "repeated model, max_tokens, stream: the last of each");
+	openai_req_free(&r);
+	expect_status(OPENAI_COMPLETIONS, "{\"prompt\":\"hi\",\"prompt\":null}", OPENAI_INVALID,
+		      "a prompt repeated as null: no prompt, as vLLM says");
+	expect_status(OPENAI_CHAT,
+		      "{\"messages\":\"hi\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+		      OPENAI_OK, "messages repeated: the last, a list, is read");
+	tok_ids_free(&ref);
+}
+
 /* The usage scanner: {response body, prompt_tokens, cached_tokens, description}. */
 struct usage_case {
 	const char *in;
@@ -398,6 +430,7 @@ int main(void)
 	test_completions();
 	test_prompt_shapes();
 	test_chat();
+	test_repeated_keys();
 	test_usage();
 	tokenizer_free(t);
 	return tap_done();
