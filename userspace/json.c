@@ -14,6 +14,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "utf8.h"
+
 enum { J_OK = 0, J_DECLINE = 1, J_NOMEM = 2 };
 
 struct jp {
@@ -140,30 +142,6 @@ static inline int hex4(const uint8_t *s)
 		v = v << 4 | d;
 	}
 	return v;
-}
-
-static inline size_t utf8_put(uint8_t *o, uint32_t c)
-{
-	if (c < 0x80) {
-		o[0] = (uint8_t)c;
-		return 1;
-	}
-	if (c < 0x800) {
-		o[0] = (uint8_t)(0xC0 | c >> 6);
-		o[1] = (uint8_t)(0x80 | (c & 0x3F));
-		return 2;
-	}
-	if (c < 0x10000) {
-		o[0] = (uint8_t)(0xE0 | c >> 12);
-		o[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-		o[2] = (uint8_t)(0x80 | (c & 0x3F));
-		return 3;
-	}
-	o[0] = (uint8_t)(0xF0 | c >> 18);
-	o[1] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
-	o[2] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-	o[3] = (uint8_t)(0x80 | (c & 0x3F));
-	return 4;
 }
 
 /* Reads the string at j->p (its opening quote) into a new NUL-terminated copy, in one pass

@@ -23,6 +23,7 @@
 
 #include "tokenizer.h"
 #include "unicode_tables.h"
+#include "utf8.h"
 
 /* The split regex this module implements as a state machine (tokenizer.json spelling). */
 #define QWEN2_SPLIT_REGEX                                                                          \
@@ -307,30 +308,6 @@ static inline size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *cp)
 	}
 	*cp = c;
 	return need + 1;
-}
-
-static inline size_t utf8_put(uint8_t *o, uint32_t c)
-{
-	if (c < 0x80) {
-		o[0] = (uint8_t)c;
-		return 1;
-	}
-	if (c < 0x800) {
-		o[0] = (uint8_t)(0xC0 | (c >> 6));
-		o[1] = (uint8_t)(0x80 | (c & 0x3F));
-		return 2;
-	}
-	if (c < 0x10000) {
-		o[0] = (uint8_t)(0xE0 | (c >> 12));
-		o[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-		o[2] = (uint8_t)(0x80 | (c & 0x3F));
-		return 3;
-	}
-	o[0] = (uint8_t)(0xF0 | (c >> 18));
-	o[1] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
-	o[2] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-	o[3] = (uint8_t)(0x80 | (c & 0x3F));
-	return 4;
 }
 
 /* --- lookups -------------------------------------------------------------------------------- */
