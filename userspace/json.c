@@ -352,6 +352,19 @@ static void read_container(struct jp *j, cJSON *it, int depth)
 	}
 }
 
+/* The literal w (true, false or null) at j->p, as cJSON stores it (valueint 1 for true). */
+static bool read_word(struct jp *j, cJSON *it, const char *w, int type)
+{
+	size_t n = strlen(w);
+
+	if ((size_t)(j->end - j->p) < n || memcmp(j->p, w, n) != 0)
+		return false;
+	it->type = type;
+	it->valueint = type == cJSON_True;
+	j->p += n;
+	return true;
+}
+
 static void read_value(struct jp *j, cJSON *it, int depth)
 {
 	const uint8_t *p = j->p;
@@ -371,26 +384,16 @@ static void read_value(struct jp *j, cJSON *it, int depth)
 		read_container(j, it, depth);
 		return;
 	case 't':
-		if (left >= 4 && memcmp(p, "true", 4) == 0) {
-			it->type = cJSON_True;
-			it->valueint = 1;
-			j->p += 4;
+		if (read_word(j, it, "true", cJSON_True))
 			return;
-		}
 		break;
 	case 'f':
-		if (left >= 5 && memcmp(p, "false", 5) == 0) {
-			it->type = cJSON_False;
-			j->p += 5;
+		if (read_word(j, it, "false", cJSON_False))
 			return;
-		}
 		break;
 	case 'n':
-		if (left >= 4 && memcmp(p, "null", 4) == 0) {
-			it->type = cJSON_NULL;
-			j->p += 4;
+		if (read_word(j, it, "null", cJSON_NULL))
 			return;
-		}
 		break;
 	default:
 		if (*p == '-' || is_digit(*p)) {
