@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // approx: what each worker probably holds, from the requests routed to it (see approx.h).
 //
-// Layout. One open-addressing table of (worker, block) pairs, 16 bytes each: chain hash, expiry,
-// worker, chain position. A pair's home slot depends on its chain hash only, and the table is
-// kept in Robin Hood order (along a run, pairs sorted by home slot; backward-shift deletion, no
-// tombstones), so every holder of one block sits in one contiguous stretch. A query then reads
-// one short run per chain block (one likely cache miss, prefetched ahead) whatever the number of
-// workers; per-worker tables, as index.c keeps them, would cost one lookup per worker per block
-// (64 workers x 150 blocks). Load stays at most 1/2: the table doubles on insert and halves in
-// approx_expire once below 1/8.
+// Layout. One open-addressing table of (worker, block) pairs, 24 bytes each: chain hash, expiry,
+// worker, chain position, the worker's count of new blocks at the pair's last use. A pair's home
+// slot depends on its chain hash only, and the table is kept in Robin Hood order (along a run,
+// pairs sorted by home slot; backward-shift deletion, no tombstones), so every holder of one block
+// sits in one contiguous stretch. A query then reads one short run per chain block (one likely
+// cache miss, prefetched ahead) whatever the number of workers; per-worker tables, as index.c keeps
+// them, would cost one lookup per worker per block (64 workers x 150 blocks). Load stays at most
+// 1/2: the table doubles on insert and halves in approx_expire once below 1/8.
 //
 // Time. Expiries are 32-bit milliseconds since a base taken at the first insert: a pair used at
 // `now` is live while floor(now' * 1000) < floor(now * 1000) + ttl in ms, so it expires exactly
@@ -20,6 +20,14 @@
 // APPROX_EXPIRE_LAP) slots per call, dropping expired pairs: every pair is looked at once per
 // APPROX_EXPIRE_LAP calls. Queries compare expiries themselves, so a pair not yet dropped is
 // already absent for them; only approx_blocks_at and stats.entries lag, by at most one lap.
+//
+// Capacity. Each worker counts the new pairs recorded on it (clk); every pair of one insert, new or
+// used again, takes the count from before that insert (use). vLLM evicts the least recently
+// freed blocks when new ones need room, and frees a request's blocks together, so once more than
+// the worker's capacity of new blocks came after a request's, its blocks are gone: a pair is live
+// while clk - use <= capacity (a chain counts its own new blocks, so one larger than the cache
+// is never held). Queries check it as they check expiry; approx_expire drops such pairs
+// ("displaced") with the expired ones. Capacity 0 (unknown) bounds nothing: ttl alone decides.
 //
 // Bound. A new pair past max_entries first evicts one (Redis-style sampled LRU, since expiry =
 // last use + ttl): the same hand samples the next APPROX_EVICT_SAMPLE candidate pairs and drops
@@ -71,6 +79,7 @@ struct slot {
 	uint32_t exp; /* expiry, ms since base_ms; live while exp > now */
 	uint16_t w;   /* worker */
 	uint16_t pos; /* chain position, min(i, APPROX_POS_MAX - 1) */
+	uint32_t use; /* the worker's clk before the insert that last used the pair */
 };
 
 struct approx {
@@ -84,6 +93,8 @@ struct approx {
 	int64_t base_ms;	/* the ms count (floor(now * 1000)) of expiry 0 */
 	bool based;		/* base_ms is set (at the first insert) */
 	uint32_t *wn;		/* pairs per worker */
+	uint32_t *clk;		/* new pairs recorded per worker (wraps) */
+	uint32_t *capw;		/* capacity per worker, blocks (0: unbounded) */
 	uint32_t *at;		/* pairs per worker and position: at[w * APPROX_POS_MAX + pos] */
 	struct approx_stats st; /* entries and bytes are filled in by approx_stats */
 	size_t n;		/* pairs held */
@@ -107,6 +118,14 @@ static int64_t ms_of(double now)
 static int64_t tick_of(const struct approx *a, double now)
 {
 	return ms_of(now) - a->base_ms;
+}
+
+/* Has worker w received no more than its capacity of new blocks since the pair's last use? */
+static inline bool within_capacity(const struct approx *a, const struct slot *s)
+{
+	uint32_t cap = a->capw[s->w];
+
+	return !cap || a->clk[s->w] - s->use <= cap;
 }
 
 /* ---- table ----------------------------------------------------------------------------- */
@@ -299,8 +318,10 @@ struct approx *approx_new(const struct approx_cfg *cfg)
 	a->shift = 64 - (unsigned)__builtin_ctzll(MIN_CAP);
 	a->t = slots_alloc(MIN_CAP);
 	a->wn = calloc(mw, sizeof(*a->wn));
+	a->clk = calloc(mw, sizeof(*a->clk));
+	a->capw = calloc(mw, sizeof(*a->capw));
 	a->at = calloc((size_t)mw * APPROX_POS_MAX, sizeof(*a->at));
-	if (!a->t || !a->wn || !a->at)
+	if (!a->t || !a->wn || !a->clk || !a->capw || !a->at)
 		goto cleanup;
 	return a;
 cleanup:
@@ -314,6 +335,8 @@ void approx_free(struct approx *a)
 		return;
 	free(a->t);
 	free(a->wn);
+	free(a->clk);
+	free(a->capw);
 	free(a->at);
 	free(a);
 }
@@ -321,8 +344,9 @@ void approx_free(struct approx *a)
 int approx_insert(struct approx *a, uint32_t w, const uint64_t *chain, size_t n, double now)
 {
 	int64_t ms = ms_of(now), t;
-	uint32_t exp;
+	uint32_t exp, use, added = 0;
 	bool full = false;
+	int rc = 0;
 
 	if (w >= a->max_workers)
 		return -EINVAL;
@@ -340,6 +364,7 @@ int approx_insert(struct approx *a, uint32_t w, const uint64_t *chain, size_t n,
 		t = 0;
 	}
 	exp = (uint32_t)(t + a->ttl_ms);
+	use = a->clk[w];
 	for (size_t i = 0; i < n; i++) {
 		uint64_t h = chain[i];
 		uint16_t pos = (uint16_t)(i < APPROX_POS_MAX - 1 ? i : APPROX_POS_MAX - 1);
@@ -347,19 +372,28 @@ int approx_insert(struct approx *a, uint32_t w, const uint64_t *chain, size_t n,
 
 		if (i + PREFETCH_AHEAD < n)
 			prefetch_run(a, chain[i + PREFETCH_AHEAD]);
-		if (!h)
-			return -EINVAL;
+		if (!h) {
+			rc = -EINVAL;
+			break;
+		}
 		j = pair_find(a, h, w);
 		if (j >= 0) {
-			/* used again: a live pair is refreshed; an expired one not yet dropped
-			 * counts as expired and inserted anew, as if approx_expire came first */
+			/* used again: a live pair is refreshed; an expired or displaced one not yet
+			 * dropped counts as such and as inserted anew, as if approx_expire came
+			 * first (a new block for the worker's cache) */
 			struct slot *s = &a->t[j];
-			if ((int64_t)s->exp > t) {
-				a->st.refreshed++;
-			} else {
+			if ((int64_t)s->exp <= t) {
 				a->st.expired++;
 				a->st.inserted++;
+				added++;
+			} else if (!within_capacity(a, s)) {
+				a->st.displaced++;
+				a->st.inserted++;
+				added++;
+			} else {
+				a->st.refreshed++;
 			}
+			s->use = use;
 			if (exp > s->exp)
 				s->exp = exp;
 			if (s->pos != pos) {
@@ -374,15 +408,26 @@ int approx_insert(struct approx *a, uint32_t w, const uint64_t *chain, size_t n,
 			a->st.evicted++;
 			continue;
 		}
-		if ((a->n + 1) * 2 > a->cap && table_resize(a, a->cap * 2))
-			return -ENOMEM;
-		pair_place(a, (struct slot){.h = h, .exp = exp, .w = (uint16_t)w, .pos = pos});
+		if ((a->n + 1) * 2 > a->cap && table_resize(a, a->cap * 2)) {
+			rc = -ENOMEM;
+			break;
+		}
+		pair_place(
+		    a, (struct slot){.h = h, .exp = exp, .w = (uint16_t)w, .pos = pos, .use = use});
 		a->n++;
 		a->wn[w]++;
 		a->at[(size_t)w * APPROX_POS_MAX + pos]++;
 		a->st.inserted++;
+		added++;
 	}
-	return 0;
+	a->clk[w] = use + added;
+	return rc;
+}
+
+void approx_set_capacity(struct approx *a, uint32_t w, uint32_t blocks)
+{
+	if (w < a->max_workers)
+		a->capw[w] = blocks;
 }
 
 /* Sets in hit (words of 64 workers, cleared by the caller) the workers w < nworkers whose pair
@@ -396,7 +441,8 @@ static inline void run_hits(const struct approx *a, uint64_t h, int64_t t, size_
 	for (;; j = (j + 1) & mask, d++) {
 		const struct slot *s = &a->t[j];
 		if (s->h == h) {
-			uint64_t live = ((int64_t)s->exp > t) & (s->w < nworkers);
+			uint64_t live =
+			    ((int64_t)s->exp > t) & (s->w < nworkers) & within_capacity(a, s);
 			hit[s->w >> 6] |= live << (s->w & 63);
 			continue;
 		}
@@ -494,6 +540,11 @@ void approx_expire(struct approx *a, double now)
 			a->st.expired++;
 			continue;
 		}
+		if (a->t[j].h && !within_capacity(a, &a->t[j])) {
+			pair_drop(a, j);
+			a->st.displaced++;
+			continue;
+		}
 		a->hand = (j + 1) & mask;
 	}
 	if (a->cap > MIN_CAP && a->n * 8 < a->cap)
@@ -505,5 +556,5 @@ void approx_stats(const struct approx *a, struct approx_stats *st)
 	*st = a->st;
 	st->entries = a->n;
 	st->bytes = sizeof(*a) + (uint64_t)a->cap * sizeof(struct slot) +
-		    (uint64_t)a->max_workers * (1 + APPROX_POS_MAX) * sizeof(uint32_t);
+		    (uint64_t)a->max_workers * (3 + APPROX_POS_MAX) * sizeof(uint32_t);
 }

@@ -7,12 +7,16 @@
  * cache and under-estimates nothing it routed itself: a view, not the truth.
  *
  * Model: per worker, chain hash -> (expiry, chain position). Queries walk the chain from block 0
- * and stop at the first block absent or expired, as the real cache lookup does. The count of live
+ * and stop at the first block absent or expired, as the real cache lookup does. A worker whose
+ * capacity is known (approx_set_capacity: its KV blocks, from its metrics) is also assumed to
+ * evict as vLLM does: a request's blocks count as held only until more than the capacity of new
+ * blocks have been routed to that worker after them (approx.c, "Capacity"), so a busy worker's
+ * cache is not over-estimated for the whole ttl. The count of live
  * blocks per worker and chain position (approx_blocks_at) serves the kv policy's bounded load,
  * as index_worker_blocks_at does for the event-fed index.
  *
  * Memory: cfg.max_entries bounds the (worker, block) pairs; past it the entries closest to expiry
- * go first (counted). Pairs are 16-byte slots of a table kept between 1/8 and 1/2 full: 32 MiB
+ * go first (counted). Pairs are 24-byte slots of a table kept between 1/8 and 1/2 full: 48 MiB
  * at the default bound, plus 1 KiB per worker for the counts (approx_stats reports the bytes).
  * Not thread-safe: the loop thread owns it. */
 #ifndef KVS_APPROX_H
@@ -51,6 +55,7 @@ struct approx_stats {
 	uint64_t inserted;  /* pairs added (a pair used again after its expiry counts again) */
 	uint64_t refreshed; /* live pairs used again (their expiry pushed back) */
 	uint64_t expired;   /* pairs dropped at or after their expiry */
+	uint64_t displaced; /* pairs dropped because their worker's capacity of newer blocks came */
 	uint64_t evicted;   /* pairs dropped, or not recorded, by the max_entries bound */
 	uint64_t bytes;	    /* heap bytes held */
 };
@@ -70,8 +75,13 @@ void approx_free(struct approx *a);
  * recorded). */
 int approx_insert(struct approx *a, uint32_t w, const uint64_t *chain, size_t n, double now);
 
+/* Worker w's KV cache capacity in blocks (0: unknown, the default: ttl alone decides). Pairs
+ * already recorded are judged by the new capacity from now on. No-op for w out of range. */
+void approx_set_capacity(struct approx *a, uint32_t w, uint32_t blocks);
+
 /* For each w < nworkers: depth[w] = leading blocks of chain[0..n) that w holds and that have not
- * expired at now (a pair used at t expires at t + ttl exactly). A hash of 0 is never held.
+ * expired at now (a pair used at t expires at t + ttl exactly) nor been displaced by the
+ * worker's capacity of newer blocks. A hash of 0 is never held.
  * Returns the largest depth, or -EINVAL when nworkers exceeds max_workers. Allocates nothing. */
 int approx_query(struct approx *a, const uint64_t *chain, size_t n, double now, uint32_t *depth,
 		 size_t nworkers);

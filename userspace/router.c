@@ -265,11 +265,16 @@ static void router_limits_text(const struct router *r, struct buf *out)
 	    "not recorded, at its bound (--approx-max-entries).\n"
 	    "# TYPE kvsplice_approx_evicted_total counter\n"
 	    "kvsplice_approx_evicted_total %llu\n"
+	    "# HELP kvsplice_approx_displaced_total Pairs of the approximate view dropped "
+	    "because their worker's KV capacity of newer blocks was routed to it since.\n"
+	    "# TYPE kvsplice_approx_displaced_total counter\n"
+	    "kvsplice_approx_displaced_total %llu\n"
 	    "# HELP kvsplice_approx_limit_entries Bound on the (worker, block) pairs of the "
 	    "approximate view; past it the pairs closest to expiry go first "
 	    "(--approx-max-entries).\n"
 	    "# TYPE kvsplice_approx_limit_entries gauge\nkvsplice_approx_limit_entries %zu\n",
-	    (unsigned long long)ax.entries, (unsigned long long)ax.evicted, r->approx_max_entries);
+	    (unsigned long long)ax.entries, (unsigned long long)ax.evicted,
+	    (unsigned long long)ax.displaced, r->approx_max_entries);
 	if (!r->scr)
 		return;
 	buf_printf(out,
@@ -624,6 +629,16 @@ void router_tick(struct router *r)
 {
 	if (r->scr)
 		scraper_tick(r->scr);
+	/* the approximate view evicts as a worker's cache does once its size is known */
+	for (uint32_t i = 0, n = workers_count(r->ws); i < n; i++) {
+		const struct worker *w = workers_at(r->ws, i);
+
+		if (w && w->have_metrics && w->m.num_gpu_blocks > 0)
+			approx_set_capacity(r->ax, i,
+					    w->m.num_gpu_blocks < UINT32_MAX
+						? (uint32_t)w->m.num_gpu_blocks
+						: UINT32_MAX);
+	}
 	approx_expire(r->ax, clock_s());
 }
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // approx: refused configurations and arguments, a table of {inserts, query, expected depths}
 // (first missing block, expiry at exactly ttl, refresh), approx_blocks_at through every mutation,
-// the max_entries bound, 4096 workers, and two long random runs against a naive reference model
-// (per worker and block: expiry and position), one of them under eviction.
+// a worker's capacity (its cache's eviction), the max_entries bound, 4096 workers, and two long
+// random runs against a naive reference model (per worker and block: expiry and position), one of
+// them under eviction.
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -167,6 +168,61 @@ static void test_depth_table(void)
 		      "workers at or above nworkers are neither reported nor written");
 		approx_free(a);
 	}
+}
+
+/* ---- capacity: a worker's cache evicts what came before its capacity of new blocks -------- */
+
+static void test_capacity(void)
+{
+	struct approx_cfg cfg = {.max_workers = 4, .ttl_s = 1000};
+	struct approx *a = approx_new(&cfg);
+	struct approx_stats st;
+	uint32_t depth[4];
+
+	approx_set_capacity(a, 0, 20);
+	approx_set_capacity(a, 2, 5);
+	approx_set_capacity(a, 9, 5); /* out of range: no-op */
+	approx_insert(a, 0, A, 10, 1);
+	approx_insert(a, 0, L, 10, 2);
+	CHECK(approx_query(a, A, 10, 3, depth, 1) == 10 &&
+		  approx_query(a, L, 10, 3, depth, 1) == 10,
+	      "capacity 20: 10 + 10 new blocks are all held");
+	approx_insert(a, 0, M, 1, 4);
+	CHECK(approx_query(a, A, 10, 5, depth, 1) == 0 && approx_query(a, L, 10, 5, depth, 1) == 10,
+	      "one more new block: the oldest request's blocks are gone, the next one's held");
+	approx_stats(a, &st);
+	CHECK(st.inserted == 21 && st.displaced == 0, "displaced only when dropped or used again");
+	expire_all(a, 6);
+	approx_stats(a, &st);
+	CHECK(st.displaced == 10 && st.entries == 11 && blocks_of(a, 0) == 11 &&
+		  approx_blocks_at(a, 0, 0) == 2,
+	      "approx_expire drops the displaced pairs and their counts (%llu, %llu)",
+	      (unsigned long long)st.displaced, (unsigned long long)st.entries);
+	approx_insert(a, 0, L, 10, 7); /* a hit: nothing new */
+	approx_insert(a, 0, M, 10, 8); /* 9 new: 30 since A, 19 since L's first use */
+	CHECK(approx_query(a, L, 10, 9, depth, 1) == 10 &&
+		  approx_query(a, M, 10, 9, depth, 1) == 10,
+	      "a hit renews a request's blocks without counting as new ones");
+	approx_insert(a, 0, A, 10, 10); /* 10 new again: 19 since L's hit, 10 since M */
+	CHECK(approx_query(a, A, 10, 11, depth, 1) == 10 &&
+		  approx_query(a, L, 10, 11, depth, 1) == 10,
+	      "a chain used again after its displacement is held anew");
+	approx_insert(a, 0, B, 8, 12); /* B shares A's first 5 blocks: 3 new, 22 since L's hit */
+	CHECK(approx_query(a, L, 10, 13, depth, 1) == 0 &&
+		  approx_query(a, A, 10, 13, depth, 1) == 10,
+	      "the shared prefix renewed by another chain stays, the older request goes");
+	approx_insert(a, 2, A, 10, 1);
+	CHECK(approx_query(a, A, 10, 2, depth, 3) == 10 && depth[2] == 0,
+	      "a request larger than the worker's cache is not held there");
+	approx_insert(a, 1, A, 10, 1);
+	for (int i = 0; i < 10; i++)
+		approx_insert(a, 1, i % 2 ? L : M, LONG_N, 1 + i);
+	CHECK(approx_query(a, A, 10, 20, depth, 2) == 10 && depth[1] == 10,
+	      "capacity unknown (0): ttl alone decides");
+	approx_set_capacity(a, 1, 100);
+	CHECK(approx_query(a, A, 10, 20, depth, 2) == 10 && depth[1] == 0,
+	      "a capacity set later judges the pairs already recorded");
+	approx_free(a);
 }
 
 /* ---- blocks_at through insert, refresh, expire, clear -------------------------------------- */
@@ -572,6 +628,7 @@ int main(void)
 	test_refusals();
 	test_depth_table();
 	test_blocks_at();
+	test_capacity();
 	test_bound();
 	test_many_workers();
 	test_rebase();
