@@ -551,6 +551,11 @@ static void scrape_cb(void *arg, void *user, const struct scrape_metrics *m, int
 			events_worker_resync(r->ev, (uint32_t)w->events_id);
 		approx_worker_clear(r->ax, w->slot);
 	}
+	/* the approximate view evicts as the worker's cache does once its size is known */
+	if (w->have_metrics && w->m.num_gpu_blocks > 0)
+		approx_set_capacity(r->ax, w->slot,
+				    w->m.num_gpu_blocks < UINT32_MAX ? (uint32_t)w->m.num_gpu_blocks
+								     : UINT32_MAX);
 }
 
 void router_set_services(struct router *r, const struct services *s)
@@ -629,16 +634,6 @@ void router_tick(struct router *r)
 {
 	if (r->scr)
 		scraper_tick(r->scr);
-	/* the approximate view evicts as a worker's cache does once its size is known */
-	for (uint32_t i = 0, n = workers_count(r->ws); i < n; i++) {
-		const struct worker *w = workers_at(r->ws, i);
-
-		if (w && w->have_metrics && w->m.num_gpu_blocks > 0)
-			approx_set_capacity(r->ax, i,
-					    w->m.num_gpu_blocks < UINT32_MAX
-						? (uint32_t)w->m.num_gpu_blocks
-						: UINT32_MAX);
-	}
 	approx_expire(r->ax, clock_s());
 }
 
