@@ -146,11 +146,26 @@ if [ "$KVS_WORKER" = kvsim ]; then
 	w=${out##* }
 	echo "# node 1 placed the prompt on $w"
 	stored() { metric "$1" "kvsplice_kv_events_total{worker=\"qwen/$w\",type=\"BlockStored\"}"; }
+	# Node 1's request must also have left every node's view of the load: a scrape taken while it
+	# ran shows w1 busy, and kv rightly sends a request to an idle worker with room then (one
+	# miss, nothing evicted) instead of queueing it behind the holder.
+	idle() { # NODE: its kvsplice sees no request in flight, remote or its own, on any worker
+		kvs_in --node "$1" curl -s -m 5 "http://$ADMIN_ADDR/debug/workers" >"$tmp/load.$1"
+		python3 - "$tmp/load.$1" <<-'PYLOAD'
+			import json, sys
+			ws = json.load(open(sys.argv[1]))["workers"]
+			sys.exit(0 if all(w["inflight"] == 0 and w["remote_requests"] == 0 and w["running"] == 0
+			                  and w["waiting"] <= 0 for w in ws) else 1)
+		PYLOAD
+	}
 	for _ in $(seq 50); do
 		[ "$(stored 2)" -gt 0 ] && [ "$(stored 3)" -gt 0 ] && break
 		sleep 0.1
 	done
-	o2=$(req 2 /v1/completions "$prompt") o3=$(req 3 /v1/completions "$prompt")
+	for _ in $(seq 50); do idle 2 && break; sleep 0.1; done
+	o2=$(req 2 /v1/completions "$prompt")
+	for _ in $(seq 50); do idle 3 && break; sleep 0.1; done # node 2's request has left too
+	o3=$(req 3 /v1/completions "$prompt")
 	echo "# node 2: $o2; node 3: $o3"
 	ok $([[ $w == w[12] && ${o2##* } == "$w" && ${o3##* } == "$w" ]] && echo 0 || echo 1) \
 		"nodes 2 and 3 send the prompt node 1 placed to the worker that cached it ($w; learned from its KV events)"
