@@ -99,17 +99,6 @@ struct tokenizer {
 	size_t mem;
 };
 
-/* Scratch for one encode call: grows, reused by every piece of the call. */
-struct work {
-	struct tok_cache *cache; /* BPE pieces looked up there first (NULL: none) */
-	uint8_t *norm;		 /* normalized segment (UTF-8) */
-	size_t norm_cap;
-	uint32_t *cps; /* code points during NFC */
-	size_t cps_cap;
-	void *bpe; /* symbols and heap for long pieces */
-	size_t bpe_cap;
-};
-
 /* --- small helpers -------------------------------------------------------------------------- */
 
 int tok_ids_push(struct tok_ids *ids, uint32_t id)
@@ -181,11 +170,14 @@ static void *grow(void **p, size_t *cap, size_t need)
 	return q;
 }
 
-static void work_free(struct work *w)
+/* Frees w's scratch (struct tok_work, tokenizer.h: it grows, reused by every piece of an encode)
+ * and leaves it empty. */
+static void work_free(struct tok_work *w)
 {
 	free(w->norm);
 	free(w->cps);
 	free(w->bpe);
+	*w = (struct tok_work){0};
 }
 
 static inline uint64_t load64le(const uint8_t *p)
@@ -680,7 +672,7 @@ static int tc_get(struct tok_cache *c, uint64_t h, int kind, const uint8_t *s, s
 /* Appends the ids of a piece of n >= 2 bytes that is not one whole token: from the cache, else
  * merged (and cached). Returns 0 or -ENOMEM. */
 static int bpe_piece_merge(const struct tokenizer *t, const uint8_t *s, size_t n,
-			   struct tok_ids *out, struct work *w)
+			   struct tok_ids *out, struct tok_work *w)
 {
 	struct sym stack_syms[TOK_STACK_PIECE];
 	uint64_t stack_heap[3 * TOK_STACK_PIECE];
@@ -717,7 +709,7 @@ static int bpe_piece_merge(const struct tokenizer *t, const uint8_t *s, size_t n
 
 /* Appends the ids of one piece. Returns 0 or -ENOMEM. */
 static int bpe_piece(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
-		     struct work *w)
+		     struct tok_work *w)
 {
 	if (n == 1)
 		return ids_push(out, t->byte_id[s[0]]);
@@ -1044,8 +1036,8 @@ static size_t compose_all(uint32_t *v, size_t n)
 
 /* Appends the normalization of the region s[0..n) (U+FFFD for ill-formed UTF-8; NFC when t->nfc)
  * to w->norm at *o. Returns 0 or -ENOMEM. */
-static int normalize_region(const struct tokenizer *t, const uint8_t *s, size_t n, struct work *w,
-			    size_t *o)
+static int normalize_region(const struct tokenizer *t, const uint8_t *s, size_t n,
+			    struct tok_work *w, size_t *o)
 {
 	size_t m = 0;
 	uint32_t c;
@@ -1087,7 +1079,7 @@ static inline bool needs_norm(const struct tokenizer *t, const uint8_t *s, size_
  * lets a mark move across it, so the text splits there. A region starts at the last such starter
  * before a flagged code point (it may compose with the marks after it) and ends before the next
  * one; scratch memory follows the region, not the segment. */
-static ssize_t normalize(const struct tokenizer *t, const uint8_t *s, size_t n, struct work *w)
+static ssize_t normalize(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_work *w)
 {
 	size_t o = 0, i = 0, j, k, last, l;
 	uint32_t c;
@@ -1135,13 +1127,11 @@ struct piece {
 	uint32_t slot; /* its home slot in the vocab hash, idem */
 };
 
-static int encode_segment(const struct tokenizer *t, const uint8_t *s, size_t n,
-			  struct tok_ids *out, struct work *w)
+/* Does the segment s[0..n) need normalize (ill-formed UTF-8, or a code point NFC may change)? */
+static bool segment_needs_norm(const struct tokenizer *t, const uint8_t *s, size_t n)
 {
-	bool slow = false;
 	uint32_t c;
 	size_t l;
-	int err;
 
 	for (size_t i = 0; i < n;) {
 		if (i + 8 <= n && !(load64le(s + i) & BYTES8(0x80))) {
@@ -1153,20 +1143,24 @@ static int encode_segment(const struct tokenizer *t, const uint8_t *s, size_t n,
 			continue;
 		}
 		l = utf8_decode(s + i, n - i, &c);
-		if (needs_norm(t, s + i, l, c)) {
-			slow = true;
-			break;
-		}
+		if (needs_norm(t, s + i, l, c))
+			return true;
 		i += l;
 	}
-	if (slow) {
-		ssize_t m = normalize(t, s, n, w);
-		if (m < 0)
-			return (int)m;
-		s = w->norm;
-		n = (size_t)m;
-	}
-	for (size_t i = 0; i < n;) {
+	return false;
+}
+
+/* Appends the ids of the pieces of the segment s[0..n) from *at (where a piece starts) on, and
+ * moves *at past them: to n, or to the end of the first piece after which out holds stop ids.
+ * Each piece is cut by split_next over the whole segment (its lookahead reads past the piece), so
+ * going on from *at in a later call, with the same s and n, gives the ids going on now would.
+ * The stop costs a compare a piece: this is the loop every encode runs. Returns 0 or -ENOMEM. */
+static int encode_pieces(const struct tokenizer *t, const uint8_t *s, size_t n, size_t *at,
+			 size_t stop, struct tok_ids *out, struct tok_work *w)
+{
+	int err;
+
+	for (size_t i = *at; i < n;) {
 		struct piece p[TOK_AHEAD];
 		size_t np = 0;
 
@@ -1198,8 +1192,14 @@ static int encode_segment(const struct tokenizer *t, const uint8_t *s, size_t n,
 			}
 			if (err)
 				return err;
+			if (out->n >= stop) {
+				/* the pieces cut after it are cut again by the next call */
+				*at = p[k].off + p[k].len;
+				return 0;
+			}
 		}
 	}
+	*at = n;
 	return 0;
 }
 
@@ -1231,29 +1231,104 @@ static int added_find(const struct tokenizer *t, const uint8_t *s, size_t n, siz
 	return -1;
 }
 
-/* A segment through the cache: looked up whole, else encoded (its pieces through the cache)
- * and stored. */
-static int encode_segment_cached(const struct tokenizer *t, const uint8_t *s, size_t n,
-				 struct tok_ids *out, struct work *w)
+/* Begins st's segment s[seg..seg_end) (struct tok_stream, tokenizer.h). A segment the cache
+ * holds is appended whole: a hit is cheaper than any stop inside it. One that needs normalizing is
+ * encoded whole too: its pieces are cut from the normalized text, whose offsets are not those of
+ * s[], so a stop inside it would leave no place in s[] to go on from (prompts rarely need NFC; a
+ * part-at-a-time caller pays at most that segment). Otherwise its pieces follow, from st->pos.
+ * The segment's hit or miss is counted as a whole-text encode counts it. Returns 0 or -ENOMEM. */
+static int segment_begin(const struct tokenizer *t, struct tok_stream *st, struct tok_ids *out)
 {
-	size_t n0 = out->n;
-	uint64_t h;
+	const uint8_t *s = st->s + st->seg;
+	size_t n = st->seg_end - st->seg, at = 0;
+	struct tok_work *w = &st->work;
+	ssize_t m;
 	int rc;
 
-	if (!w->cache || n < TOK_CACHE_MIN_SEGMENT)
-		return encode_segment(t, s, n, out, w);
-	h = tc_hash(TC_SEGMENT, s, n);
-	rc = tc_get(w->cache, h, TC_SEGMENT, s, n, out);
-	if (rc < 0)
-		return rc;
-	if (rc) {
-		w->cache->st.segment_hits++;
-		return 0;
+	st->seg_ids = out->n;
+	st->seg_h = 0;
+	if (w->cache && n >= TOK_CACHE_MIN_SEGMENT) {
+		uint64_t h = tc_hash(TC_SEGMENT, s, n);
+
+		rc = tc_get(w->cache, h, TC_SEGMENT, s, n, out);
+		if (rc < 0)
+			return rc;
+		if (rc) {
+			w->cache->st.segment_hits++;
+			st->pos = st->seg_end;
+			return 0;
+		}
+		w->cache->st.segment_misses++;
+		st->seg_h = h; /* stored when its last piece is in out */
 	}
-	w->cache->st.segment_misses++;
-	if ((rc = encode_segment(t, s, n, out, w)))
+	if (!segment_needs_norm(t, s, n))
+		return 0;
+	m = normalize(t, s, n, w);
+	if (m < 0)
+		return (int)m;
+	if ((rc = encode_pieces(t, w->norm, (size_t)m, &at, SIZE_MAX, out, w)))
 		return rc;
-	tc_put(w->cache, h, TC_SEGMENT, s, n, out->v + n0, out->n - n0);
+	st->pos = st->seg_end;
+	return 0;
+}
+
+void tok_stream_init(struct tok_stream *st, const char *text, size_t len)
+{
+	*st = (struct tok_stream){
+	    .s = (const uint8_t *)text, .len = len, .done = len == 0, .added = -1};
+}
+
+void tok_stream_free(struct tok_stream *st)
+{
+	work_free(&st->work);
+}
+
+/* The one encode loop (tokenizer_encode_cached is this with no limit): the text is cut at added
+ * tokens into segments; each segment is begun (segment_begin), its pieces encoded until the limit,
+ * and once whole in out it is stored in the cache and followed by its added token. A stream stops
+ * only after a piece, so the cache ends up as a whole-text encode leaves it: the same pieces
+ * looked up and stored in the same order, each segment stored from out when its last piece is in.
+ */
+int tokenizer_encode_more(const struct tokenizer *t, struct tok_cache *c, struct tok_stream *st,
+			  size_t min_tokens, struct tok_ids *out)
+{
+	struct tok_work *w = &st->work;
+	size_t at;
+	int k, err;
+
+	w->cache = c;
+	while (!st->done && out->n < min_tokens) {
+		if (!st->open) {
+			k = t->n_added ? added_find(t, st->s, st->len, st->pos, &at) : -1;
+			st->added = k;
+			st->seg = st->pos;
+			st->seg_end = k < 0 ? st->len : at;
+			st->open = true;
+			if ((err = segment_begin(t, st, out)))
+				return err;
+		}
+		if (st->pos < st->seg_end) {
+			at = st->pos - st->seg;
+			err = encode_pieces(t, st->s + st->seg, st->seg_end - st->seg, &at,
+					    min_tokens, out, w);
+			st->pos = st->seg + at;
+			if (err)
+				return err;
+			if (st->pos < st->seg_end)
+				break; /* stopped inside the segment: out->n >= min_tokens */
+		}
+		if (st->seg_h && w->cache && out->n >= st->seg_ids)
+			tc_put(w->cache, st->seg_h, TC_SEGMENT, st->s + st->seg,
+			       st->seg_end - st->seg, out->v + st->seg_ids, out->n - st->seg_ids);
+		st->seg_h = 0;
+		if (st->added >= 0) {
+			if ((err = tok_ids_push(out, t->added[st->added].id)))
+				return err;
+			st->pos = st->seg_end + t->added[st->added].len;
+		}
+		st->open = false;
+		st->done = st->pos == st->len;
+	}
 	return 0;
 }
 
@@ -1265,25 +1340,12 @@ int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, st
 int tokenizer_encode_cached(const struct tokenizer *t, struct tok_cache *c, const char *text,
 			    size_t len, struct tok_ids *out)
 {
-	const uint8_t *s = (const uint8_t *)text;
-	struct work w = {.cache = c};
-	size_t pos = 0, at;
-	int k, err = 0;
+	struct tok_stream st;
+	int err;
 
-	while (pos < len) {
-		k = t->n_added ? added_find(t, s, len, pos, &at) : -1;
-		if (k < 0)
-			at = len;
-		if (at > pos && (err = encode_segment_cached(t, s + pos, at - pos, out, &w)))
-			goto cleanup;
-		if (k < 0)
-			break;
-		if ((err = tok_ids_push(out, t->added[k].id)))
-			goto cleanup;
-		pos = at + t->added[k].len;
-	}
-cleanup:
-	work_free(&w);
+	tok_stream_init(&st, text, len);
+	err = tokenizer_encode_more(t, c, &st, SIZE_MAX, out);
+	tok_stream_free(&st);
 	return err;
 }
 
@@ -1960,7 +2022,7 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 				vhash_mark_whole(t, id);
 	} else {
 		struct tok_ids one = {0};
-		struct work w = {0};
+		struct tok_work w = {0};
 		int bad = 0;
 		for (uint32_t id = 0; id < t->n_ids && !bad; id++) {
 			uint32_t n = t->tok_off[id + 1] - t->tok_off[id];

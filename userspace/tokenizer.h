@@ -7,6 +7,7 @@
 #ifndef KVS_TOKENIZER_H
 #define KVS_TOKENIZER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,6 +54,58 @@ struct tok_cache_stats {
 	uint64_t bytes, entries, drops; /* drops: older generations dropped */
 };
 void tok_cache_stats(const struct tok_cache *c, struct tok_cache_stats *st);
+
+/* Private to tokenizer.c (here so a tok_stream can live on the stack): scratch reused by every
+ * segment of an encode. */
+struct tok_work {
+	struct tok_cache *cache; /* BPE pieces looked up there first (NULL: none) */
+	uint8_t *norm;		 /* normalized segment (UTF-8) */
+	size_t norm_cap;
+	uint32_t *cps; /* code points during NFC */
+	size_t cps_cap;
+	void *bpe; /* symbols and heap for long pieces */
+	size_t bpe_cap;
+};
+
+/* A text encoded a part at a time: tokenizer_encode_more appends ids until at least min_tokens
+ * are in out (or the text ends), stopping only where going on later gives the ids encoding the
+ * whole at once gives: after a piece of the split, or at an added token. Start a new (zeroed) or
+ * freed stream with tok_stream_init; free it with tok_stream_free, done or not. The text is not
+ * copied: it must stay unchanged until the stream is done or freed.
+ * pos: the ids of s[0..pos) are all in out and none of the rest is; pos is a piece boundary, or
+ * the end of a segment that needed normalizing (such a segment is encoded whole, never stopped
+ * inside). Read s, len, pos and done; the rest is private. Like a tok_cache, a stream is used by
+ * one thread at a time. */
+struct tok_stream {
+	const uint8_t *s;
+	size_t len;
+	size_t pos; /* bytes of s[] done: everything before pos is in out */
+	bool done;  /* the whole text is in out */
+	bool open;  /* a segment was begun and is not finished: [seg, seg_end) */
+	int added;  /* the added token at seg_end, or -1 (then seg_end = len) */
+	size_t seg; /* where the current segment starts in s[] */
+	size_t seg_end;
+	size_t seg_ids; /* out->n when the segment began: its ids are out->v[seg_ids..] */
+	uint64_t seg_h; /* its segment cache hash, to store it once whole; 0: not stored */
+	struct tok_work work;
+};
+
+/* Starts st on text[0..len) (st holds no buffers: new, zeroed or freed). */
+void tok_stream_init(struct tok_stream *st, const char *text, size_t len);
+
+/* Appends ids of st's text to out until out->n >= min_tokens or the text ends (then st->done).
+ * It may go past min_tokens to the next place it can stop: the end of the piece that reaches it
+ * (and the added token right after, when that piece ends a segment), or the end of a segment
+ * found whole in the cache or needing normalization. min_tokens <= out->n returns at once.
+ * Every call of a stream must get the same out, holding the ids the earlier calls appended (a
+ * segment cut across calls is stored in the cache from out->v), and the same c (NULL: none; as
+ * in tokenizer_encode_cached). The ids appended over all the calls are tokenizer_encode_cached's.
+ * Returns 0 or -ENOMEM (then the stream can only be freed). */
+int tokenizer_encode_more(const struct tokenizer *t, struct tok_cache *c, struct tok_stream *st,
+			  size_t min_tokens, struct tok_ids *out);
+
+/* Frees st's buffers, done or not; st may then be given to tok_stream_init again. */
+void tok_stream_free(struct tok_stream *st);
 
 /* Appends the UTF-8 text of ids (byte-level decoded, added tokens as their content) to out.
  * The bytes are appended as the tokens hold them: ids that split a character give its bytes (the

@@ -5,6 +5,8 @@
  * test_tokenizer_parity.sh. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -547,6 +549,263 @@ static void test_cache(void)
 	tok_cache_free(c);
 }
 
+/* --- part-at-a-time encoding (tok_stream) ----------------------------------------------------
+ */
+
+#define PROSE                                                                                      \
+	"The quick brown fox jumps over the lazy dog. It's 12:45, and we've 3,141 reasons to go "  \
+	"on; don't we?\n\n"
+
+static const size_t stream_steps[] = {1, 2, 7, 16, 100, SIZE_MAX};
+
+enum { SC_NONE, SC_NEW, SC_SMALL, SC_WARM, SC_N };
+static const char *const sc_what[SC_N] = {"no cache", "a new cache",
+					  "a 4 KB cache (generations turn over)",
+					  "a cache warmed by the same text"};
+
+/* Encodes text[0..n) through a stream asking each call for step more ids (SIZE_MAX: all at once),
+ * through c, checking each call's contract: an unfinished stream holds min_tokens ids, every call
+ * makes progress, and (pos_exact: text that needs no normalizing) the ids so far decode to
+ * text[0..pos). Returns NULL when all holds and the ids are want, else what failed. */
+static const char *stream_run(struct tok_cache *c, const char *text, size_t n, size_t step,
+			      bool pos_exact, const struct tok_ids *want)
+{
+	struct tok_stream st = {0};
+	struct tok_ids out = {0};
+	struct buf dec = {0};
+	const char *bad = NULL;
+
+	tok_stream_init(&st, text, n);
+	while (!st.done && !bad) {
+		size_t min = step == SIZE_MAX ? SIZE_MAX : out.n + step, n0 = out.n, pos0 = st.pos;
+
+		if (tokenizer_encode_more(qwen, c, &st, min, &out))
+			bad = "tokenizer_encode_more failed";
+		else if (!st.done && out.n < min)
+			bad = "returned unfinished with fewer than min_tokens ids";
+		else if (!st.done && (out.n == n0 || st.pos <= pos0))
+			bad = "a call made no progress";
+		else if (st.pos > n)
+			bad = "pos past the end";
+		else if (pos_exact) {
+			dec.len = 0;
+			if (tokenizer_decode(qwen, out.v, out.n, &dec) || dec.len != st.pos ||
+			    (dec.len && memcmp(dec.data, text, dec.len)))
+				bad = "the ids so far do not decode to text[0..pos)";
+		}
+	}
+	if (!bad && st.pos != n)
+		bad = "done with pos != len";
+	if (!bad && !ids_equal(&out, want))
+		bad = "ids differ from tokenizer_encode";
+	tok_stream_free(&st);
+	tok_ids_free(&out);
+	buf_free(&dec);
+	return bad;
+}
+
+/* One stream run in cache mode sc: its ids, and the cache it leaves (stats: hits, misses,
+ * entries, bytes, drops) equal to tokenizer_encode_cached's on a cache prepared alike. */
+static const char *stream_case(int sc, const char *text, size_t n, size_t step, bool pos_exact,
+			       const struct tok_ids *want)
+{
+	size_t cap = sc == SC_SMALL ? 4 << 10 : 1 << 20;
+	struct tok_cache *c = sc == SC_NONE ? NULL : tok_cache_new(cap);
+	struct tok_cache *ref = sc == SC_NONE ? NULL : tok_cache_new(cap);
+	struct tok_cache_stats a, b;
+	struct tok_ids tmp = {0};
+	const char *bad;
+
+	if (sc == SC_WARM) {
+		tokenizer_encode_cached(qwen, c, text, n, &tmp);
+		tmp.n = 0;
+		tokenizer_encode_cached(qwen, ref, text, n, &tmp);
+		tmp.n = 0;
+	}
+	bad = stream_run(c, text, n, step, pos_exact, want);
+	if (!bad && c) {
+		tokenizer_encode_cached(qwen, ref, text, n, &tmp);
+		tok_cache_stats(c, &a);
+		tok_cache_stats(ref, &b);
+		if (memcmp(&a, &b, sizeof(a)))
+			bad = "the cache ends unlike tokenizer_encode_cached's";
+		else if (sc == SC_WARM && n >= 64 && !a.segment_hits)
+			bad = "no segment hit in a warmed cache";
+	}
+	tok_ids_free(&tmp);
+	tok_cache_free(c);
+	tok_cache_free(ref);
+	return bad;
+}
+
+static void test_stream(void)
+{
+	struct buf prose = {0}, chat = {0}, nfc = {0}, cjk = {0}, emoji = {0}, ws = {0}, bad8 = {0},
+		   code = {0}, piece = {0};
+	const struct {
+		struct buf *b;
+		bool pos_exact;
+		const char *what;
+	} rows[] = {
+	    {&prose, true, "ASCII prose (one segment)"},
+	    {&chat, true, "a chat template (<|im_start|>, <|im_end|>, <think>)"},
+	    {&nfc, false, "e + U+0301 to normalize, in a segment between plain ones"},
+	    {&cjk, true, "CJK"},
+	    {&emoji, true, "emoji (ZWJ sequences, flags, modifiers)"},
+	    {&ws, true, "long whitespace runs"},
+	    {&bad8, false, "invalid UTF-8"},
+	    {&code, true, "code"},
+	    {&piece, true, "a 701-byte piece (BPE on the heap)"},
+	    {NULL, true, "empty text"},
+	};
+
+	for (int i = 0; i < 12; i++)
+		buf_puts(&prose, PROSE);
+	buf_puts(&chat, "<|im_start|>system\nYou are a helpful assistant that answers briefly."
+			"<|im_end|>\n<|im_start|>user\n");
+	for (int i = 0; i < 4; i++)
+		buf_puts(&chat, PROSE);
+	buf_puts(&chat, "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+	buf_puts(&chat, PROSE "<|im_end|>\n<|im_start|>user\nAnd then?<|im_end|>\n"
+			      "<|im_start|>assistant\n");
+	buf_puts(&nfc, "<|im_start|>user\n" PROSE "Cafe\xcc\x81 au lait, re\xcc\x81sume\xcc\x81 "
+		       "and na\xc3\xafvete\xcc\x81. " PROSE "<|im_end|>\n" PROSE PROSE);
+	for (int i = 0; i < 6; i++)
+		buf_puts(&cjk,
+			 "\xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x8c\xe4\xb8\x96\xe7\x95\x8c\xe3\x80"
+			 "\x82\xe7\xbc\x93\xe5\xad\x98\xe5\x92\x8c\xe8\xb7\xaf\xe7\x94\xb1 "
+			 "\xe3\x81\x93\xe3\x82\x93\xe3\x81\xab\xe3\x81\xa1\xe3\x81\xaf "
+			 "\xec\x95\x88\xeb\x85\x95\xed\x95\x98\xec\x84\xb8\xec\x9a\x94 "
+			 "\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4\xeb\xa1\x9c\n");
+	for (int i = 0; i < 6; i++)
+		buf_puts(&emoji,
+			 "\xf0\x9f\x98\x80\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd "
+			 "\xf0\x9f\x9a\x80\xf0\x9f\x9a\x80\xec\x9e\xa5 family: "
+			 "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f"
+			 "\x91\xa7 \xe2\x9d\xa4\xef\xb8\x8f \xf0\x9f\x87\xab\xf0\x9f\x87\xb7"
+			 "\xf0\x9f\x87\xa9\xf0\x9f\x87\xaa!\n");
+	buf_puts(&ws, "a");
+	for (int i = 0; i < 300; i++)
+		buf_puts(&ws, " ");
+	buf_puts(&ws, "b\n\n\n\n");
+	for (int i = 0; i < 200; i++)
+		buf_puts(&ws, "\t ");
+	buf_puts(&ws, "c\r\n\r\n  d");
+	for (int i = 0; i < 100; i++)
+		buf_puts(&ws, " ");
+	buf_puts(&bad8, "\xff\xfe broken \xc3 utf-8 " PROSE "\xed\xa0\x80 " PROSE);
+	for (int i = 0; i < 8; i++)
+		buf_puts(&code, "def tokenize_everything(self, input_text):\n\treturn [ord(c) "
+				"for c in input_text]  # 42\n\n");
+	buf_puts(&piece, "x");
+	for (int i = 0; i < 700; i++)
+		buf_puts(&piece, "a");
+	buf_puts(&piece, PROSE);
+
+	for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+		const char *text = rows[r].b ? rows[r].b->data : "";
+		size_t n = rows[r].b ? rows[r].b->len : 0;
+		struct tok_ids want = {0};
+
+		tokenizer_encode(qwen, text, n, &want);
+		for (int sc = 0; sc < SC_N; sc++) {
+			const char *bad = NULL;
+			char why[128] = "";
+			size_t k;
+
+			for (k = 0; k < sizeof(stream_steps) / sizeof(stream_steps[0]) && !bad; k++)
+				bad = stream_case(sc, text, n, stream_steps[k], rows[r].pos_exact,
+						  &want);
+			if (bad)
+				snprintf(why, sizeof(why), ": step %zu: %s", stream_steps[k - 1],
+					 bad);
+			CHECK(!bad,
+			      "stream == tokenizer_encode, min_tokens steps 1, 2, 7, 16, 100, all: "
+			      "%s (%zu ids), %s%s",
+			      rows[r].what, want.n, sc_what[sc], why);
+		}
+		tok_ids_free(&want);
+	}
+	buf_free(&prose);
+	buf_free(&chat);
+	buf_free(&nfc);
+	buf_free(&cjk);
+	buf_free(&emoji);
+	buf_free(&ws);
+	buf_free(&bad8);
+	buf_free(&code);
+	buf_free(&piece);
+}
+
+/* A stream stopped early is unfinished where it says, and freeing it half done (scratch for NFC
+ * and long pieces held, a segment begun in the cache) leaks nothing (ASan build). */
+static void test_stream_stop(void)
+{
+	struct tok_stream st = {0};
+	struct tok_ids out = {0}, want = {0};
+	struct tok_cache *c = tok_cache_new(1 << 20);
+	struct buf text = {0}, dec = {0};
+	size_t n0, at;
+	int rc;
+
+	for (int i = 0; i < 40; i++)
+		buf_puts(&text, PROSE);
+	tok_stream_init(&st, text.data, text.len);
+	rc = tokenizer_encode_more(qwen, NULL, &st, 16, &out);
+	CHECK(rc == 0 && !st.done && st.pos > 0 && st.pos < text.len && out.n >= 16 &&
+		  out.n < 16 + 4,
+	      "stopped at min_tokens=16 in a %zu-byte text: not done, pos %zu, %zu ids", text.len,
+	      st.pos, out.n);
+	CHECK(tokenizer_decode(qwen, out.v, out.n, &dec) == 0 && dec.len == st.pos &&
+		  memcmp(dec.data, text.data, dec.len) == 0,
+	      "the ids so far are those of text[0..pos)");
+	n0 = out.n;
+	at = st.pos;
+	rc = tokenizer_encode_more(qwen, NULL, &st, out.n, &out);
+	CHECK(rc == 0 && out.n == n0 && st.pos == at && !st.done,
+	      "min_tokens <= out->n appends nothing");
+	tok_stream_free(&st);
+	tok_stream_free(&st);
+	CHECK(1, "a half-done stream freed (twice: free leaves it empty)");
+
+	/* the same struct again, after free: a segment to normalize (e + U+0301 and 600 letters:
+	 * NFC scratch and a heap BPE), an added token, then a 601-byte piece */
+	buf_free(&text);
+	buf_puts(&text, "e\xcc\x81");
+	for (int i = 0; i < 600; i++)
+		buf_puts(&text, "a");
+	buf_puts(&text, "<|im_end|>x");
+	for (int i = 0; i < 600; i++)
+		buf_puts(&text, "b");
+	buf_puts(&text, " " PROSE PROSE PROSE);
+	out.n = 0;
+	tok_stream_init(&st, text.data, text.len);
+	rc = tokenizer_encode_more(qwen, c, &st, 1, &out);
+	CHECK(rc == 0 && !st.done && st.pos == 3 + 600 + 10,
+	      "a segment to normalize is encoded whole, with the added token after it (pos %zu)",
+	      st.pos);
+	rc = tokenizer_encode_more(qwen, c, &st, out.n + 1, &out);
+	CHECK(rc == 0 && !st.done && st.pos == 3 + 600 + 10 + 601,
+	      "then one 601-byte piece (pos %zu)", st.pos);
+	tok_stream_free(&st);
+	CHECK(1, "freed half done, holding NFC and BPE scratch and a begun cached segment");
+
+	tokenizer_encode(qwen, text.data, text.len, &want);
+	out.n = 0;
+	tok_stream_init(&st, text.data, text.len);
+	rc = tokenizer_encode_more(qwen, c, &st, 1, &out);
+	if (!rc)
+		rc = tokenizer_encode_more(qwen, c, &st, SIZE_MAX, &out);
+	CHECK(rc == 0 && st.done && st.pos == text.len && ids_equal(&out, &want),
+	      "the same text again through the same cache, in two calls: tokenizer_encode's ids");
+	tok_stream_free(&st);
+	tok_ids_free(&out);
+	tok_ids_free(&want);
+	tok_cache_free(c);
+	buf_free(&text);
+	buf_free(&dec);
+}
+
 int main(void)
 {
 	char err[512];
@@ -556,6 +815,8 @@ int main(void)
 		return tap_done();
 	test_roundtrip();
 	test_cache();
+	test_stream();
+	test_stream_stop();
 	test_added_tokens();
 	test_nfc();
 	test_invalid_utf8();
