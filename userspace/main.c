@@ -172,6 +172,7 @@ enum {
 	O_SPILL_GAP_REMOTE,
 	O_BACKLOG,
 	O_TOKCACHE,
+	O_WHOLE_PROMPT,
 	O_KUBERNETES,
 	O_K8S_API,
 	O_K8S_TOKEN,
@@ -249,6 +250,7 @@ static const struct option longopts[] = {
     {"kv-spill-gap-remote", required_argument, 0, O_SPILL_GAP_REMOTE},
     {"kv-backlog", required_argument, 0, O_BACKLOG},
     {"tokenizer-cache", required_argument, 0, O_TOKCACHE},
+    {"whole-prompt", no_argument, 0, O_WHOLE_PROMPT},
     {"kubernetes", no_argument, 0, O_KUBERNETES},
     {"k8s-api", required_argument, 0, O_K8S_API},
     {"k8s-token", required_argument, 0, O_K8S_TOKEN},
@@ -409,6 +411,9 @@ static void usage(FILE *f)
 	    "  --tokenizer-cache SIZE   encoding cache per tokenizer (repeated messages and "
 	    "pieces\n"
 	    "                           read once; 0: off; default 64M)\n"
+	    "  --whole-prompt           tokenize a text prompt whole before choosing (default:\n"
+	    "                           as far as a worker's cache reaches, the rest once the\n"
+	    "                           request is sent)\n"
 	    "  --relay copy|splice      how response bodies are moved (default splice)\n"
 	    "  --max-head SIZE          request head limit, larger: 431 (default 64K)\n"
 	    "  --max-body SIZE          request body limit, larger: 413 (default 32M)\n"
@@ -1290,6 +1295,9 @@ int main(int argc, char **argv)
 			*kv_opt(&kvo, opt) = x;
 			break;
 		}
+		case O_WHOLE_PROMPT:
+			rcfg.whole_prompt = true;
+			break;
 		case O_TOKCACHE:
 			if (strcmp(optarg, "0") == 0)
 				rcfg.tokcache_bytes = 0;

@@ -96,12 +96,20 @@ static int take_ids(const struct tokenizer *t, const cJSON *arr, struct openai_r
 	return OPENAI_OK;
 }
 
-static int take_text(const struct tokenizer *t, struct tok_cache *tc, const char *s, size_t n,
-		     struct openai_req *r, const char **why)
+/* A text prompt: tokenized through tc, or with defer kept in r->text for the caller. */
+static int take_text(const struct tokenizer *t, struct tok_cache *tc, bool defer, const char *s,
+		     size_t n, struct openai_req *r, const char **why)
 {
 	if (!t) {
 		*why = "no tokenizer loaded";
 		return OPENAI_UNSUPPORTED;
+	}
+	if (defer) {
+		r->text.len = 0;
+		if (buf_append(&r->text, s, n))
+			return -ENOMEM;
+		r->text_pending = true;
+		return OPENAI_OK;
 	}
 	if (tokenizer_encode_cached(t, tc, s, n, &r->prompt))
 		return -ENOMEM;
@@ -115,7 +123,7 @@ static int take_text(const struct tokenizer *t, struct tok_cache *tc, const char
  * an id that is not a non-negative integer or lies outside the vocabulary): routing such a request
  * as if it were fine would count a prefix the engine never sees. Only the first is tokenized: the
  * others cost a walk over the tree, not an encode. Returns an openai_status or -ENOMEM. */
-static int parse_prompt(const struct tokenizer *t, struct tok_cache *tc, const cJSON *p,
+static int parse_prompt(const struct tokenizer *t, struct tok_cache *tc, bool defer, const cJSON *p,
 			struct openai_req *r, const char **why)
 {
 	const cJSON *first, *e;
@@ -128,7 +136,7 @@ static int parse_prompt(const struct tokenizer *t, struct tok_cache *tc, const c
 			*why = "The prompt cannot be empty";
 			return OPENAI_INVALID;
 		}
-		return take_text(t, tc, p->valuestring, strlen(p->valuestring), r, why);
+		return take_text(t, tc, defer, p->valuestring, strlen(p->valuestring), r, why);
 	}
 	if (!cJSON_IsArray(p)) {
 		*why = PROMPT_SHAPE;
@@ -171,7 +179,8 @@ static int parse_prompt(const struct tokenizer *t, struct tok_cache *tc, const c
 	}
 	r->nprompts = n;
 	if (cJSON_IsString(first))
-		return take_text(t, tc, first->valuestring, strlen(first->valuestring), r, why);
+		return take_text(t, tc, defer, first->valuestring, strlen(first->valuestring), r,
+				 why);
 	return take_ids(t, first, r, why);
 }
 
@@ -264,8 +273,9 @@ int openai_parse(const struct tokenizer *t, enum openai_endpoint ep, const char 
 	return openai_parse_cached(t, NULL, ep, body, len, r, why);
 }
 
-int openai_parse_cached(const struct tokenizer *t, struct tok_cache *tc, enum openai_endpoint ep,
-			const char *body, size_t len, struct openai_req *r, const char **why)
+static int parse_body(const struct tokenizer *t, struct tok_cache *tc, bool defer,
+		      enum openai_endpoint ep, const char *body, size_t len, struct openai_req *r,
+		      const char **why)
 {
 	cJSON *root = NULL;
 	struct buf text = {0};
@@ -305,7 +315,7 @@ int openai_parse_cached(const struct tokenizer *t, struct tok_cache *tc, enum op
 			rc = OPENAI_INVALID;
 			goto cleanup;
 		}
-		rc = parse_prompt(t, tc, j, r, why);
+		rc = parse_prompt(t, tc, defer, j, r, why);
 		goto cleanup;
 	}
 	j = json_get(root, "messages");
@@ -320,11 +330,31 @@ int openai_parse_cached(const struct tokenizer *t, struct tok_cache *tc, enum op
 		rc = rc < 0 ? rc : rc == CHAT_UNSUPPORTED ? OPENAI_UNSUPPORTED : OPENAI_INVALID;
 		goto cleanup;
 	}
-	rc = take_text(t, tc, text.data ? text.data : "", text.len, r, why);
+	if (defer && t) { /* the rendered text is the prompt: handed over, not copied */
+		buf_free(&r->text);
+		r->text = text;
+		text = (struct buf){0};
+		r->text_pending = true;
+		rc = OPENAI_OK;
+	} else {
+		rc = take_text(t, tc, false, text.data ? text.data : "", text.len, r, why);
+	}
 cleanup:
 	buf_free(&text);
 	cJSON_Delete(root);
 	return rc;
+}
+
+int openai_parse_cached(const struct tokenizer *t, struct tok_cache *tc, enum openai_endpoint ep,
+			const char *body, size_t len, struct openai_req *r, const char **why)
+{
+	return parse_body(t, tc, false, ep, body, len, r, why);
+}
+
+int openai_parse_text(const struct tokenizer *t, struct tok_cache *tc, enum openai_endpoint ep,
+		      const char *body, size_t len, struct openai_req *r, const char **why)
+{
+	return parse_body(t, tc, true, ep, body, len, r, why);
 }
 
 void openai_req_free(struct openai_req *r)
@@ -332,6 +362,7 @@ void openai_req_free(struct openai_req *r)
 	free(r->model);
 	free(r->cache_salt);
 	tok_ids_free(&r->prompt);
+	buf_free(&r->text);
 	memset(r, 0, sizeof(*r));
 	r->max_tokens = -1;
 	r->seed = -1;

@@ -42,6 +42,8 @@ struct openai_req {
 	struct tok_ids prompt; /* the engine's prompt token ids (of the first prompt of a batch) */
 	bool prompt_was_ids;   /* the prompt came as token ids */
 	size_t nprompts;       /* prompts in the request (> 1: a batch; prompt is the first) */
+	struct buf text;       /* openai_parse_text: the text prompt, untokenized */
+	bool text_pending;     /* ... is there (prompt is then empty) */
 };
 
 /* The endpoint a request line names (path without query; method must be POST). */
@@ -57,6 +59,13 @@ int openai_parse(const struct tokenizer *t, enum openai_endpoint ep, const char 
 /* openai_parse tokenizing through tc (tokenizer_encode_cached; NULL: none). */
 int openai_parse_cached(const struct tokenizer *t, struct tok_cache *tc, enum openai_endpoint ep,
 			const char *body, size_t len, struct openai_req *r, const char **why);
+
+/* openai_parse_cached, but a text prompt (a string, the first of a list of strings, the rendered
+ * chat) is not tokenized: its text is left in r->text and r->text_pending set, for the caller to
+ * tokenize with t as far as it needs (tokenizer_encode_more). Token-id prompts fill r->prompt as
+ * before. Every check that does not need the tokens is made alike. */
+int openai_parse_text(const struct tokenizer *t, struct tok_cache *tc, enum openai_endpoint ep,
+		      const char *body, size_t len, struct openai_req *r, const char **why);
 
 void openai_req_free(struct openai_req *r);
 

@@ -441,9 +441,11 @@ void conn_progress(struct conn *c)
 					conn_touch(c);
 				} else {
 					/* nothing to read before the upstream answers: wait for
-					 * EPOLLIN instead of a read that would fail */
+					 * EPOLLIN instead of a read that would fail; meanwhile the
+					 * router finishes what its decision left for later */
 					c->state = C_RESP;
 					conn_update(c);
+					router_sent(p->router, &c->ticket);
 					return;
 				}
 			}

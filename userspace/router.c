@@ -70,6 +70,15 @@ struct flight {
 	uint32_t prefill;	 /* blocks it has to prefill on its worker, until its first byte */
 	uint64_t rec_seq;	 /* its record in the log (if still there) */
 	struct pinst *pol;	 /* its Service's policy */
+	/* A text prompt is tokenized only as far as a worker's cache can reach (the decision needs
+	 * nothing beyond the first block no worker holds), the rest once the request is on its
+	 * way to the worker (finish_prompt): text, its encoder, its tokens so far. */
+	struct buf text;
+	struct tok_stream ts;
+	struct tok_ids toks;
+	const struct tokenizer *tok;
+	bool partial;	  /* tokens missing: prompt_tokens and nblocks are estimates */
+	uint32_t nblocks; /* the prompt's full blocks (the policy's nblocks); n <= nblocks */
 };
 
 struct rec_cand {
@@ -145,6 +154,7 @@ struct router {
 	uint64_t hseed;
 	uint64_t rng;
 	long tokcache_bytes;
+	bool whole_prompt; /* tokenize every prompt whole before deciding (not lazily) */
 	struct tcache tc[8];
 	/* per-request scratch, reused */
 	struct openai_req oq;
@@ -451,6 +461,7 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 	r->hseed = r->idx ? index_seed(r->idx) : BLOCKHASH_DEFAULT_SEED;
 	r->rng = cfg->seed ^ 0x6b7673706c696365ULL;
 	r->tokcache_bytes = cfg->tokcache_bytes < 0 ? ROUTER_TOKCACHE_BYTES : cfg->tokcache_bytes;
+	r->whole_prompt = cfg->whole_prompt;
 	r->free_fl = 0;
 	if (pol->create && (rc = pol->create(&r->kv, &r->pol->st)) < 0)
 		goto fail;
@@ -491,8 +502,12 @@ void router_free(struct router *r)
 	for (size_t k = 0; k < POLICY_COUNT; k++)
 		if (r->pi[k].ready && r->pi[k].ops->destroy)
 			r->pi[k].ops->destroy(r->pi[k].st);
-	for (uint32_t i = 0; i < r->nfl; i++)
+	for (uint32_t i = 0; i < r->nfl; i++) {
 		free(r->fl[i].chain);
+		buf_free(&r->fl[i].text);
+		tok_stream_free(&r->fl[i].ts);
+		tok_ids_free(&r->fl[i].toks);
+	}
 	free(r->fl);
 	for (size_t i = 0; i < r->nsvcs; i++)
 		free(r->svcs[i].slot);
@@ -683,6 +698,7 @@ static int read_text(struct router *r, const struct router_request *req, struct 
 		return -ENOMEM;
 	f->n = blockhash_bytes_chain(r->hseed, ROUTER_TEXT_CHUNK, req->body, req->body_len,
 				     f->chain, n);
+	f->nblocks = (uint32_t)f->n;
 	f->view = VIEW_TEXT;
 	return 0;
 }
@@ -697,84 +713,6 @@ static enum fallback fallback_of(int rc, const char *why)
 		return FB_NO_TOKENIZER;
 	return FB_NOT_EXACT;
 }
-
-/* Reads req into flight f and rec: the endpoint, the model, the tokens and the chain, or the
- * fallback view. */
-static void read_request(struct router *r, const struct router_request *req, struct flight *f,
-			 struct route_rec *rec)
-{
-	enum openai_endpoint ep = OPENAI_NONE;
-	const struct model_tok *mt;
-	const char *why = NULL;
-	size_t plen = req->target_len, nb;
-	int rc;
-
-	f->n = 0;
-	f->view = VIEW_NONE;
-	f->wants_usage = false;
-	f->prompt_tokens = 0;
-	rec->fallback = FB_NONE;
-	if (req->method) {
-		const char *q = memchr(req->target, '?', req->target_len);
-
-		if (q)
-			plen = (size_t)(q - req->target);
-		ep = openai_endpoint_of(req->method, req->method_len, req->target, plen);
-	}
-	if (ep == OPENAI_NONE)
-		return;
-	f->wants_usage = true;
-	f->view = f->pol->ops->source == POLICY_SRC_APPROX ||
-			  (!r->idx && f->pol->ops->source != POLICY_SRC_NONE)
-		      ? VIEW_APPROX
-		  : f->pol->ops->source == POLICY_SRC_EVENTS ? VIEW_EVENTS
-							     : VIEW_NONE;
-	mt = models_find(r->models, NULL);
-	openai_req_free(&r->oq);
-	rc = openai_parse_cached(mt ? mt->tok : NULL, tcache_of(r, mt ? mt->tok : NULL), ep,
-				 req->body, req->body_len, &r->oq, &why);
-	if (rc == OPENAI_OK && r->oq.model) {
-		/* several models configured: read again with the model's own tokenizer */
-		const struct model_tok *m2 = models_find(r->models, r->oq.model);
-
-		if (m2 != mt && m2) {
-			mt = m2;
-			openai_req_free(&r->oq);
-			rc = openai_parse_cached(mt->tok, tcache_of(r, mt->tok), ep, req->body,
-						 req->body_len, &r->oq, &why);
-		}
-	}
-	if (r->oq.model)
-		snprintf(rec->model, sizeof(rec->model), "%s", r->oq.model);
-	if (rc == OPENAI_OK && !mt)
-		rc = OPENAI_UNSUPPORTED, why = "no tokenizer loaded";
-	if (rc == OPENAI_OK && ep == OPENAI_CHAT && !mt->chat_ok)
-		rec->fallback = FB_TEMPLATE;
-	else if (rc == OPENAI_OK && r->oq.cache_salt)
-		rec->fallback = FB_CACHE_SALT;
-	else if (rc != OPENAI_OK)
-		rec->fallback = fallback_of(rc, why);
-	if (rec->fallback != FB_NONE) {
-		if (r->st.fallbacks[rec->fallback])
-			metrics_inc(r->st.fallbacks[rec->fallback]);
-		if (f->pol->ops->source != POLICY_SRC_NONE && read_text(r, req, f) < 0)
-			f->n = 0;
-		return;
-	}
-	f->prompt_tokens = (uint32_t)r->oq.prompt.n;
-	if (f->view == VIEW_NONE)
-		return;
-	nb = r->oq.prompt.n / r->bs;
-	if (nb > ROUTER_MAX_BLOCKS)
-		nb = ROUTER_MAX_BLOCKS;
-	if (chain_reserve(f, nb)) {
-		f->n = 0;
-		return;
-	}
-	f->n = blockhash_chain(r->hseed, r->bs, 0, r->oq.prompt.v, r->oq.prompt.n, f->chain, nb);
-}
-
-/* --- the view and the pick ------------------------------------------------------------------- */
 
 static int scratch(struct router *r, size_t ncand, size_t ndepth)
 {
@@ -801,6 +739,202 @@ static int scratch(struct router *r, size_t ncand, size_t ndepth)
 	}
 	return 0;
 }
+
+static struct route_rec *rec_find(struct router *r, uint64_t seq);
+static void prefill_done(struct router *r, struct flight *f);
+
+/* The request body read for its prompt: tokenized whole, or with lazy its text kept untokenized
+ * (r->oq.text_pending) for read_text_prompt. */
+static int parse(struct router *r, bool lazy, const struct tokenizer *t, enum openai_endpoint ep,
+		 const struct router_request *req, const char **why)
+{
+	if (lazy)
+		return openai_parse_text(t, tcache_of(r, t), ep, req->body, req->body_len, &r->oq,
+					 why);
+	return openai_parse_cached(t, tcache_of(r, t), ep, req->body, req->body_len, &r->oq, why);
+}
+
+/* Appends to f's chain the hashes of the full blocks of tokens[0..n) past those it has (tokens
+ * holds the whole prompt so far). Returns 0 or -ENOMEM. */
+static int chain_extend(struct router *r, struct flight *f, const uint32_t *tokens, size_t n)
+{
+	size_t nb = n / r->bs;
+
+	if (nb > ROUTER_MAX_BLOCKS)
+		nb = ROUTER_MAX_BLOCKS;
+	if (nb <= f->n)
+		return 0;
+	if (chain_reserve(f, nb))
+		return -ENOMEM;
+	f->n +=
+	    blockhash_chain(r->hseed, r->bs, f->n ? f->chain[f->n - 1] : 0, tokens + f->n * r->bs,
+			    (nb - f->n) * r->bs, f->chain + f->n, nb - f->n);
+	return 0;
+}
+
+/* With the tokens so far, the prompt's size: exact when all are there, else the tokens so far
+ * plus the bytes left at the rate of the bytes done (natural text varies by a few per cent). */
+static void prompt_size(struct router *r, struct flight *f)
+{
+	double est = (double)f->toks.n;
+
+	f->partial = !f->ts.done;
+	if (f->partial && f->ts.pos)
+		est += (double)(f->text.len - f->ts.pos) * (double)f->toks.n / (double)f->ts.pos;
+	f->prompt_tokens = est < UINT32_MAX ? (uint32_t)est : UINT32_MAX;
+	f->nblocks = f->prompt_tokens / r->bs;
+	if (f->nblocks > ROUTER_MAX_BLOCKS)
+		f->nblocks = ROUTER_MAX_BLOCKS;
+	if (f->nblocks < f->n)
+		f->nblocks = (uint32_t)f->n;
+}
+
+/* A text prompt (r->oq.text): tokenized with t in growing steps, each step's new blocks hashed,
+ * until the last block hashed is one no worker holds (every worker's match then ends inside the
+ * chain, so the decision is exact) or the text ends. Measured: a never-seen 10 KB prompt is
+ * decided on its first ROUTER_LAZY_TOKENS tokens instead of ~2,500 (docs/benchmarks.md). */
+static int read_text_prompt(struct router *r, struct flight *f, const struct tokenizer *t)
+{
+	size_t want = ROUTER_LAZY_TOKENS, nd = index_max_workers(r->idx);
+	int rc, d;
+
+	buf_free(&f->text);
+	f->text = r->oq.text; /* handed over: r->oq is reused by the next request */
+	r->oq.text = (struct buf){0};
+	r->oq.text_pending = false;
+	f->tok = t;
+	f->toks.n = 0;
+	tok_stream_free(&f->ts);
+	tok_stream_init(&f->ts, f->text.data ? f->text.data : "", f->text.len);
+	if (scratch(r, 0, nd ? nd : 1))
+		return -ENOMEM;
+	for (;;) {
+		if ((rc = tokenizer_encode_more(t, tcache_of(r, t), &f->ts, want, &f->toks)) < 0 ||
+		    (rc = chain_extend(r, f, f->toks.v, f->toks.n)) < 0)
+			return rc;
+		if (f->ts.done || f->n >= ROUTER_MAX_BLOCKS)
+			break;
+		if (f->n && (d = index_query(r->idx, f->chain, f->n, r->depth, NULL, nd)) >= 0 &&
+		    (size_t)d < f->n)
+			break;
+		want = f->toks.n * 2;
+	}
+	prompt_size(r, f);
+	return 0;
+}
+
+/* The rest of f's prompt, tokenized and hashed: its chain, token count and worker accounting
+ * become exact (router_sent; router_done when it was never sent). */
+static void finish_prompt(struct router *r, struct flight *f)
+{
+	struct worker *w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
+	struct route_rec *rec;
+	size_t n0 = f->n;
+	uint32_t nb0 = f->nblocks;
+
+	if (!f->partial)
+		return;
+	if (tokenizer_encode_more(f->tok, tcache_of(r, f->tok), &f->ts, SIZE_MAX, &f->toks) < 0)
+		return; /* out of memory: the estimates stay */
+	if (w)
+		workers_flight_del(r->ws, f->slot, f->chain, f->n);
+	if (chain_extend(r, f, f->toks.v, f->toks.n) < 0)
+		f->n = n0;
+	prompt_size(r, f);
+	if (w && workers_flight_add(r->ws, f->slot, f->chain, f->n) < 0) {
+		prefill_done(r, f); /* as router_pick does when it cannot add: off the worker */
+		f->slot = UINT32_MAX;
+	} else if (w && f->prefill) { /* its backlog there: the blocks it does not hold, exact */
+		uint32_t d = nb0 - f->prefill, p = f->nblocks > d ? f->nblocks - d : 0;
+
+		w->prefill = w->prefill - f->prefill + p;
+		f->prefill = p;
+	}
+	rec = rec_find(r, f->rec_seq);
+	if (rec) {
+		rec->prompt_tokens = f->prompt_tokens;
+		rec->blocks = (uint32_t)f->n;
+	}
+}
+
+/* Reads req into flight f and rec: the endpoint, the model, the tokens and the chain, or the
+ * fallback view. */
+static void read_request(struct router *r, const struct router_request *req, struct flight *f,
+			 struct route_rec *rec)
+{
+	enum openai_endpoint ep = OPENAI_NONE;
+	const struct model_tok *mt;
+	const char *why = NULL;
+	size_t plen = req->target_len;
+	bool lazy;
+	int rc;
+
+	f->n = f->nblocks = 0;
+	f->partial = false;
+	f->view = VIEW_NONE;
+	f->wants_usage = false;
+	f->prompt_tokens = 0;
+	rec->fallback = FB_NONE;
+	if (req->method) {
+		const char *q = memchr(req->target, '?', req->target_len);
+
+		if (q)
+			plen = (size_t)(q - req->target);
+		ep = openai_endpoint_of(req->method, req->method_len, req->target, plen);
+	}
+	if (ep == OPENAI_NONE)
+		return;
+	f->wants_usage = true;
+	f->view = f->pol->ops->source == POLICY_SRC_APPROX ||
+			  (!r->idx && f->pol->ops->source != POLICY_SRC_NONE)
+		      ? VIEW_APPROX
+		  : f->pol->ops->source == POLICY_SRC_EVENTS ? VIEW_EVENTS
+							     : VIEW_NONE;
+	lazy = f->view == VIEW_EVENTS && !r->whole_prompt;
+	mt = models_find(r->models, NULL);
+	openai_req_free(&r->oq);
+	rc = parse(r, lazy, mt ? mt->tok : NULL, ep, req, &why);
+	if (rc == OPENAI_OK && r->oq.model) {
+		/* several models configured: read again with the model's own tokenizer */
+		const struct model_tok *m2 = models_find(r->models, r->oq.model);
+
+		if (m2 != mt && m2) {
+			mt = m2;
+			openai_req_free(&r->oq);
+			rc = parse(r, lazy, mt->tok, ep, req, &why);
+		}
+	}
+	if (r->oq.model)
+		snprintf(rec->model, sizeof(rec->model), "%s", r->oq.model);
+	if (rc == OPENAI_OK && !mt)
+		rc = OPENAI_UNSUPPORTED, why = "no tokenizer loaded";
+	if (rc == OPENAI_OK && ep == OPENAI_CHAT && !mt->chat_ok)
+		rec->fallback = FB_TEMPLATE;
+	else if (rc == OPENAI_OK && r->oq.cache_salt)
+		rec->fallback = FB_CACHE_SALT;
+	else if (rc != OPENAI_OK)
+		rec->fallback = fallback_of(rc, why);
+	if (rec->fallback != FB_NONE) {
+		if (r->st.fallbacks[rec->fallback])
+			metrics_inc(r->st.fallbacks[rec->fallback]);
+		if (f->pol->ops->source != POLICY_SRC_NONE && read_text(r, req, f) < 0)
+			f->n = 0;
+		return;
+	}
+	if (r->oq.text_pending) {
+		if (read_text_prompt(r, f, mt->tok) < 0)
+			f->n = f->nblocks = 0;
+		return;
+	}
+	f->prompt_tokens = (uint32_t)r->oq.prompt.n;
+	if (f->view == VIEW_NONE)
+		return;
+	if (chain_extend(r, f, r->oq.prompt.v, r->oq.prompt.n) < 0)
+		f->n = 0;
+	f->nblocks = (uint32_t)f->n;
+}
+
+/* --- the view and the pick ------------------------------------------------------------------- */
 
 /* Cached tokens a depth of d blocks gives a prompt of n tokens (vLLM: whole blocks, at most
  * n - 1 tokens). */
@@ -847,7 +981,7 @@ static int fill_view(struct router *r, struct flight *f, size_t n, struct policy
 	uint32_t key_pos = UINT32_MAX;
 	double cap_floor = 0;
 
-	v->nblocks = (uint32_t)f->n;
+	v->nblocks = f->nblocks;
 	if (f->n && (f->view == VIEW_EVENTS || f->view == VIEW_APPROX || f->view == VIEW_TEXT)) {
 		bool events = f->view == VIEW_EVENTS;
 		size_t nd = events ? index_max_workers(r->idx) : workers_count(r->ws);
@@ -909,7 +1043,7 @@ static int fill_view(struct router *r, struct flight *f, size_t n, struct policy
 			     &c->capacity);
 		if (f->pol->ops->needs & POLICY_NEEDS_ACTIVE) {
 			c->active = workers_active(r->ws, w);
-			c->fresh = (uint32_t)f->n - workers_active_depth(r->ws, w, f->chain, f->n);
+			c->fresh = f->nblocks - workers_active_depth(r->ws, w, f->chain, f->n);
 		}
 	}
 	v->c = r->cand;
@@ -975,13 +1109,12 @@ static struct flight *flight_new(struct router *r, uint32_t *id)
 	}
 	f->used = true;
 	f->slot = UINT32_MAX;
-	f->n = 0;
+	f->n = f->nblocks = 0;
+	f->partial = false;
 	f->predicted = f->best = -1;
 	f->rec_seq = 0;
 	return f;
 }
-
-static void prefill_done(struct router *r, struct flight *f);
 
 static void flight_release(struct router *r, uint32_t id)
 {
@@ -1052,7 +1185,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 
 			f->slot = w->slot;
 			/* the blocks it has to compute there wait in that worker's prefill queue */
-			f->prefill = (uint32_t)f->n - (d < f->n ? d : (uint32_t)f->n);
+			f->prefill = f->nblocks - (d < f->nblocks ? d : f->nblocks);
 			w->prefill += f->prefill;
 		}
 		w->routed++;
@@ -1122,6 +1255,12 @@ static void prefill_done(struct router *r, struct flight *f)
 	f->prefill = 0;
 }
 
+void router_sent(struct router *r, struct router_ticket *t)
+{
+	if (t->flight)
+		finish_prompt(r, &r->fl[t->flight - 1]);
+}
+
 void router_first_byte(struct router *r, struct router_ticket *t)
 {
 	if (t->flight)
@@ -1181,6 +1320,7 @@ void router_done(struct router *r, struct router_ticket *t, const struct router_
 	if (!t->flight)
 		return;
 	f = &r->fl[t->flight - 1];
+	finish_prompt(r, f); /* never sent (no worker took it): its counts still exact */
 	w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
 	/* vLLM leaves prompt_tokens_details out of the usage when nothing was cached: from a worker
 	 * known to report them, a usage without them is 0 cached tokens, not "unknown" */

@@ -61,6 +61,11 @@
 #ifndef ROUTER_MAX_BLOCKS
 #define ROUTER_MAX_BLOCKS 65536
 #endif
+/* A text prompt is tokenized this many tokens first, then twice as far as before, until its last
+ * block is one no worker holds (the rest after the request is sent: router_sent). */
+#ifndef ROUTER_LAZY_TOKENS
+#define ROUTER_LAZY_TOKENS 256
+#endif
 
 struct router;
 struct index;
@@ -85,6 +90,7 @@ struct router_cfg {
 	double approx_ttl_s;		 /* 0: APPROX_DEFAULT_TTL_S */
 	size_t approx_max_entries;	 /* 0: APPROX_DEFAULT_MAX_ENTRIES */
 	long tokcache_bytes; /* encoding cache per tokenizer (tok_cache): 0 off, < 0 default */
+	bool whole_prompt;   /* tokenize whole prompts before deciding (default: lazily) */
 	uint64_t seed;	     /* tie-breaking draws */
 };
 
@@ -136,6 +142,12 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 
 /* Should the response of t be read for its usage (openai_usage_feed)? */
 bool router_wants_usage(const struct router *r, const struct router_ticket *t);
+
+/* t's request has been written to its worker: what the decision left for later is done now,
+ * while the worker works (the rest of a text prompt's tokens and blocks, so that its chain, its
+ * token count, its record and its worker's active and prefill blocks become exact). Idempotent;
+ * router_done does it too for a request that was never sent. A zeroed t is a no-op. */
+void router_sent(struct router *r, struct router_ticket *t);
 
 /* The first byte of t's response body arrived: its prefill is done (vLLM sends the head of a
  * stream at once, its first chunk with the first token; a whole response comes after the

@@ -5,6 +5,7 @@
  * requests come in (ARCHITECTURE.md decision 3). The index is fed directly (this test is its
  * writer); an events runtime only names the workers (its sockets connect nowhere useful). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +33,15 @@ struct rig {
 	struct services svcs;
 };
 
+/* rig_init's routers tokenize whole prompts before deciding (--whole-prompt) */
+static bool rig_whole_prompt;
+
 static void rig_init(struct rig *g, const char *policy, const struct models *m, uint64_t seed)
 {
 	struct index_cfg icfg = {.max_workers = 16};
 	struct events_cfg ecfg = {0};
-	struct router_cfg rc = {.policy = policy, .models = m, .seed = seed};
+	struct router_cfg rc = {
+	    .policy = policy, .models = m, .seed = seed, .whole_prompt = rig_whole_prompt};
 
 	memset(g, 0, sizeof(*g));
 	g->idx = index_create(&icfg);
@@ -583,6 +588,100 @@ int main(void)
 		CHECK(lo_k == NP / NW && hi_k == NP / NW,
 		      "bounded load: 60 prefixes in turn, 10 on each worker (%d..%d)", lo_k, hi_k);
 		rig_free(&a);
+	}
+	/* --- lazy tokenization: as far as a worker's cache reaches, the rest once sent
+	 * ------------
+	 */
+	{
+		struct tokenizer *tk = tokenizer_load(tokpath, err, sizeof(err));
+		const char *words[] = {"kernel", "socket", "buffer", "packet", "router", "cache",
+				       "worker", "prefix", "token",  "block",  "chain",	 "index"};
+		struct tok_ids ids = {0};
+		struct buf body = {0}, prompt = {0}, wj = {0};
+		uint64_t x = 42;
+		size_t nb;
+		cJSON *root, *rec;
+
+		/* ~3,000 tokens of text no worker holds */
+		for (int i = 0; i < 2400; i++) {
+			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+			buf_puts(&prompt, words[(x >> 33) % 12]);
+			buf_puts(&prompt, (x >> 20) % 9 ? " " : ". ");
+		}
+		tokenizer_encode(tk, prompt.data, prompt.len, &ids);
+		nb = ids.n / BS;
+		buf_puts(&body, "{\"model\":\"Qwen/Qwen3-0.6B\",\"prompt\":");
+		buf_json_str(&body, prompt.data, prompt.len);
+		buf_puts(&body, "}");
+		for (int whole = 0; whole < 2; whole++) {
+			rig_whole_prompt = whole;
+			rig_init(&g, "kv", m, 1);
+			w = pick(&g, "/v1/completions", body.data, 0, &t);
+			rec = last_route(&g, &root);
+			if (!whole) {
+				CHECK(
+				    num(rec, "blocks") >= ROUTER_LAZY_TOKENS / BS &&
+					num(rec, "blocks") < 2 * ROUTER_LAZY_TOKENS / BS &&
+					fabs(num(rec, "prompt_tokens") - (double)ids.n) <
+					    0.1 * (double)ids.n,
+				    "never-seen text: decided on its first ~%d tokens (%g blocks), "
+				    "its size estimated (%g of %zu tokens)",
+				    ROUTER_LAZY_TOKENS, num(rec, "blocks"),
+				    num(rec, "prompt_tokens"), ids.n);
+			} else {
+				CHECK(num(rec, "blocks") == (double)nb &&
+					  num(rec, "prompt_tokens") == (double)ids.n,
+				      "--whole-prompt: every block hashed before deciding (%g)",
+				      num(rec, "blocks"));
+			}
+			cJSON_Delete(root);
+			router_sent(g.r, &t);
+			rec = last_route(&g, &root);
+			buf_reset(&wj);
+			router_workers_json(g.r, &wj);
+			CHECK(num(rec, "blocks") == (double)nb &&
+				  num(rec, "prompt_tokens") == (double)ids.n,
+			      "%s: once sent, the record has all %zu tokens and %zu blocks",
+			      whole ? "whole" : "lazy", ids.n, nb);
+			{
+				/* the worker's backlog is the prompt's blocks, exact */
+				char want[64];
+
+				snprintf(want, sizeof(want), "\"prefill_blocks\":%zu,", nb);
+				CHECK(strstr(wj.data, want) != NULL,
+				      "%s: its worker's prefill backlog is all %zu blocks",
+				      whole ? "whole" : "lazy", nb);
+			}
+			cJSON_Delete(root);
+			done(&g, &t, 0);
+			/* a worker holds its first 1,000 tokens: tokenized until a block past them
+			 */
+			store(&g, 2, ids.v, 1000, 5);
+			w = pick(&g, "/v1/completions", body.data, 0, &t);
+			rec = last_route(&g, &root);
+			CHECK(w == 2 && num(rec, "predicted_cached_tokens") == 1000 / BS * BS &&
+				  (whole ? num(rec, "blocks") == (double)nb
+					 : num(rec, "blocks") > 1000 / BS &&
+					       num(rec, "blocks") <= 2 * (1000 / BS + 1)),
+			      "%s: to the worker holding 1,000 of its tokens, %d cached predicted, "
+			      "%g blocks hashed",
+			      whole ? "whole" : "lazy", 1000 / BS * BS, num(rec, "blocks"));
+			cJSON_Delete(root);
+			done(&g, &t, 992);
+			rec = last_route(&g, &root);
+			CHECK(num(rec, "blocks") == (double)nb &&
+				  num(rec, "prompt_tokens") == (double)ids.n,
+			      "%s: done without router_sent (never sent): the counts exact too",
+			      whole ? "whole" : "lazy");
+			cJSON_Delete(root);
+			rig_free(&g);
+		}
+		rig_whole_prompt = false;
+		tok_ids_free(&ids);
+		buf_free(&body);
+		buf_free(&prompt);
+		buf_free(&wj);
+		tokenizer_free(tk);
 	}
 	models_free(m);
 	return tap_done();
