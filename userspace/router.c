@@ -98,6 +98,7 @@ struct route_rec {
 	int attempts, status;
 	double ms, decision_us;
 	uint32_t prompt_tokens, blocks, key_pos;
+	uint32_t decided_blocks; /* blocks hashed when it was decided (lazy: fewer than blocks) */
 	enum view view;
 	enum fallback fallback;
 	enum policy_reason reason;
@@ -1212,7 +1213,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 		rec->reason = ch.reason;
 		rec->view = f->view;
 		rec->prompt_tokens = f->prompt_tokens;
-		rec->blocks = (uint32_t)f->n;
+		rec->blocks = rec->decided_blocks = (uint32_t)f->n;
 		rec->key_pos = v.nblocks ? v.key_pos : 0;
 		rec->predicted = f->predicted;
 		rec->best = f->best = best;
@@ -1391,11 +1392,11 @@ int router_debug_json(const struct router *r, struct buf *out)
 				 x->attempts, x->status, x->ms);
 		rc |= x->model[0] ? buf_json_str(out, x->model, strlen(x->model))
 				  : buf_puts(out, "null");
-		rc |=
-		    buf_printf(out,
-			       ",\"prompt_tokens\":%u,\"blocks\":%u,\"key_pos\":%u,\"view\":\"%s\","
-			       "\"fallback\":",
-			       x->prompt_tokens, x->blocks, x->key_pos, view_names[x->view]);
+		rc |= buf_printf(out,
+				 ",\"prompt_tokens\":%u,\"blocks\":%u,\"decided_on_blocks\":%u,"
+				 "\"key_pos\":%u,\"view\":\"%s\",\"fallback\":",
+				 x->prompt_tokens, x->blocks, x->decided_blocks, x->key_pos,
+				 view_names[x->view]);
 		rc |= x->fallback == FB_NONE ? buf_puts(out, "null")
 					     : buf_printf(out, "\"%s\"", fb_names[x->fallback]);
 		rc |= buf_printf(out, ",\"reason\":\"%s\"", policy_reason_name(x->reason));

@@ -372,6 +372,16 @@ tap(first.startswith(b"data: ") and len(busy) == 1 and busy[0]["prefill_blocks"]
     "stream past its first chunk: in flight on %s, prefill backlog %s"
     % (busy and busy[0]["name"], [x["prefill_blocks"] for x in ws]),
     "status %d %s" % (r.status, json.dumps(ws)[:800]))
+# Its prompt (a system text never sent before) was decided on its first ~256 tokens, and the rest
+# was tokenized once it was sent: mid-stream (router_done not yet called) its record and its
+# worker's active blocks already hold the whole chain.
+rec = get_json("http://127.0.0.1:%d/debug/route" % APORT)["routes"][0]
+tap(busy and rec["decided_on_blocks"] < rec["blocks"] == rec["prompt_tokens"] // BS and
+    busy[0]["active_blocks"] == rec["blocks"],
+    "mid-stream: decided on %s of %s blocks, the rest tokenized once sent (%s prompt tokens, "
+    "its worker's active blocks %s)"
+    % (rec["decided_on_blocks"], rec["blocks"], rec["prompt_tokens"],
+       busy and busy[0]["active_blocks"]), json.dumps(rec)[:600])
 c.close()  # the client leaves mid-stream (the chunk framing was read past above)
 sys.exit(1 if failed else 0)
 PYEOF

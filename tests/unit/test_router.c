@@ -639,10 +639,15 @@ int main(void)
 			rec = last_route(&g, &root);
 			buf_reset(&wj);
 			router_workers_json(g.r, &wj);
-			CHECK(num(rec, "blocks") == (double)nb &&
-				  num(rec, "prompt_tokens") == (double)ids.n,
-			      "%s: once sent, the record has all %zu tokens and %zu blocks",
-			      whole ? "whole" : "lazy", ids.n, nb);
+			CHECK(
+			    num(rec, "blocks") == (double)nb &&
+				num(rec, "prompt_tokens") == (double)ids.n &&
+				(whole
+				     ? num(rec, "decided_on_blocks") == (double)nb
+				     : num(rec, "decided_on_blocks") < 2 * ROUTER_LAZY_TOKENS / BS),
+			    "%s: once sent, the record has all %zu tokens and %zu blocks (decided "
+			    "on %g)",
+			    whole ? "whole" : "lazy", ids.n, nb, num(rec, "decided_on_blocks"));
 			{
 				/* the worker's backlog is the prompt's blocks, exact */
 				char want[64];
