@@ -31,6 +31,11 @@
 
 static char bn_blk[1 << 20];
 
+/* bn_now() when the upstream last had a whole request (head and body) in hand, for a client in
+ * the same process that sends one request at a time: the time its request took to reach the
+ * worker, apart from the way back. */
+static _Atomic double bn_arrival;
+
 static inline double bn_now(void)
 {
 	struct timespec ts;
@@ -96,6 +101,7 @@ static inline void *bn_serve(void *arg)
 				goto out;
 			in.len += (size_t)r;
 		}
+		bn_arrival = bn_now();
 		if (m.target_len >= 4 && memcmp(m.target, "/big", 4) == 0) {
 			long n = bn_query(m.target, m.target_len, "bytes=", 1 << 20);
 

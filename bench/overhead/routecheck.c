@@ -158,7 +158,7 @@ int routecheck_read(const struct sockaddr_in *admin, const char *target,
 	struct buf body = {0};
 	cJSON *root = NULL;
 	const cJSON *routes, *x;
-	double *dus = NULL, *tok = NULL, *blk = NULL;
+	double *dus = NULL, *tok = NULL, *blk = NULL, *dblk = NULL;
 	int n = 0, rc = -1, cap;
 
 	memset(out, 0, sizeof(*out));
@@ -189,7 +189,8 @@ int routecheck_read(const struct sockaddr_in *admin, const char *target,
 	dus = calloc((size_t)cap + 1, sizeof(*dus));
 	tok = calloc((size_t)cap + 1, sizeof(*tok));
 	blk = calloc((size_t)cap + 1, sizeof(*blk));
-	if (!dus || !tok || !blk)
+	dblk = calloc((size_t)cap + 1, sizeof(*dblk));
+	if (!dus || !tok || !blk || !dblk)
 		goto cleanup;
 	cJSON_ArrayForEach(x, routes)
 	{
@@ -211,6 +212,7 @@ int routecheck_read(const struct sockaddr_in *admin, const char *target,
 		dus[n] = rc_num(x, "decision_us");
 		tok[n] = rc_num(x, "prompt_tokens");
 		blk[n] = rc_num(x, "blocks");
+		dblk[n] = rc_num(x, "decided_on_blocks");
 		if (tok[n] <= 0)
 			out->no_tokens++;
 		if (dus[n] > out->decision_us_max)
@@ -221,12 +223,14 @@ int routecheck_read(const struct sockaddr_in *admin, const char *target,
 	out->decision_us_p50 = rc_median(dus, n);
 	out->prompt_tokens_p50 = rc_median(tok, n);
 	out->blocks_p50 = rc_median(blk, n);
+	out->decided_blocks_p50 = rc_median(dblk, n);
 	rc = 0;
 cleanup:
 	cJSON_Delete(root);
 	free(dus);
 	free(tok);
 	free(blk);
+	free(dblk);
 	buf_free(&body);
 	return rc;
 }
@@ -275,11 +279,11 @@ void routecheck_print(FILE *f, const struct rc_result *r)
 {
 	fprintf(f,
 		"router %s, view %s, fallback none; /debug/route (last %d): prompt_tokens p50 "
-		"%.0f, blocks p50 "
-		"%.0f, decision_us p50 %.1f, max %.1f; /metrics over %.0f decisions: "
+		"%.0f, blocks p50 %.0f (decided on %.0f), decision_us p50 %.1f, max %.1f; "
+		"/metrics over %.0f decisions: "
 		"kvsplice_route_decision_seconds mean %.1f µs, %.0f prompt tokens per decision, "
 		"%.0f fallbacks\n",
 		r->router, r->view, r->records, r->prompt_tokens_p50, r->blocks_p50,
-		r->decision_us_p50, r->decision_us_max, r->decisions, r->mean_decision_us,
-		r->mean_prompt_tokens, r->fallbacks);
+		r->decided_blocks_p50, r->decision_us_p50, r->decision_us_max, r->decisions,
+		r->mean_decision_us, r->mean_prompt_tokens, r->fallbacks);
 }

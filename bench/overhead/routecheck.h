@@ -28,11 +28,12 @@ struct rc_result {
 	/* from /debug/route, records of the case's target only */
 	char router[24]; /* the policy ("kv") */
 	int records;
-	char view[16];		  /* the view of every record ("mixed" if they differ) */
-	double decision_us_p50;	  /* median decision_us */
-	double decision_us_max;	  /* largest decision_us */
-	double prompt_tokens_p50; /* median prompt_tokens */
-	double blocks_p50;	  /* median blocks */
+	char view[16];		   /* the view of every record ("mixed" if they differ) */
+	double decision_us_p50;	   /* median decision_us */
+	double decision_us_max;	   /* largest decision_us */
+	double prompt_tokens_p50;  /* median prompt_tokens */
+	double blocks_p50;	   /* median blocks */
+	double decided_blocks_p50; /* median blocks hashed when decided (lazy: fewer) */
 	int bad_view, bad_fallback, no_tokens; /* records failing each check */
 	/* from the /metrics difference over the case */
 	double decisions;	   /* decisions counted by the histogram */
