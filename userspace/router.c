@@ -744,6 +744,12 @@ static int scratch(struct router *r, size_t ncand, size_t ndepth)
 static struct route_rec *rec_find(struct router *r, uint64_t seq);
 static void prefill_done(struct router *r, struct flight *f);
 
+/* Blocks of f's prompt past its chain (not tokenized yet: estimated). */
+static uint32_t unhashed(const struct flight *f)
+{
+	return f->nblocks > f->n ? f->nblocks - (uint32_t)f->n : 0;
+}
+
 /* The request body read for its prompt: tokenized whole, or with lazy its text kept untokenized
  * (r->oq.text_pending) for read_text_prompt. */
 static int parse(struct router *r, bool lazy, const struct tokenizer *t, enum openai_endpoint ep,
@@ -791,8 +797,9 @@ static void prompt_size(struct router *r, struct flight *f)
 }
 
 /* A text prompt (r->oq.text): tokenized with t in growing steps, each step's new blocks hashed,
- * until the last block hashed is one no worker holds (every worker's match then ends inside the
- * chain, so the decision is exact) or the text ends. Measured: a never-seen 10 KB prompt is
+ * until the last block hashed is one no worker holds or computes for a request in flight (every
+ * worker's match, and its overlap with the requests in flight there, then ends inside the chain,
+ * so the decision sees them exactly) or the text ends. Measured: a never-seen 10 KB prompt is
  * decided on its first ROUTER_LAZY_TOKENS tokens instead of ~2,500 (docs/benchmarks.md). */
 static int read_text_prompt(struct router *r, struct flight *f, const struct tokenizer *t)
 {
@@ -815,8 +822,10 @@ static int read_text_prompt(struct router *r, struct flight *f, const struct tok
 			return rc;
 		if (f->ts.done || f->n >= ROUTER_MAX_BLOCKS)
 			break;
+		/* no worker holds the last block, and none computes it for a request in flight
+		 * (the policies read the overlap with those too: active, fresh) */
 		if (f->n && (d = index_query(r->idx, f->chain, f->n, r->depth, NULL, nd)) >= 0 &&
-		    (size_t)d < f->n)
+		    (size_t)d < f->n && !workers_block_in_flight(r->ws, f->chain[f->n - 1]))
 			break;
 		want = f->toks.n * 2;
 	}
@@ -838,11 +847,11 @@ static void finish_prompt(struct router *r, struct flight *f)
 	if (tokenizer_encode_more(f->tok, tcache_of(r, f->tok), &f->ts, SIZE_MAX, &f->toks) < 0)
 		return; /* out of memory: the estimates stay */
 	if (w)
-		workers_flight_del(r->ws, f->slot, f->chain, f->n);
+		workers_flight_del(r->ws, f->slot, f->chain, f->n, unhashed(f));
 	if (chain_extend(r, f, f->toks.v, f->toks.n) < 0)
 		f->n = n0;
 	prompt_size(r, f);
-	if (w && workers_flight_add(r->ws, f->slot, f->chain, f->n) < 0) {
+	if (w && workers_flight_add(r->ws, f->slot, f->chain, f->n, unhashed(f)) < 0) {
 		prefill_done(r, f); /* as router_pick does when it cannot add: off the worker */
 		f->slot = UINT32_MAX;
 	} else if (w && f->prefill) { /* its backlog there: the blocks it does not hold, exact */
@@ -1123,7 +1132,7 @@ static void flight_release(struct router *r, uint32_t id)
 
 	prefill_done(r, f);
 	if (f->slot != UINT32_MAX)
-		workers_flight_del(r->ws, f->slot, f->chain, f->n);
+		workers_flight_del(r->ws, f->slot, f->chain, f->n, unhashed(f));
 	f->slot = UINT32_MAX;
 	f->used = false;
 	f->next_free = r->free_fl;
@@ -1162,7 +1171,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 		f = &r->fl[id - 1];
 		prefill_done(r, f);
 		if (f->slot != UINT32_MAX) /* the failed attempt leaves that worker */
-			workers_flight_del(r->ws, f->slot, f->chain, f->n);
+			workers_flight_del(r->ws, f->slot, f->chain, f->n, unhashed(f));
 		f->slot = UINT32_MAX;
 		rec = rec_find(r, f->rec_seq);
 	}
@@ -1181,7 +1190,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 	w = workers_at(r->ws, r->cand_slot[ch.cand]);
 	if (w) {
 		workers_probe(w, clock_ms()); /* down by its connects: this request is its probe */
-		if (workers_flight_add(r->ws, w->slot, f->chain, f->n) == 0) {
+		if (workers_flight_add(r->ws, w->slot, f->chain, f->n, unhashed(f)) == 0) {
 			uint32_t d = v.c[ch.cand].depth;
 
 			f->slot = w->slot;

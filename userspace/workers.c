@@ -242,7 +242,8 @@ int workers_sync(struct workers *ws, const struct services *s)
 	return rc;
 }
 
-int workers_flight_add(struct workers *ws, uint32_t slot, const uint64_t *chain, size_t n)
+int workers_flight_add(struct workers *ws, uint32_t slot, const uint64_t *chain, size_t n,
+		       uint32_t unhashed)
 {
 	struct worker *w = &ws->w[slot];
 	struct bset *s = &ws->act[slot];
@@ -254,10 +255,12 @@ int workers_flight_add(struct workers *ws, uint32_t slot, const uint64_t *chain,
 			return -ENOMEM;
 		}
 	w->inflight++;
+	w->unhashed += unhashed;
 	return 0;
 }
 
-void workers_flight_del(struct workers *ws, uint32_t slot, const uint64_t *chain, size_t n)
+void workers_flight_del(struct workers *ws, uint32_t slot, const uint64_t *chain, size_t n,
+			uint32_t unhashed)
 {
 	struct worker *w = &ws->w[slot];
 	struct bset *s = &ws->act[slot];
@@ -266,11 +269,20 @@ void workers_flight_del(struct workers *ws, uint32_t slot, const uint64_t *chain
 		bs_del(s, chain[i]);
 	if (w->inflight)
 		w->inflight--;
+	w->unhashed -= unhashed < w->unhashed ? unhashed : w->unhashed;
 }
 
 uint32_t workers_active(const struct workers *ws, const struct worker *w)
 {
-	return (uint32_t)ws->act[w->slot].n;
+	return (uint32_t)ws->act[w->slot].n + w->unhashed;
+}
+
+bool workers_block_in_flight(const struct workers *ws, uint64_t h)
+{
+	for (uint32_t i = 0; i < ws->n; i++)
+		if (ws->act[i].n && bs_find(&ws->act[i], h) >= 0)
+			return true;
+	return false;
 }
 
 uint32_t workers_active_depth(const struct workers *ws, const struct worker *w,

@@ -93,6 +93,7 @@ struct worker {
 	/* local load */
 	uint32_t inflight; /* requests this router has in flight there */
 	uint32_t prefill;  /* blocks those of them still before their first token have to compute */
+	uint32_t unhashed; /* blocks of theirs not hashed yet (a prompt's estimated rest) */
 	/* metrics */
 	bool have_metrics;
 	struct scrape_metrics m;
@@ -135,14 +136,20 @@ struct worker *workers_at(struct workers *ws, uint32_t slot);
 /* One past the highest slot in use. */
 uint32_t workers_count(const struct workers *ws);
 
-/* A request with chain[0..n) goes in flight on the worker in slot (+1 request, its blocks into the
- * active set) or leaves it. A slot whose worker left the Services is reused only once its last
- * request left. flight_add returns 0 or -ENOMEM (then nothing changed). */
-int workers_flight_add(struct workers *ws, uint32_t slot, const uint64_t *chain, size_t n);
-void workers_flight_del(struct workers *ws, uint32_t slot, const uint64_t *chain, size_t n);
+/* A request with chain[0..n) and unhashed more blocks (its prompt's rest, not tokenized yet) goes
+ * in flight on the worker in slot (+1 request, its blocks into the active set, the unhashed ones
+ * counted as distinct) or leaves it (with the same n and unhashed). A slot whose worker left the
+ * Services is reused only once its last request left. flight_add returns 0 or -ENOMEM (then
+ * nothing changed). */
+int workers_flight_add(struct workers *ws, uint32_t slot, const uint64_t *chain, size_t n,
+		       uint32_t unhashed);
+void workers_flight_del(struct workers *ws, uint32_t slot, const uint64_t *chain, size_t n,
+			uint32_t unhashed);
 
-/* Distinct blocks of w's in-flight requests. */
+/* Distinct blocks of w's in-flight requests (those not hashed yet counted as distinct). */
 uint32_t workers_active(const struct workers *ws, const struct worker *w);
+/* Is block h in some worker's active set (a request in flight has it)? */
+bool workers_block_in_flight(const struct workers *ws, uint64_t h);
 /* Leading blocks of chain[0..n) in w's active set (blocks in flight share whole prefixes, so the
  * request's blocks not in the set are n minus this). */
 uint32_t workers_active_depth(const struct workers *ws, const struct worker *w,

@@ -635,6 +635,24 @@ int main(void)
 				      num(rec, "blocks"));
 			}
 			cJSON_Delete(root);
+			buf_reset(&wj);
+			router_workers_json(g.r, &wj);
+			{
+				/* before it is sent: its unhashed rest counts in its worker's
+				 * active blocks, estimated (Dynamo's cost reads them) */
+				cJSON *wr = cJSON_Parse(wj.data), *x2;
+				double act = -1;
+
+				cJSON_ArrayForEach(x2,
+						   cJSON_GetObjectItem(
+						       wr, "workers")) if (num(x2, "inflight") == 1)
+				    act = num(x2, "active_blocks");
+				CHECK(
+				    fabs(act - (double)nb) < 0.1 * (double)nb,
+				    "%s: before it is sent, its worker has ~%zu active blocks (%g)",
+				    whole ? "whole" : "lazy", nb, act);
+				cJSON_Delete(wr);
+			}
 			router_sent(g.r, &t);
 			rec = last_route(&g, &root);
 			buf_reset(&wj);
@@ -658,6 +676,22 @@ int main(void)
 				      whole ? "whole" : "lazy", nb);
 			}
 			cJSON_Delete(root);
+			{
+				/* the same prompt again while the first is in flight (its blocks
+				 * not cached anywhere yet, but computed there): read to its end, so
+				 * the overlap with the request in flight is seen whole */
+				struct router_ticket t2 = {0};
+
+				pick(&g, "/v1/completions", body.data, 0, &t2);
+				rec = last_route(&g, &root);
+				CHECK(num(rec, "decided_on_blocks") == (double)nb,
+				      "%s: the same prompt while the first is in flight: decided "
+				      "on all "
+				      "%zu blocks (%g)",
+				      whole ? "whole" : "lazy", nb, num(rec, "decided_on_blocks"));
+				cJSON_Delete(root);
+				done(&g, &t2, 0);
+			}
 			done(&g, &t, 0);
 			/* a worker holds its first 1,000 tokens: tokenized until a block past them
 			 */

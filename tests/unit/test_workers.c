@@ -255,15 +255,46 @@ static void test_load_waiting(void)
 			if (workers_at(ws, j) == w)
 				slot = j;
 		for (uint32_t j = 0; j < t[i].ours; j++)
-			workers_flight_add(ws, slot, chain, 1);
+			workers_flight_add(ws, slot, chain, 1, 0);
 		workers_metrics(ws, w, &m, 0, 1000);
 		workers_load(ws, w, 1010, 0, &remote, &waiting, &free_blocks, &cap);
 		CHECK(remote == t[i].remote && waiting == t[i].others_q,
 		      "load: %s (others %.0f, their queue %.0f; want %.0f, %.0f)", t[i].what,
 		      remote, waiting, t[i].remote, t[i].others_q);
 		for (uint32_t j = 0; j < t[i].ours; j++)
-			workers_flight_del(ws, slot, chain, 1);
+			workers_flight_del(ws, slot, chain, 1, 0);
 	}
+	workers_free(ws);
+}
+
+/* A request's blocks not hashed yet (a prompt tokenized only part way) count in its worker's
+ * active blocks as distinct ones, until it leaves with the same count. */
+static void test_unhashed(void)
+{
+	struct endpoint ep = {.name = "w0"};
+	struct service svc = {.name = "qwen", .nendpoints = 1, .endpoints = &ep};
+	struct services s = {.refs = 1, .n = 1, .v = &svc};
+	uint64_t a[3] = {11, 12, 13}, b[2] = {11, 12};
+	struct workers *ws;
+	struct worker *w;
+
+	ep.addr.sin_family = AF_INET;
+	ep.addr.sin_addr.s_addr = htonl(0x0a000001);
+	ep.addr.sin_port = htons(8000);
+	if (!CHECK(workers_new(&ws) == 0 && workers_sync(ws, &s) == 0 &&
+		       (w = workers_find(ws, "qwen", &ep)) != NULL,
+		   "unhashed: one worker"))
+		return;
+	CHECK(workers_flight_add(ws, w->slot, a, 3, 40) == 0 &&
+		  workers_flight_add(ws, w->slot, b, 2, 0) == 0,
+	      "3 hashed + 40 unhashed blocks, and a request sharing 2 of them, in flight");
+	CHECK(workers_active(ws, w) == 43 && workers_active_depth(ws, w, b, 2) == 2,
+	      "43 active (%u), the shared 2 found", workers_active(ws, w));
+	workers_flight_del(ws, w->slot, a, 3, 40);
+	CHECK(workers_active(ws, w) == 2 && w->inflight == 1,
+	      "the first leaves with its 40: 2 active (%u), 1 in flight", workers_active(ws, w));
+	workers_flight_del(ws, w->slot, b, 2, 0);
+	CHECK(workers_active(ws, w) == 0 && w->unhashed == 0, "all gone: 0 active");
 	workers_free(ws);
 }
 
@@ -335,5 +366,6 @@ int main(void)
 	test_scrape_causes();
 	router_backoff();
 	test_load_waiting();
+	test_unhashed();
 	return tap_done();
 }
