@@ -276,7 +276,7 @@ static void test_unhashed(void)
 	struct services s = {.refs = 1, .n = 1, .v = &svc};
 	uint64_t a[3] = {11, 12, 13}, b[2] = {11, 12};
 	struct workers *ws;
-	struct worker *w;
+	struct worker *w = NULL;
 
 	ep.addr.sin_family = AF_INET;
 	ep.addr.sin_addr.s_addr = htonl(0x0a000001);
