@@ -60,7 +60,9 @@ struct index {
 	uint64_t *g;
 	size_t gcap, gn;
 	struct wtab *w;
-	uint64_t *stale; /* bitmap of stale workers */
+	uint64_t *stale;	     /* bitmap of stale workers */
+	uint32_t gat[INDEX_POS_MAX]; /* distinct blocks some worker holds in GPU tier, per chain
+					position (saturated like a worker's) */
 	struct index_stats st;
 };
 
@@ -179,15 +181,35 @@ static inline bool g_bits_empty(const struct index *idx, const uint64_t *s)
 	return true;
 }
 
-/* Clears worker w's tier bits on own hash h; deletes the entry when no bit is left. */
-static void g_clear(struct index *idx, uint64_t h, uint32_t w, unsigned tiers)
+static inline bool g_gpu_empty(const struct index *idx, const uint64_t *s)
+{
+	for (uint32_t k = 1; k <= idx->words; k++)
+		if (s[k])
+			return false;
+	return true;
+}
+
+/* Sets worker w's GPU bit on global entry s of a block at chain position pos. */
+static void g_gpu_set(struct index *idx, uint64_t *s, uint32_t w, uint8_t pos)
+{
+	if (g_gpu_empty(idx, s))
+		idx->gat[pos]++;
+	s[1 + (w >> 6)] |= 1ULL << (w & 63);
+}
+
+/* Clears worker w's tier bits on own hash h (a block at chain position pos); deletes the entry
+ * when no bit is left. */
+static void g_clear(struct index *idx, uint64_t h, uint32_t w, unsigned tiers, uint8_t pos)
 {
 	uint64_t *s = g_find(idx, h), bit = 1ULL << (w & 63);
 
 	if (!s)
 		return;
-	if (tiers & INDEX_TIER_GPU)
+	if ((tiers & INDEX_TIER_GPU) && (s[1 + (w >> 6)] & bit)) {
 		s[1 + (w >> 6)] &= ~bit;
+		if (g_gpu_empty(idx, s) && idx->gat[pos])
+			idx->gat[pos]--;
+	}
 	if (tiers & INDEX_TIER_CPU)
 		s[1 + idx->words + (w >> 6)] &= ~bit;
 	if (g_bits_empty(idx, s))
@@ -303,7 +325,7 @@ static void drop_entry(struct index *idx, uint32_t w, size_t i)
 	struct wtab *t = &idx->w[w];
 	unsigned tiers = t->tier[i];
 
-	g_clear(idx, t->s[i].own, w, tiers);
+	g_clear(idx, t->s[i].own, w, tiers, t->pos[i]);
 	if (tiers & INDEX_TIER_GPU)
 		gpu_count(t, i, -1);
 	if (tiers & INDEX_TIER_CPU)
@@ -465,8 +487,10 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 				continue;
 			}
 			gs = g_find(idx, own);
-			if (gs) /* always present while the worker entry is */
-				gs[1 + (add == INDEX_TIER_GPU ? 0 : idx->words) + (w >> 6)] |= bit;
+			if (gs && (add & INDEX_TIER_GPU)) /* always present while the entry is */
+				g_gpu_set(idx, gs, w, t->pos[i]);
+			if (gs && (add & INDEX_TIER_CPU))
+				gs[1 + idx->words + (w >> 6)] |= bit;
 			t->tier[i] |= (uint8_t)add;
 			if (add & INDEX_TIER_GPU)
 				gpu_count(t, (size_t)i, 1);
@@ -493,7 +517,7 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 		}
 		gs = g_find(idx, own); /* w_insert does not move it, but stay obvious */
 		if (tier & INDEX_TIER_GPU) {
-			gs[1 + (w >> 6)] |= bit;
+			g_gpu_set(idx, gs, w, pos);
 			gpu_count(t, (size_t)i, 1);
 		}
 		if (tier & INDEX_TIER_CPU) {
@@ -554,7 +578,7 @@ int index_block_removed(struct index *idx, uint32_t w, unsigned tier, const uint
 			gone++;
 			continue;
 		}
-		g_clear(idx, t->s[i].own, w, drop);
+		g_clear(idx, t->s[i].own, w, drop, t->pos[i]);
 		t->tier[i] &= (uint8_t)~drop;
 		if (drop & INDEX_TIER_GPU)
 			gpu_count(t, (size_t)i, -1);
@@ -575,7 +599,7 @@ int index_worker_clear(struct index *idx, uint32_t w)
 	n = (int)t->n;
 	for (size_t i = 0; i < t->cap; i++)
 		if (t->s[i].own)
-			g_clear(idx, t->s[i].own, w, t->tier[i]);
+			g_clear(idx, t->s[i].own, w, t->tier[i], t->pos[i]);
 	idx->st.entries -= t->n;
 	w_free(t);
 	idx->stale[w >> 6] &= ~(1ULL << (w & 63));
@@ -683,6 +707,16 @@ int index_worker_blocks(struct index *idx, uint32_t w, uint64_t *gpu, uint64_t *
 		*cpu = idx->w[w].n_cpu;
 	pthread_rwlock_unlock(&idx->lock);
 	return 0;
+}
+
+uint32_t index_blocks_at(struct index *idx, uint32_t pos)
+{
+	uint32_t n;
+
+	pthread_rwlock_rdlock(&idx->lock);
+	n = idx->gat[pos < INDEX_POS_MAX - 1 ? pos : INDEX_POS_MAX - 1];
+	pthread_rwlock_unlock(&idx->lock);
+	return n;
 }
 
 uint32_t index_worker_blocks_at(struct index *idx, uint32_t w, uint32_t pos)

@@ -136,6 +136,10 @@ int index_query(struct index *idx, const uint64_t *chain, size_t n, uint32_t *de
 /* Blocks worker w holds in GPU and in CPU tier (a block in both counts in both). */
 int index_worker_blocks(struct index *idx, uint32_t w, uint64_t *gpu, uint64_t *cpu);
 
+/* Distinct blocks at chain position pos that some worker holds in GPU tier (positions from
+ * INDEX_POS_MAX - 1 on share one count): how many prefixes the cluster holds that branch off
+ * there. Takes the read lock. */
+uint32_t index_blocks_at(struct index *idx, uint32_t pos);
 /* GPU-tier blocks worker w holds at chain position pos (0: block 0 of a sequence; positions from
  * INDEX_POS_MAX - 1 on share one count). The kv policy's measure of how many distinct prefixes
  * branch off at a position on a worker. 0 for w out of range. Takes the read lock. */

@@ -212,15 +212,21 @@ int main(void)
 		CHECK_EQ(index_worker_blocks_at(idx, 0, 0), 1, "shared block 0 counted once");
 		CHECK_EQ(index_worker_blocks_at(idx, 0, 2), 2, "two blocks at the branch position");
 		CHECK_EQ(index_worker_blocks_at(idx, 0, 3), 1, "one block at position 3");
+		CHECK_EQ(index_blocks_at(idx, 2), 2, "cluster: two blocks at the branch position");
+		CHECK_EQ(index_blocks_at(idx, 4), 0, "cluster: nothing at position 4 yet");
 		store(idx, 0, a, 4, 6, 1, INDEX_TIER_GPU); /* continues a: positions 4, 5 */
 		CHECK_EQ(index_worker_blocks_at(idx, 0, 5), 1, "a continued event keeps positions");
 		store(idx, 1, a, 0, 2, 9, INDEX_TIER_CPU);
 		CHECK_EQ(index_worker_blocks_at(idx, 1, 0), 0, "CPU-tier blocks are not counted");
 		store(idx, 1, a, 0, 2, 9, INDEX_TIER_GPU);
 		CHECK_EQ(index_worker_blocks_at(idx, 1, 1), 1, "counted once it reaches the GPU");
+		CHECK_EQ(index_blocks_at(idx, 1), 1,
+			 "cluster: a block two workers hold counts once");
 		eng = 1 * 1000003 + 3;
 		index_block_removed(idx, 0, INDEX_TIER_GPU, &eng, 1);
 		CHECK_EQ(index_worker_blocks_at(idx, 0, 3), 0, "removed block leaves its count");
+		CHECK_EQ(index_blocks_at(idx, 3), 0,
+			 "cluster: a block only it held leaves the count");
 		CHECK_EQ(index_worker_blocks_at(idx, 0, 400), 0,
 			 "deep positions share the last count");
 		{
@@ -234,8 +240,15 @@ int main(void)
 			CHECK_EQ(index_worker_blocks_at(idx, 2, 1000), 300 - (INDEX_POS_MAX - 1),
 				 "any deeper position reads that count");
 		}
+		CHECK_EQ(index_blocks_at(idx, INDEX_POS_MAX - 1), 300 - (INDEX_POS_MAX - 1),
+			 "cluster: deep positions share one count");
 		index_worker_clear(idx, 0);
 		CHECK_EQ(index_worker_blocks_at(idx, 0, 2), 0, "a cleared worker counts nothing");
+		CHECK_EQ(
+		    index_blocks_at(idx, 0), 2,
+		    "cluster: block 0 of a (worker 1 holds it too) and of worker 2's sequence");
+		CHECK_EQ(index_blocks_at(idx, 2), 1,
+			 "cluster: a's and b's blocks 2 only the cleared worker held go");
 		CHECK_EQ(index_worker_blocks_at(idx, 9, 0), 0, "worker out of range: 0");
 		index_free(idx);
 	}
@@ -247,7 +260,7 @@ int main(void)
 		static uint64_t chain[SEQS][LEN];
 		static unsigned char held[W][SEQS][LEN];
 		uint64_t seed = 77;
-		int good = 1, good_at = 1, nq = 0;
+		int good = 1, good_at = 1, good_gat = 1, nq = 0;
 
 		cfg = (struct index_cfg){.max_workers = W, .seed = 5, .seed_set = true};
 		idx = index_create(&cfg);
@@ -323,11 +336,30 @@ int main(void)
 						good_at &= index_worker_blocks_at(
 							       idx, x, (uint32_t)j) == cnt;
 					}
+				/* and over the cluster: distinct own hashes any worker holds there
+				 */
+				for (int j = 0; j < LEN && op % 100 == 0; j++) {
+					uint32_t cnt = 0;
+					for (int s2 = 0; s2 < SEQS; s2++) {
+						int any = 0, first = 1;
+						for (uint32_t x = 0; x < W; x++)
+							any |= held[x][s2][j];
+						for (int s3 = 0; s3 < s2 && any && first; s3++)
+							for (uint32_t x = 0; x < W && first; x++)
+								if (held[x][s3][j] &&
+								    chain[s3][j] == chain[s2][j])
+									first = 0;
+						cnt += (uint32_t)(any && first);
+					}
+					good_gat &= index_blocks_at(idx, (uint32_t)j) == cnt;
+				}
 				nq++;
 			}
 		}
 		CHECK(good, "randomized: %d queries equal the naive model", nq);
 		CHECK(good_at, "randomized: blocks per chain position equal the naive model");
+		CHECK(good_gat,
+		      "randomized: the cluster's blocks per position equal the naive model");
 		index_free(idx);
 	}
 	return tap_done();
