@@ -80,6 +80,7 @@ struct opts {
 	const char *model;
 	const char *label;
 	const char *route_log;	  /* --route-log FILE */
+	const char *request_log;  /* --request-log FILE */
 	struct policy_kv_opts kv; /* --kv-* */
 	double timeout_s;
 	double time_scale; /* the workers' --time-scale: times are reported in model time */
@@ -121,7 +122,8 @@ struct result {
 	uint32_t prefix; /* the seeds' workload: its prefix type */
 	bool ok;
 	double ttft_ms, total_ms;
-	double lag_ms; /* trace: how late it was sent (wall clock) */
+	double lag_ms;	 /* trace: how late it was sent (wall clock) */
+	double start_ms; /* when it was sent, model ms after the run's start */
 	long cached, prompt;
 	long expect; /* trace: the prompt length sent (-1: not known) */
 	int worker;  /* index into the worker names, -1 unknown */
@@ -165,6 +167,7 @@ struct bench {
 	int nw;
 	struct result *res;
 	size_t next, ndone, nres;
+	double run_t0;	     /* the measured run's start (now_s() clock) */
 	struct cconn **idle; /* per slot: a kept-alive connection */
 	struct index *idx;   /* with --events: what the workers hold, from their KV events */
 	struct events *ev;
@@ -642,6 +645,7 @@ static void request_end(struct bench *b, struct cconn *c, bool ok)
 		r->ok = ok;
 		r->ttft_ms = c->t_first > 0 ? (c->t_first - c->t0) * 1000 : 0;
 		r->total_ms = (t - c->t0) * 1000;
+		r->start_ms = (c->t0 - b->run_t0) * 1000;
 		r->cached = c->cached;
 		r->prompt = c->prompt;
 		r->worker = worker_index(b, c->worker);
@@ -873,6 +877,33 @@ static double pct(double *v, size_t n, double p)
 	qsort(v, n, sizeof(double), cmp_d);
 	i = (size_t)ceil(p / 100.0 * n);
 	return v[i ? i - 1 : 0];
+}
+
+/* --request-log: appends one JSON line per measured request of run `run` (times in model ms). */
+static int write_request_log(struct bench *b, uint32_t run)
+{
+	FILE *f = fopen(b->o.request_log, "a");
+	double s = b->o.time_scale;
+	int rc = 0;
+
+	if (!f)
+		return -1;
+	for (size_t i = 0; i < b->nres; i++) {
+		const struct result *r = &b->res[i];
+
+		if (fprintf(
+			f,
+			"{\"run\":%u,\"k\":%ld,\"prefix\":%u,\"worker\":\"%s\",\"start_ms\":%.3f,"
+			"\"ttft_ms\":%.3f,\"total_ms\":%.3f,\"cached\":%ld,\"prompt\":%ld,"
+			"\"ok\":%s}\n",
+			run + 1, r->k, r->prefix, r->worker >= 0 ? b->wnames[r->worker] : "",
+			r->start_ms * s, r->ttft_ms * s, r->total_ms * s, r->cached, r->prompt,
+			r->ok ? "true" : "false") < 0)
+			rc = -1;
+	}
+	if (fclose(f) != 0)
+		rc = -1;
+	return rc;
 }
 
 /* Fills *st from the run's results (b->res) and its wall time in seconds. Times are model time
@@ -1111,8 +1142,11 @@ static void usage(FILE *f)
 		"                              (kvsplice_route_* of /metrics) on stderr after each run\n"
 		"  --route-log FILE            with a policy --spread: the router's last decisions\n"
 		"                              (/debug/route JSON) written to FILE after each run\n"
+		"  --request-log FILE          one JSON line per measured request appended to FILE:\n"
+		"                              run, k, prefix, worker, start, ttft, total (model ms),\n"
+		"                              cached and prompt tokens, ok\n"
 		"  --kv-spill-factor X, --kv-spill-slack N, --kv-key-slack N,\n"
-		"  --kv-balance-slack N, --kv-replica-gap N, --kv-replica-room F,\n"
+		"  --kv-balance-slack N, --kv-replica-gap N, --kv-replica-room F, --kv-replica-all F,\n"
 		"  --kv-spill-gap N, --kv-spill-gap-remote N, --kv-backlog X\n"
 		"                              the kv policy's tunables (kvsplice --help)\n"
 		"Trace replay (--concurrency, --requests, --keep-alive, --api chat do not apply):\n"
@@ -1152,7 +1186,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	/* clang-format off */
 	enum { O_URL = 256, O_SPREAD, O_P, O_POP, O_C, O_N, O_R, O_SEED, O_PSEED, O_TOK, O_PT, O_ST, O_OT,
 	       O_MIX, O_MODEL, O_API, O_KA, O_MURL, O_RESET, O_NOWARM, O_TO, O_LABEL, O_JSON, O_TS, O_EVENTS,
-	       O_QUIET, O_ROUTE_STATS, O_ROUTE_LOG, O_KV_SF, O_KV_SS, O_KV_KS, O_KV_BS, O_KV_RG, O_KV_RR, O_KV_SG, O_KV_SGR, O_KV_BL,
+	       O_QUIET, O_ROUTE_STATS, O_ROUTE_LOG, O_REQUEST_LOG, O_KV_SF, O_KV_SS, O_KV_KS, O_KV_BS, O_KV_RG, O_KV_RR, O_KV_RA, O_KV_SG, O_KV_SGR, O_KV_BL,
 	       O_TRACE, O_TBT, O_TSTART, O_TLIMIT, O_TSPEED, O_TMAXOUT, O_MAXPROMPT, O_HELP };
 	static const struct option lo[] = {
 		{"url", 1, 0, O_URL},
@@ -1183,12 +1217,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{"quiet", 0, 0, O_QUIET},
 		{"route-stats", 0, 0, O_ROUTE_STATS},
 		{"route-log", 1, 0, O_ROUTE_LOG},
+		{"request-log", 1, 0, O_REQUEST_LOG},
 		{"kv-spill-factor", 1, 0, O_KV_SF},
 		{"kv-spill-slack", 1, 0, O_KV_SS},
 		{"kv-key-slack", 1, 0, O_KV_KS},
 		{"kv-balance-slack", 1, 0, O_KV_BS},
 		{"kv-replica-gap", 1, 0, O_KV_RG},
 		{"kv-replica-room", 1, 0, O_KV_RR},
+		{"kv-replica-all", 1, 0, O_KV_RA},
 		{"kv-spill-gap", 1, 0, O_KV_SG},
 		{"kv-spill-gap-remote", 1, 0, O_KV_SGR},
 		{"kv-backlog", 1, 0, O_KV_BL},
@@ -1327,6 +1363,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case O_ROUTE_LOG:
 			o->route_log = optarg;
 			break;
+		case O_REQUEST_LOG:
+			o->request_log = optarg;
+			break;
 		case O_KV_SF:
 			o->kv.spill_factor = strtod(optarg, &end);
 			break;
@@ -1344,6 +1383,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case O_KV_RR:
 			o->kv.replica_room = strtod(optarg, &end);
+			break;
+		case O_KV_RA:
+			o->kv.replica_all = strtod(optarg, &end);
 			break;
 		case O_KV_SG:
 			o->kv.spill_gap = strtod(optarg, &end);
@@ -1706,12 +1748,15 @@ int main(int argc, char **argv)
 			drive(&b, true, 1, &g_stop);
 		mok = o->nm && metrics_snapshot(&b, &q0, &h0) == 0;
 		b.nres = 0;
-		t0 = now_s();
+		t0 = b.run_t0 = now_s();
 		if (o->trace)
 			drive_trace(&b, &g_stop);
 		else
 			drive(&b, false, o->concurrency, &g_stop);
 		compute_stats(&b, &rs[run], now_s() - t0);
+		if (o->request_log && write_request_log(&b, run) < 0)
+			fprintf(stderr, "kvbench: --request-log %s: cannot write\n",
+				o->request_log);
 		if (b.metrics) {
 			struct buf mt = {0};
 
