@@ -168,6 +168,7 @@ enum {
 	O_BALANCE_SLACK,
 	O_REPLICA_GAP,
 	O_REPLICA_ROOM,
+	O_REPLICA_ALL,
 	O_SPILL_GAP,
 	O_SPILL_GAP_REMOTE,
 	O_BACKLOG,
@@ -246,6 +247,7 @@ static const struct option longopts[] = {
     {"kv-balance-slack", required_argument, 0, O_BALANCE_SLACK},
     {"kv-replica-gap", required_argument, 0, O_REPLICA_GAP},
     {"kv-replica-room", required_argument, 0, O_REPLICA_ROOM},
+    {"kv-replica-all", required_argument, 0, O_REPLICA_ALL},
     {"kv-spill-gap", required_argument, 0, O_SPILL_GAP},
     {"kv-spill-gap-remote", required_argument, 0, O_SPILL_GAP_REMOTE},
     {"kv-backlog", required_argument, 0, O_BACKLOG},
@@ -289,6 +291,8 @@ static double *kv_opt(struct policy_kv_opts *k, int opt)
 		return &k->replica_gap;
 	case O_REPLICA_ROOM:
 		return &k->replica_room;
+	case O_REPLICA_ALL:
+		return &k->replica_all;
 	case O_BACKLOG:
 		return &k->backlog;
 	case O_SPILL_GAP_REMOTE:
@@ -399,6 +403,10 @@ static void usage(FILE *f)
 	    "  --kv-replica-room F      kv: ... or an idle worker 1 below, while all workers'\n"
 	    "                           prefixes fill under F of their KV caches (default 0.35;\n"
 	    "                           0: off)\n"
+	    "  --kv-replica-all F       kv: caches are rich when every prefix the cluster holds\n"
+	    "                           fits in F of every worker's KV cache: any worker 1 below\n"
+	    "                           the holders then takes a replica, and the least loaded\n"
+	    "                           holder is taken (default 0.6; 0: off)\n"
 	    "  --kv-spill-gap N         kv: a holder short of free KV blocks spills a request "
 	    "only\n"
 	    "                           to a worker N requests less loaded (default 2)\n"
@@ -1283,6 +1291,7 @@ int main(int argc, char **argv)
 		case O_BALANCE_SLACK:
 		case O_REPLICA_GAP:
 		case O_REPLICA_ROOM:
+		case O_REPLICA_ALL:
 		case O_SPILL_GAP:
 		case O_SPILL_GAP_REMOTE:
 		case O_BACKLOG: {

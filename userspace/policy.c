@@ -48,6 +48,7 @@ void policy_kv_defaults(struct policy_kv_opts *o)
 	o->balance_slack = 0.0;
 	o->replica_gap = 4.0;
 	o->replica_room = 0.35;
+	o->replica_all = 0.6;
 	o->spill_gap = 2.0;
 	o->spill_gap_remote = 2.0;
 	o->backlog = 0.25;

@@ -64,7 +64,14 @@ struct policy_cand {
 	uint32_t active;    /* distinct blocks of this router's in-flight requests on it */
 	uint32_t fresh;	    /* blocks of this request not among them (filled when
 			       POLICY_NEEDS_ACTIVE) */
+	uint32_t flight;    /* leading blocks of the chain that this router's requests in flight
+			       on it are computing or have computed: it holds them by the time
+			       this request is scheduled (vLLM caches a block when it schedules
+			       its computation; POLICY_NEEDS_ACTIVE) */
 	uint32_t prefill;   /* blocks this router's requests there still have to prefill */
+	double decode_ms;   /* the time this router's requests there have been decoding, summed
+			       (ms since each one's first byte): of two workers with as many
+			       requests, the one with more has less work left */
 	/* out */
 	double score; /* the policy's score, lower is better (for /debug/route) */
 };
@@ -76,8 +83,10 @@ struct policy_view {
 	size_t n;
 	uint32_t nblocks; /* full blocks of the request (0: too short to place) */
 	uint32_t key_pos; /* chain position of the key (valid when nblocks > 0) */
-	uint64_t key;	  /* its hash */
-	uint64_t rnd;	  /* a fresh random value, for tie-breaking */
+	uint32_t
+	    prefixes; /* distinct blocks the cluster holds at key_pos (event view; 0: unknown) */
+	uint64_t key; /* its hash */
+	uint64_t rnd; /* a fresh random value, for tie-breaking */
 };
 
 struct policy_choice {
@@ -98,6 +107,10 @@ struct policy_kv_opts {
 	double replica_room;  /* ... or 1 for an idle worker, while the candidates' prefixes (keys,
 				 each of this request's size) fill under this share of their caches
 				 (0: off) */
+	double replica_all;   /* caches are rich when every prefix the cluster holds at the key's
+				 position, this request's size each, fits in this share of every
+				 candidate's cache: then any worker 1 below the holders takes a
+				 replica, and the least loaded balanced holder is taken (0: off) */
 	double spill_gap;     /* a holder short of KV blocks spills only to one this much lighter */
 	double spill_gap_remote; /* ... plus this much times the share of the candidates' load
 				    this router knows only from their metrics (one of 3 nodes:

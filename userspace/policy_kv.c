@@ -47,6 +47,12 @@
  *        replica_room of their summed capacity: few prefix types on many workers): a copy then
  *        costs one miss and evicts nothing, and without it a worker no prefix lives on sits
  *        idle while the holders queue (the seeds' Dynamo lost throughput at P=2 that way);
+ *        Rich caches (every candidate could hold every prefix the cluster holds at the key's
+ *        position, this request's size each, within replica_all of its cache: few prefix types)
+ *        change a and b: a takes the least loaded balanced near holder, and b any worker 1
+ *        request below the holders; a copy then costs one miss and evicts nothing, and the
+ *        cluster ends with every worker holding every prefix, as round-robin does (P=2 on 6
+ *        workers: docs/benchmarks.md);
  *     c. else the least loaded holder not pressed (near ones first) -> HOME / REPLICA;
  *     d. else (every holder pressed) the least loaded candidate not pressed -> SPILL.
  *  2. k is new: its home is the first candidate in rendezvous order (highest policy_hrw(k, id))
@@ -60,7 +66,10 @@
  *  4. A request with no full block has nothing to place, and one whose first blocks every
  *     candidate holds, with a new tail under a quarter of it, changes little for the caches
  *     wherever it goes -> BALANCE: the least loaded not pressed.
- * Ties in load are broken by the key's rendezvous order, so concurrent deciders spread. */
+ * A candidate holds what the index says it caches or what this router's requests in flight
+ * there compute (held()). Ties in load are broken by the time this router's requests there have
+ * been decoding (more: less work left), then by the key's rendezvous order, so concurrent
+ * deciders spread. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -90,6 +99,16 @@ void policy_kv_destroy(void *state)
 	free(state);
 }
 
+/* Leading blocks of the request's chain candidate c holds, or will hold once this router's
+ * requests in flight there are scheduled (vLLM caches a block when it schedules its computation,
+ * so a request sent after them hits): a replica made a moment ago is a holder before its events
+ * arrive, and a burst of one prefix spreads over the workers computing it instead of crowding the
+ * one whose events came in (docs/benchmarks.md, the start of a closed loop). */
+static inline uint32_t held(const struct policy_cand *c)
+{
+	return c->flight > c->depth ? c->flight : c->depth;
+}
+
 /* Is candidate c under hard pressure (a queue, or too many requests), given the average load avg
  * over the candidates? */
 static bool pressured_hard(const struct policy_kv_opts *o, const struct policy_cand *c, double avg)
@@ -110,13 +129,46 @@ static bool pressured_soft(const struct policy_cand *c)
 static double first_token_work(const struct policy_view *v, const struct policy_cand *c)
 {
 	return (double)c->prefill +
-	       (double)(v->nblocks - (c->depth < v->nblocks ? c->depth : v->nblocks));
+	       (double)(v->nblocks - (held(c) < v->nblocks ? held(c) : v->nblocks));
+}
+
+/* The least first-token work among the candidates no more loaded than candidate i: a backlog
+ * counts only against a worker the request could go to without crowding it (in a burst, every
+ * worker that computes a new copy has a backlog, and the one warm holder without one would take
+ * them all: docs/benchmarks.md, the start of a closed loop). */
+static double lighter_work(const struct policy_view *v, size_t i)
+{
+	double best = -1, li = policy_load(&v->c[i]);
+
+	for (size_t k = 0; k < v->n; k++) {
+		double w = first_token_work(v, &v->c[k]);
+
+		if (policy_load(&v->c[k]) <= li && (best < 0 || w < best))
+			best = w;
+	}
+	return best;
 }
 
 /* Has c's cache room for one more prefix of this request's size? */
 static bool has_room(const struct policy_view *v, const struct policy_cand *c)
 {
 	return c->capacity > 0 && ((double)c->keys + 1) * v->nblocks <= c->capacity;
+}
+
+/* Are the caches rich: could every candidate hold every prefix the cluster holds at the key's
+ * position (v->prefixes, this request's size each) within replica_all of its cache? Then a copy
+ * costs one miss and never evicts another prefix, and the end state is every worker holding
+ * every prefix, as round-robin reaches: kv spreads like a balancer, a new replica at a gap of 1
+ * and the least loaded balanced holder, keeping only the misses round-robin makes on the way. */
+static bool rich_caches(const struct policy_kv_opts *o, const struct policy_view *v)
+{
+	if (o->replica_all <= 0 || !v->prefixes)
+		return false;
+	for (size_t i = 0; i < v->n; i++)
+		if (v->c[i].capacity <= 0 ||
+		    (double)v->prefixes * v->nblocks > o->replica_all * v->c[i].capacity)
+			return false;
+	return true;
 }
 
 /* Are the caches mostly free of prefixes: every candidate's keys, plus one, of this request's
@@ -136,8 +188,28 @@ static bool roomy(const struct policy_kv_opts *o, const struct policy_view *v)
 	return keys * v->nblocks <= o->replica_room * cap;
 }
 
+/* Does candidate a come before b among equally loaded ones? The one whose requests have been
+ * decoding longer (they end sooner, and so it has less work left), then by rendezvous score hrw
+ * (higher first). Spreading a closed loop's requests by what is left on each worker keeps every
+ * worker's requests at different stages, where a fixed order piles fresh requests on the same
+ * few (docs/benchmarks.md, P=2 at C=16). */
+static bool before(const struct policy_view *v, const uint64_t *hrw, size_t a, size_t b)
+{
+	if (v->c[a].decode_ms != v->c[b].decode_ms)
+		return v->c[a].decode_ms > v->c[b].decode_ms;
+	return hrw[a] > hrw[b];
+}
+
+/* Is candidate a less loaded than b, or as loaded and before() it? */
+static bool lighter_of(const struct policy_view *v, const uint64_t *hrw, size_t a, size_t b)
+{
+	double la = policy_load(&v->c[a]), lb = policy_load(&v->c[b]);
+
+	return la < lb || (la == lb && before(v, hrw, a, b));
+}
+
 /* Index of the least loaded candidate among those with ok[i] (all when ok is NULL); ties by
- * rendezvous score hrw (higher first). -1 when none. */
+ * before(). -1 when none. */
 static long least_loaded(const struct policy_view *v, const bool *ok, const uint64_t *hrw)
 {
 	long best = -1;
@@ -152,7 +224,7 @@ static long least_loaded(const struct policy_view *v, const bool *ok, const uint
 			continue;
 		}
 		bl = policy_load(&v->c[best]);
-		if (l < bl || (l == bl && hrw[i] > hrw[best]))
+		if (l < bl || (l == bl && before(v, hrw, i, (size_t)best)))
 			best = (long)i;
 	}
 	return best;
@@ -213,6 +285,7 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	uint32_t tol = best_depth / 16 ? best_depth / 16 : 1;
 	long first = -1, pick = -1;
 	double min_hold = -1, sum = 0, remote = 0, gap, rgap;
+	bool rich = rich_caches(o, v);
 	bool cheap = false;
 
 	/* A holder short of free blocks would queue the request for a moment, then hit. Sending it
@@ -221,7 +294,7 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	 * holder (its queue would be short there); when all are about as busy (a cluster whose
 	 * caches are all full and all working, where every eviction costs a hit), waiting wins. */
 	for (size_t i = 0; i < v->n && !cheap; i++)
-		cheap = v->c[i].depth <= v->key_pos && !t->pr[i] && has_room(v, &v->c[i]);
+		cheap = held(&v->c[i]) <= v->key_pos && !t->pr[i] && has_room(v, &v->c[i]);
 	for (size_t i = 0; i < v->n; i++) {
 		sum += policy_load(&v->c[i]);
 		remote += v->c[i].remote > 0 ? v->c[i].remote : 0;
@@ -230,10 +303,10 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	for (size_t i = 0; i < v->n; i++) {
 		bool lighter = false;
 
-		if (v->c[i].depth <= v->key_pos || cheap || t->hard[i])
+		if (held(&v->c[i]) <= v->key_pos || cheap || t->hard[i])
 			continue;
 		for (size_t k = 0; k < v->n && !lighter; k++)
-			lighter = v->c[k].depth <= v->key_pos && !t->pr[k] &&
+			lighter = held(&v->c[k]) <= v->key_pos && !t->pr[k] &&
 				  policy_load(&v->c[k]) + gap <= policy_load(&v->c[i]);
 		t->pr[i] = t->back[i] || (lighter && t->pr[i]);
 	}
@@ -241,12 +314,13 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	for (size_t i = 0; i < v->n; i++) {
 		const struct policy_cand *c = &v->c[i];
 
-		if (c->depth <= v->key_pos || c->depth + tol < best_depth)
+		if (held(c) <= v->key_pos || held(c) + tol < best_depth)
 			continue;
 		if (first < 0 || t->hrw[i] > t->hrw[first])
 			first = (long)i;
 		if (!t->pr[i] && policy_load(c) <= avg + o->balance_slack &&
-		    (pick < 0 || t->hrw[i] > t->hrw[pick]))
+		    (pick < 0 ||
+		     (rich ? lighter_of(v, t->hrw, i, (size_t)pick) : t->hrw[i] > t->hrw[pick])))
 			pick = (long)i;
 	}
 	if (pick >= 0) {
@@ -255,15 +329,16 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	}
 	/* b. a new replica where the cache has room for it and the load is clearly lower */
 	for (size_t i = 0; i < v->n; i++)
-		if (v->c[i].depth > v->key_pos && !t->pr[i] &&
+		if (held(&v->c[i]) > v->key_pos && !t->pr[i] &&
 		    (min_hold < 0 || policy_load(&v->c[i]) < min_hold))
 			min_hold = policy_load(&v->c[i]);
-	rgap = roomy(o, v) ? fmin(o->replica_gap, 1) : o->replica_gap;
+	rgap = rich || roomy(o, v) ? fmin(o->replica_gap, 1) : o->replica_gap;
 	for (size_t i = 0; i < v->n; i++) {
 		const struct policy_cand *c = &v->c[i];
-		double need = policy_load(c) < 0.5 ? rgap : o->replica_gap; /* idle: rgap */
+		/* idle, or any worker while the caches are rich: rgap */
+		double need = rich || policy_load(c) < 0.5 ? rgap : o->replica_gap;
 
-		t->ok[i] = c->depth <= v->key_pos && !t->pr[i] && has_room(v, c) &&
+		t->ok[i] = held(c) <= v->key_pos && !t->pr[i] && has_room(v, c) &&
 			   (min_hold < 0 || policy_load(c) + need <= min_hold);
 	}
 	if (min_hold >= 0 && (pick = least_loaded(v, t->ok, t->hrw)) >= 0) {
@@ -273,8 +348,8 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	/* c. the least loaded holder not under pressure, near ones first */
 	for (int pass = 0; pass < 2 && pick < 0; pass++) {
 		for (size_t i = 0; i < v->n; i++)
-			t->ok[i] = v->c[i].depth > v->key_pos && !t->pr[i] &&
-				   (pass || v->c[i].depth + tol >= best_depth);
+			t->ok[i] = held(&v->c[i]) > v->key_pos && !t->pr[i] &&
+				   (pass || held(&v->c[i]) + tol >= best_depth);
 		pick = least_loaded(v, t->ok, t->hrw);
 	}
 	if (pick >= 0)
@@ -335,15 +410,17 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 		/* no block: rendezvous on a random value, so equal loads rotate */
 		t.hrw[i] = policy_hrw(v->nblocks ? v->key : v->rnd, c->id);
 		t.hard[i] = pressured_hard(o, c, avg);
-		t.back[i] = o->backlog > 0 && c->prefill > o->backlog * (double)v->nblocks &&
-			    first_token_work(v, c) > min_work + o->backlog * (double)v->nblocks;
+		t.back[i] =
+		    o->backlog > 0 && c->prefill > o->backlog * (double)v->nblocks &&
+		    first_token_work(v, c) > min_work + o->backlog * (double)v->nblocks &&
+		    lighter_work(v, i) + o->backlog * (double)v->nblocks < first_token_work(v, c);
 		t.pr[i] = t.hard[i] || t.back[i] || pressured_soft(c);
 		t.ok[i] = !t.pr[i];
 		/* blocks to prefill there; a million more under pressure */
-		c->score = (double)(v->nblocks - (c->depth < v->nblocks ? c->depth : v->nblocks)) +
+		c->score = (double)(v->nblocks - (held(c) < v->nblocks ? held(c) : v->nblocks)) +
 			   (t.pr[i] ? 1e6 : 0);
-		if (c->depth > v->key_pos && c->depth > best_depth)
-			best_depth = c->depth;
+		if (held(c) > v->key_pos && held(c) > best_depth)
+			best_depth = held(c);
 	}
 	if (!v->nblocks) {
 		pick = least_loaded(v, NULL, t.hrw);

@@ -68,6 +68,7 @@ struct flight {
 	uint32_t prompt_tokens;
 	int64_t predicted, best; /* cached tokens on the chosen worker, and the best any held */
 	uint32_t prefill;	 /* blocks it has to prefill on its worker, until its first byte */
+	double first_s;		 /* when its first byte came (clock_s), 0: not yet */
 	uint64_t rec_seq;	 /* its record in the log (if still there) */
 	struct pinst *pol;	 /* its Service's policy */
 	/* A text prompt is tokenized only as far as a worker's cache can reach (the decision needs
@@ -743,6 +744,7 @@ static int scratch(struct router *r, size_t ncand, size_t ndepth)
 
 static struct route_rec *rec_find(struct router *r, uint64_t seq);
 static void prefill_done(struct router *r, struct flight *f);
+static void decode_off(struct router *r, struct flight *f);
 
 /* Blocks of f's prompt past its chain (not tokenized yet: estimated). */
 static uint32_t unhashed(const struct flight *f)
@@ -853,6 +855,7 @@ static void finish_prompt(struct router *r, struct flight *f)
 	prompt_size(r, f);
 	if (w && workers_flight_add(r->ws, f->slot, f->chain, f->n, unhashed(f)) < 0) {
 		prefill_done(r, f); /* as router_pick does when it cannot add: off the worker */
+		decode_off(r, f);
 		f->slot = UINT32_MAX;
 	} else if (w && f->prefill) { /* its backlog there: the blocks it does not hold, exact */
 		uint32_t d = nb0 - f->prefill, p = f->nblocks > d ? f->nblocks - d : 0;
@@ -988,6 +991,7 @@ static long candidates(struct router *r, const struct service *svc, uint64_t tri
 static int fill_view(struct router *r, struct flight *f, size_t n, struct policy_view *v)
 {
 	uint64_t t = clock_ms();
+	double now_s = clock_s();
 	uint32_t key_pos = UINT32_MAX;
 	double cap_floor = 0;
 
@@ -1014,6 +1018,7 @@ static int fill_view(struct router *r, struct flight *f, size_t n, struct policy
 			key_pos = (uint32_t)f->n - 1;
 		v->key_pos = key_pos;
 		v->key = f->chain[key_pos];
+		v->prefixes = events ? index_blocks_at(r->idx, key_pos) : 0;
 		for (size_t i = 0; i < n; i++) {
 			struct worker *w = workers_at(r->ws, r->cand_slot[i]);
 
@@ -1049,11 +1054,14 @@ static int fill_view(struct router *r, struct flight *f, size_t n, struct policy
 			continue;
 		c->local = w->inflight;
 		c->prefill = w->prefill;
+		c->decode_ms =
+		    w->decoding ? ((double)w->decoding * now_s - w->decode_since) * 1000 : 0;
 		workers_load(r->ws, w, t, cap_floor, &c->remote, &c->waiting, &c->free_blocks,
 			     &c->capacity);
 		if (f->pol->ops->needs & POLICY_NEEDS_ACTIVE) {
 			c->active = workers_active(r->ws, w);
-			c->fresh = f->nblocks - workers_active_depth(r->ws, w, f->chain, f->n);
+			c->flight = workers_active_depth(r->ws, w, f->chain, f->n);
+			c->fresh = f->nblocks - c->flight;
 		}
 	}
 	v->c = r->cand;
@@ -1123,6 +1131,7 @@ static struct flight *flight_new(struct router *r, uint32_t *id)
 	f->partial = false;
 	f->predicted = f->best = -1;
 	f->rec_seq = 0;
+	f->first_s = 0;
 	return f;
 }
 
@@ -1131,6 +1140,7 @@ static void flight_release(struct router *r, uint32_t id)
 	struct flight *f = &r->fl[id - 1];
 
 	prefill_done(r, f);
+	decode_off(r, f);
 	if (f->slot != UINT32_MAX)
 		workers_flight_del(r->ws, f->slot, f->chain, f->n, unhashed(f));
 	f->slot = UINT32_MAX;
@@ -1170,6 +1180,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 	} else {
 		f = &r->fl[id - 1];
 		prefill_done(r, f);
+		decode_off(r, f);
 		if (f->slot != UINT32_MAX) /* the failed attempt leaves that worker */
 			workers_flight_del(r->ws, f->slot, f->chain, f->n, unhashed(f));
 		f->slot = UINT32_MAX;
@@ -1191,10 +1202,13 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 	if (w) {
 		workers_probe(w, clock_ms()); /* down by its connects: this request is its probe */
 		if (workers_flight_add(r->ws, w->slot, f->chain, f->n, unhashed(f)) == 0) {
-			uint32_t d = v.c[ch.cand].depth;
+			uint32_t d = v.c[ch.cand].depth > v.c[ch.cand].flight ? v.c[ch.cand].depth
+									      : v.c[ch.cand].flight;
 
 			f->slot = w->slot;
-			/* the blocks it has to compute there wait in that worker's prefill queue */
+			/* the blocks it has to compute there wait in that worker's prefill queue
+			 * (those a request in flight there computes are cached when it is
+			 * scheduled) */
 			f->prefill = f->nblocks - (d < f->nblocks ? d : f->nblocks);
 			w->prefill += f->prefill;
 		}
@@ -1265,6 +1279,18 @@ static void prefill_done(struct router *r, struct flight *f)
 	f->prefill = 0;
 }
 
+/* Takes flight f off its worker's decoding requests (once). */
+static void decode_off(struct router *r, struct flight *f)
+{
+	struct worker *w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
+
+	if (w && f->first_s > 0 && w->decoding) {
+		w->decoding--;
+		w->decode_since = w->decoding ? w->decode_since - f->first_s : 0;
+	}
+	f->first_s = 0;
+}
+
 void router_sent(struct router *r, struct router_ticket *t)
 {
 	if (t->flight)
@@ -1273,8 +1299,17 @@ void router_sent(struct router *r, struct router_ticket *t)
 
 void router_first_byte(struct router *r, struct router_ticket *t)
 {
-	if (t->flight)
-		prefill_done(r, &r->fl[t->flight - 1]);
+	struct flight *f = t->flight ? &r->fl[t->flight - 1] : NULL;
+	struct worker *w = f && f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
+
+	if (!f)
+		return;
+	prefill_done(r, f);
+	if (w && f->first_s <= 0) {
+		f->first_s = clock_s();
+		w->decoding++;
+		w->decode_since += f->first_s;
+	}
 }
 
 bool router_wants_usage(const struct router *r, const struct router_ticket *t)

@@ -94,6 +94,9 @@ struct worker {
 	uint32_t inflight; /* requests this router has in flight there */
 	uint32_t prefill;  /* blocks those of them still before their first token have to compute */
 	uint32_t unhashed; /* blocks of theirs not hashed yet (a prompt's estimated rest) */
+	uint32_t decoding; /* those past their first byte (decoding) */
+	double decode_since; /* the sum of their first bytes' times (clock_s): the time they have
+				been decoding is decoding x now - decode_since */
 	/* metrics */
 	bool have_metrics;
 	struct scrape_metrics m;

@@ -20,6 +20,8 @@ struct rc {
 	uint32_t depth, keys;
 	double cap, local, remote, waiting, free_blocks;
 	uint32_t active, fresh, prefill;
+	uint32_t flight;  /* leading blocks its requests in flight compute */
+	double decode_ms; /* their decoding time, summed */
 };
 
 struct row {
@@ -30,6 +32,7 @@ struct row {
 	int want_rank; /* the chosen candidate, by rank */
 	enum policy_reason want;
 	const char *what;
+	uint32_t prefixes; /* the cluster's distinct blocks at key_pos (0: unknown; left out) */
 };
 
 /* Candidates default to: no depth, no keys, unknown capacity, queue and free blocks, idle,
@@ -40,8 +43,63 @@ struct row {
 	}
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Woverride-init"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers" /* prefixes, where left out */
 
 static const struct row rows[] = {
+    /* kv: what in-flight requests compute counts as held; rich caches */
+    {"kv",
+     10,
+     0,
+     3,
+     {C(0, .depth = 8, .local = 2), C(1, .flight = 8, .local = 1), C(2, .local = 0)},
+     1,
+     POLICY_REPLICA,
+     "a worker computing the prefix for a request in flight holds it by the time this one is "
+     "scheduled: the balanced holder, not the busy home"},
+    {"kv",
+     10,
+     0,
+     3,
+     {C(0, .depth = 8, .local = 2, .cap = 100, .keys = 2), C(1, .local = 1, .cap = 100, .keys = 1),
+      C(2, .local = 2, .cap = 100, .keys = 1)},
+     1,
+     POLICY_SPILL,
+     "rich caches (2 prefixes x 10 <= 0.6 x 100): a worker 1 request lighter than the holder "
+     "takes a replica",
+     2},
+    {"kv",
+     10,
+     0,
+     3,
+     {C(0, .depth = 8, .local = 2, .cap = 100, .keys = 2), C(1, .local = 1, .cap = 100, .keys = 1),
+      C(2, .local = 2, .cap = 100, .keys = 1)},
+     0,
+     POLICY_HOME,
+     "the same, 7 prefixes in the cluster (70 > 60): a replica needs the gap of 4: stay home",
+     7},
+    {"kv",
+     10,
+     0,
+     3,
+     {C(0, .depth = 8, .local = 1, .cap = 100, .decode_ms = 100),
+      C(1, .depth = 8, .local = 1, .cap = 100, .decode_ms = 500),
+      C(2, .depth = 8, .local = 2, .cap = 100)},
+     1,
+     POLICY_REPLICA,
+     "rich caches: of two balanced holders with a request each, the one whose request has "
+     "decoded longer (less work left)",
+     2},
+    {"kv",
+     10,
+     0,
+     3,
+     {C(0, .depth = 8, .local = 1, .cap = 100, .decode_ms = 100),
+      C(1, .depth = 8, .local = 1, .cap = 100, .decode_ms = 500),
+      C(2, .depth = 8, .local = 2, .cap = 100)},
+     0,
+     POLICY_HOME,
+     "the same with caches not rich (prefixes unknown): the first balanced holder in rendezvous "
+     "order"},
     /* kv: a new prefix */
     {"kv",
      10,
@@ -375,6 +433,7 @@ static int run_row(const struct row *w, size_t *got_cand, enum policy_reason *go
 				.n = (size_t)w->n,
 				.nblocks = w->nblocks,
 				.key_pos = w->key_pos,
+				.prefixes = w->prefixes,
 				.key = 0xabcdef12345ULL,
 				.rnd = 42};
 	struct policy_choice ch;
@@ -398,6 +457,8 @@ static int run_row(const struct row *w, size_t *got_cand, enum policy_reason *go
 					 .free_blocks = x->free_blocks,
 					 .active = x->active,
 					 .prefill = x->prefill,
+					 .flight = x->flight,
+					 .decode_ms = x->decode_ms,
 					 .fresh = x->fresh		   ? x->fresh
 						  : x->depth >= w->nblocks ? 0
 									   : w->nblocks - x->depth};
