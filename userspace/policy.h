@@ -152,6 +152,14 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 /* Rendezvous (highest random weight) score of candidate id for key: the candidate with the
  * highest score is the key's first choice, and removing a candidate moves only its keys. */
 uint64_t policy_hrw(uint64_t key, uint64_t id);
+/* Leading blocks of the request's chain candidate c holds, or will hold once this router's
+ * requests in flight there are scheduled (vLLM caches a block when it schedules its computation,
+ * so a request sent after them hits): a copy made a moment ago holds before its events arrive
+ * (docs/benchmarks.md, the start of a closed loop). */
+static inline uint32_t policy_held(const struct policy_cand *c)
+{
+	return c->flight > c->depth ? c->flight : c->depth;
+}
 /* The candidate's load, in requests: local + remote. */
 static inline double policy_load(const struct policy_cand *c)
 {

@@ -19,11 +19,11 @@
  * would queue it for a moment. Free blocks and the queue come first: the in-flight count alone
  * spills too early and raises TTFT (TARGETS.md). Backlog: the blocks it would compute before this
  * request's first token (the prefill still owed to this router's requests there, plus this
- * request's blocks it does not hold) exceed the least over the candidates by more than backlog x
- * the request's blocks, and so does the backlog alone (a miss is not a queue); a backlogged worker
- * counts as pressed like soft pressure, but is never waived in 1 (its queue is what makes the tail
- * of the first-token time). Room: its cache could hold one more prefix of this size, (keys + 1) x
- * blocks <= capacity.
+ * request's blocks it does not hold) exceed the least over the candidates no busier than it by more
+ * than backlog x the request's blocks, and so does the backlog alone (a miss is not a queue); a
+ * backlogged worker counts as pressed like soft pressure, but is never waived in 1 (its queue is
+ * what makes the tail of the first-token time). Room: its cache could hold one more prefix of this
+ * size, (keys + 1) x blocks <= capacity.
  *
  * The pick, for a request whose key is k:
  *  1. k is held (some candidate's depth passes key_pos). Holders whose depth is within 1/16 of
@@ -67,8 +67,8 @@
  *     candidate holds, with a new tail under a quarter of it, changes little for the caches
  *     wherever it goes -> BALANCE: the least loaded not pressed.
  * A candidate holds what the index says it caches or what this router's requests in flight
- * there compute (held()). Ties in load are broken by the time this router's requests there have
- * been decoding (more: less work left), then by the key's rendezvous order, so concurrent
+ * there compute (policy_held()). Ties in load are broken by the time this router's requests there
+ * have been decoding (more: less work left), then by the key's rendezvous order, so concurrent
  * deciders spread. */
 #include <errno.h>
 #include <math.h>
@@ -99,16 +99,6 @@ void policy_kv_destroy(void *state)
 	free(state);
 }
 
-/* Leading blocks of the request's chain candidate c holds, or will hold once this router's
- * requests in flight there are scheduled (vLLM caches a block when it schedules its computation,
- * so a request sent after them hits): a replica made a moment ago is a holder before its events
- * arrive, and a burst of one prefix spreads over the workers computing it instead of crowding the
- * one whose events came in (docs/benchmarks.md, the start of a closed loop). */
-static inline uint32_t held(const struct policy_cand *c)
-{
-	return c->flight > c->depth ? c->flight : c->depth;
-}
-
 /* Is candidate c under hard pressure (a queue, or too many requests), given the average load avg
  * over the candidates? */
 static bool pressured_hard(const struct policy_kv_opts *o, const struct policy_cand *c, double avg)
@@ -129,7 +119,7 @@ static bool pressured_soft(const struct policy_cand *c)
 static double first_token_work(const struct policy_view *v, const struct policy_cand *c)
 {
 	return (double)c->prefill +
-	       (double)(v->nblocks - (held(c) < v->nblocks ? held(c) : v->nblocks));
+	       (double)(v->nblocks - (policy_held(c) < v->nblocks ? policy_held(c) : v->nblocks));
 }
 
 /* The least first-token work among the candidates no more loaded than candidate i: a backlog
@@ -215,16 +205,9 @@ static long least_loaded(const struct policy_view *v, const bool *ok, const uint
 	long best = -1;
 
 	for (size_t i = 0; i < v->n; i++) {
-		double l = policy_load(&v->c[i]), bl;
-
 		if (ok && !ok[i])
 			continue;
-		if (best < 0) {
-			best = (long)i;
-			continue;
-		}
-		bl = policy_load(&v->c[best]);
-		if (l < bl || (l == bl && before(v, hrw, i, (size_t)best)))
+		if (best < 0 || lighter_of(v, hrw, i, (size_t)best))
 			best = (long)i;
 	}
 	return best;
@@ -279,8 +262,9 @@ static void tmp_free(struct pick_tmp *t)
 }
 
 /* 1. k is held: best_depth > 0 is the deepest holder's depth. Returns the pick or -1. */
-static long pick_held(const struct policy_kv_opts *o, const struct policy_view *v,
-		      struct pick_tmp *t, double avg, uint32_t best_depth, enum policy_reason *why)
+static long pick_policy_held(const struct policy_kv_opts *o, const struct policy_view *v,
+			     struct pick_tmp *t, double avg, uint32_t best_depth,
+			     enum policy_reason *why)
 {
 	uint32_t tol = best_depth / 16 ? best_depth / 16 : 1;
 	long first = -1, pick = -1;
@@ -294,7 +278,7 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	 * holder (its queue would be short there); when all are about as busy (a cluster whose
 	 * caches are all full and all working, where every eviction costs a hit), waiting wins. */
 	for (size_t i = 0; i < v->n && !cheap; i++)
-		cheap = held(&v->c[i]) <= v->key_pos && !t->pr[i] && has_room(v, &v->c[i]);
+		cheap = policy_held(&v->c[i]) <= v->key_pos && !t->pr[i] && has_room(v, &v->c[i]);
 	for (size_t i = 0; i < v->n; i++) {
 		sum += policy_load(&v->c[i]);
 		remote += v->c[i].remote > 0 ? v->c[i].remote : 0;
@@ -303,10 +287,10 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	for (size_t i = 0; i < v->n; i++) {
 		bool lighter = false;
 
-		if (held(&v->c[i]) <= v->key_pos || cheap || t->hard[i])
+		if (policy_held(&v->c[i]) <= v->key_pos || cheap || t->hard[i])
 			continue;
 		for (size_t k = 0; k < v->n && !lighter; k++)
-			lighter = held(&v->c[k]) <= v->key_pos && !t->pr[k] &&
+			lighter = policy_held(&v->c[k]) <= v->key_pos && !t->pr[k] &&
 				  policy_load(&v->c[k]) + gap <= policy_load(&v->c[i]);
 		t->pr[i] = t->back[i] || (lighter && t->pr[i]);
 	}
@@ -314,7 +298,7 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	for (size_t i = 0; i < v->n; i++) {
 		const struct policy_cand *c = &v->c[i];
 
-		if (held(c) <= v->key_pos || held(c) + tol < best_depth)
+		if (policy_held(c) <= v->key_pos || policy_held(c) + tol < best_depth)
 			continue;
 		if (first < 0 || t->hrw[i] > t->hrw[first])
 			first = (long)i;
@@ -329,7 +313,7 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	}
 	/* b. a new replica where the cache has room for it and the load is clearly lower */
 	for (size_t i = 0; i < v->n; i++)
-		if (held(&v->c[i]) > v->key_pos && !t->pr[i] &&
+		if (policy_held(&v->c[i]) > v->key_pos && !t->pr[i] &&
 		    (min_hold < 0 || policy_load(&v->c[i]) < min_hold))
 			min_hold = policy_load(&v->c[i]);
 	rgap = rich || roomy(o, v) ? fmin(o->replica_gap, 1) : o->replica_gap;
@@ -338,7 +322,7 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 		/* idle, or any worker while the caches are rich: rgap */
 		double need = rich || policy_load(c) < 0.5 ? rgap : o->replica_gap;
 
-		t->ok[i] = held(c) <= v->key_pos && !t->pr[i] && has_room(v, c) &&
+		t->ok[i] = policy_held(c) <= v->key_pos && !t->pr[i] && has_room(v, c) &&
 			   (min_hold < 0 || policy_load(c) + need <= min_hold);
 	}
 	if (min_hold >= 0 && (pick = least_loaded(v, t->ok, t->hrw)) >= 0) {
@@ -348,8 +332,8 @@ static long pick_held(const struct policy_kv_opts *o, const struct policy_view *
 	/* c. the least loaded holder not under pressure, near ones first */
 	for (int pass = 0; pass < 2 && pick < 0; pass++) {
 		for (size_t i = 0; i < v->n; i++)
-			t->ok[i] = held(&v->c[i]) > v->key_pos && !t->pr[i] &&
-				   (pass || held(&v->c[i]) + tol >= best_depth);
+			t->ok[i] = policy_held(&v->c[i]) > v->key_pos && !t->pr[i] &&
+				   (pass || policy_held(&v->c[i]) + tol >= best_depth);
 		pick = least_loaded(v, t->ok, t->hrw);
 	}
 	if (pick >= 0)
@@ -388,7 +372,7 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 {
 	const struct policy_kv_opts *o = &((struct kv *)state)->o;
 	struct pick_tmp t = {0};
-	double sum = 0, avg, min_work = 0;
+	double sum = 0, avg;
 	uint32_t best_depth = 0;
 	long pick = -1;
 
@@ -396,13 +380,8 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 		tmp_free(&t);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < v->n; i++) {
-		double w = first_token_work(v, &v->c[i]);
-
+	for (size_t i = 0; i < v->n; i++)
 		sum += policy_load(&v->c[i]);
-		if (i == 0 || w < min_work)
-			min_work = w;
-	}
 	avg = sum / (double)v->n;
 	for (size_t i = 0; i < v->n; i++) {
 		struct policy_cand *c = &v->c[i];
@@ -412,15 +391,15 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 		t.hard[i] = pressured_hard(o, c, avg);
 		t.back[i] =
 		    o->backlog > 0 && c->prefill > o->backlog * (double)v->nblocks &&
-		    first_token_work(v, c) > min_work + o->backlog * (double)v->nblocks &&
 		    lighter_work(v, i) + o->backlog * (double)v->nblocks < first_token_work(v, c);
 		t.pr[i] = t.hard[i] || t.back[i] || pressured_soft(c);
 		t.ok[i] = !t.pr[i];
 		/* blocks to prefill there; a million more under pressure */
-		c->score = (double)(v->nblocks - (held(c) < v->nblocks ? held(c) : v->nblocks)) +
+		c->score = (double)(v->nblocks -
+				    (policy_held(c) < v->nblocks ? policy_held(c) : v->nblocks)) +
 			   (t.pr[i] ? 1e6 : 0);
-		if (held(c) > v->key_pos && held(c) > best_depth)
-			best_depth = held(c);
+		if (policy_held(c) > v->key_pos && policy_held(c) > best_depth)
+			best_depth = policy_held(c);
 	}
 	if (!v->nblocks) {
 		pick = least_loaded(v, NULL, t.hrw);
@@ -435,7 +414,7 @@ int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out
 		pick = least_loaded(v, t.ok, t.hrw);
 		out->reason = POLICY_BALANCE;
 	} else if (best_depth) {
-		pick = pick_held(o, v, &t, avg, best_depth, &out->reason);
+		pick = pick_policy_held(o, v, &t, avg, best_depth, &out->reason);
 	} else {
 		pick = pick_new(o, v, &t);
 		out->reason = POLICY_HOME;

@@ -1202,8 +1202,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 	if (w) {
 		workers_probe(w, clock_ms()); /* down by its connects: this request is its probe */
 		if (workers_flight_add(r->ws, w->slot, f->chain, f->n, unhashed(f)) == 0) {
-			uint32_t d = v.c[ch.cand].depth > v.c[ch.cand].flight ? v.c[ch.cand].depth
-									      : v.c[ch.cand].flight;
+			uint32_t d = policy_held(&v.c[ch.cand]);
 
 			f->slot = w->slot;
 			/* the blocks it has to compute there wait in that worker's prefill queue
