@@ -49,10 +49,10 @@
  *        idle while the holders queue (the seeds' Dynamo lost throughput at P=2 that way);
  *        Rich caches (every candidate could hold every prefix the cluster holds at the key's
  *        position, this request's size each, within replica_all of its cache: few prefix types)
- *        change a and b: a takes the least loaded balanced near holder, and b any worker 1
- *        request below the holders; a copy then costs one miss and evicts nothing, and the
- *        cluster ends with every worker holding every prefix, as round-robin does (P=2 on 6
- *        workers: docs/benchmarks.md);
+ *        change a and b: b comes first and takes any worker 1 request below the holders, and a
+ *        takes the least loaded balanced near holder; a copy then costs one miss and evicts
+ *        nothing, and the cluster ends with every worker holding every prefix, as round-robin
+ *        does, and balanced like it (P=2 on 6 workers: docs/benchmarks.md);
  *     c. else the least loaded holder not pressed (near ones first) -> HOME / REPLICA;
  *     d. else (every holder pressed) the least loaded candidate not pressed -> SPILL.
  *  2. k is new: its home is the first candidate in rendezvous order (highest policy_hrw(k, id))
@@ -261,6 +261,39 @@ static void tmp_free(struct pick_tmp *t)
 	}
 }
 
+/* The least loaded holder of the key not under pressure (-1: none). */
+static double min_holder_load(const struct policy_view *v, const struct pick_tmp *t)
+{
+	double min_hold = -1;
+
+	for (size_t i = 0; i < v->n; i++)
+		if (policy_held(&v->c[i]) > v->key_pos && !t->pr[i] &&
+		    (min_hold < 0 || policy_load(&v->c[i]) < min_hold))
+			min_hold = policy_load(&v->c[i]);
+	return min_hold;
+}
+
+/* 1b. A new replica where it is cheap: the least loaded candidate with room, not pressed, rgap
+ * requests below the least loaded holder min_hold (replica_gap for a busy candidate when the
+ * caches are not rich). -1 when none. */
+static long new_replica(const struct policy_kv_opts *o, const struct policy_view *v,
+			struct pick_tmp *t, bool rich, double min_hold)
+{
+	double rgap = rich || roomy(o, v) ? fmin(o->replica_gap, 1) : o->replica_gap;
+
+	if (min_hold < 0)
+		return -1;
+	for (size_t i = 0; i < v->n; i++) {
+		const struct policy_cand *c = &v->c[i];
+		/* idle, or any worker while the caches are rich: rgap */
+		double need = rich || policy_load(c) < 0.5 ? rgap : o->replica_gap;
+
+		t->ok[i] = policy_held(c) <= v->key_pos && !t->pr[i] && has_room(v, c) &&
+			   policy_load(c) + need <= min_hold;
+	}
+	return least_loaded(v, t->ok, t->hrw);
+}
+
 /* 1. k is held: best_depth > 0 is the deepest holder's depth. Returns the pick or -1. */
 static long pick_policy_held(const struct policy_kv_opts *o, const struct policy_view *v,
 			     struct pick_tmp *t, double avg, uint32_t best_depth,
@@ -268,7 +301,7 @@ static long pick_policy_held(const struct policy_kv_opts *o, const struct policy
 {
 	uint32_t tol = best_depth / 16 ? best_depth / 16 : 1;
 	long first = -1, pick = -1;
-	double min_hold = -1, sum = 0, remote = 0, gap, rgap;
+	double min_hold, sum = 0, remote = 0, gap;
 	bool rich = rich_caches(o, v);
 	bool cheap = false;
 
@@ -294,6 +327,15 @@ static long pick_policy_held(const struct policy_kv_opts *o, const struct policy
 				  policy_load(&v->c[k]) + gap <= policy_load(&v->c[i]);
 		t->pr[i] = t->back[i] || (lighter && t->pr[i]);
 	}
+	min_hold = min_holder_load(v, t);
+	/* rich caches: a copy evicts nothing and costs one miss, less than a request more on a
+	 * worker for a whole decode, so a lighter worker takes one before a balanced holder is
+	 * used (otherwise a worker that holds only the other prefixes sits a request or two below
+	 * the rest for the whole run: docs/benchmarks.md, P=2 at C=16 through the daemon) */
+	if (rich && (pick = new_replica(o, v, t, rich, min_hold)) >= 0) {
+		*why = POLICY_SPILL;
+		return pick;
+	}
 	/* a. the first near holder in rendezvous order that is balanced and not under pressure */
 	for (size_t i = 0; i < v->n; i++) {
 		const struct policy_cand *c = &v->c[i];
@@ -312,20 +354,7 @@ static long pick_policy_held(const struct policy_kv_opts *o, const struct policy
 		return pick;
 	}
 	/* b. a new replica where the cache has room for it and the load is clearly lower */
-	for (size_t i = 0; i < v->n; i++)
-		if (policy_held(&v->c[i]) > v->key_pos && !t->pr[i] &&
-		    (min_hold < 0 || policy_load(&v->c[i]) < min_hold))
-			min_hold = policy_load(&v->c[i]);
-	rgap = rich || roomy(o, v) ? fmin(o->replica_gap, 1) : o->replica_gap;
-	for (size_t i = 0; i < v->n; i++) {
-		const struct policy_cand *c = &v->c[i];
-		/* idle, or any worker while the caches are rich: rgap */
-		double need = rich || policy_load(c) < 0.5 ? rgap : o->replica_gap;
-
-		t->ok[i] = policy_held(c) <= v->key_pos && !t->pr[i] && has_room(v, c) &&
-			   (min_hold < 0 || policy_load(c) + need <= min_hold);
-	}
-	if (min_hold >= 0 && (pick = least_loaded(v, t->ok, t->hrw)) >= 0) {
+	if (!rich && (pick = new_replica(o, v, t, rich, min_hold)) >= 0) {
 		*why = POLICY_SPILL;
 		return pick;
 	}

@@ -100,6 +100,30 @@ static const struct row rows[] = {
      POLICY_HOME,
      "the same with caches not rich (prefixes unknown): the first balanced holder in rendezvous "
      "order"},
+    {"kv",
+     10,
+     0,
+     3,
+     {C(0, .depth = 8, .local = 2, .cap = 100, .keys = 2), C(1, .local = 1, .cap = 100, .keys = 1),
+      C(2, .local = 3, .cap = 100, .keys = 1)},
+     1,
+     POLICY_SPILL,
+     "rich caches: a worker 1 request below the holder takes a replica even while the holder is "
+     "balanced (2 <= the average 2): a copy evicts nothing",
+     2},
+    /* kv: a holder much busier than a worker, where a copy would evict */
+    {"kv",
+     10,
+     0,
+     3,
+     {C(0, .depth = 8, .local = 5, .cap = 30, .keys = 3), C(1, .local = 1, .cap = 30, .keys = 3),
+      C(2, .local = 3, .cap = 30, .keys = 3)},
+     0,
+     POLICY_HOME,
+     "full caches (no room for a replica), the only holder 4 requests busier than a worker but "
+     "not pressed: stay home (a copy there is a miss that evicts another prefix; measured: "
+     "docs/benchmarks.md, the load gap)",
+     7},
     /* kv: a new prefix */
     {"kv",
      10,
