@@ -552,13 +552,9 @@ static struct pinst *policy_of(struct router *r, const struct service *svc)
 /* --- Services and workers ----------------------------------------------------------------------
  */
 
-static void scrape_cb(void *arg, void *user, const struct scrape_metrics *m, int err)
+/* A scrape of worker w ended: m, or the error err. */
+static void metrics_in(struct router *r, struct worker *w, const struct scrape_metrics *m, int err)
 {
-	struct router *r = arg;
-	struct worker *w = workers_at(r->ws, (uint32_t)(uintptr_t)user);
-
-	if (!w)
-		return;
 	if (workers_metrics(r->ws, w, m, err, clock_ms()) == 1) {
 		log_info("router",
 			 "worker %s: a new process (from its metrics): its cache is read "
@@ -573,6 +569,27 @@ static void scrape_cb(void *arg, void *user, const struct scrape_metrics *m, int
 		approx_set_capacity(r->ax, w->slot,
 				    w->m.num_gpu_blocks < UINT32_MAX ? (uint32_t)w->m.num_gpu_blocks
 								     : UINT32_MAX);
+}
+
+static void scrape_cb(void *arg, void *user, const struct scrape_metrics *m, int err)
+{
+	struct router *r = arg;
+	struct worker *w = workers_at(r->ws, (uint32_t)(uintptr_t)user);
+
+	if (w)
+		metrics_in(r, w, m, err);
+}
+
+int router_worker_metrics(struct router *r, const struct service *svc, size_t ep,
+			  const struct scrape_metrics *m)
+{
+	struct worker *w =
+	    ep < svc->nendpoints ? workers_find(r->ws, svc->name, &svc->endpoints[ep]) : NULL;
+
+	if (!w)
+		return -ENOENT;
+	metrics_in(r, w, m, 0);
+	return 0;
 }
 
 void router_set_services(struct router *r, const struct services *s)

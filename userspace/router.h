@@ -169,6 +169,14 @@ bool router_ticket_hung(const struct router *r, const struct router_ticket *t);
  * completes its record and its metrics. Zeroes t. A zeroed t is a no-op. */
 void router_done(struct router *r, struct router_ticket *t, const struct router_outcome *o);
 
+/* Endpoint ep of svc answered m on its /metrics, read by the caller (a router without a loop
+ * scrapes nothing: kvbench reads each worker's metrics between runs and hands them over, so that
+ * its client-side policies know the workers' KV capacity as the daemon does). As a scrape
+ * would, it sets the worker's load and capacity from m. 0, or -ENOENT for an unknown endpoint. */
+struct scrape_metrics;
+int router_worker_metrics(struct router *r, const struct service *svc, size_t ep,
+			  const struct scrape_metrics *m);
+
 /* Housekeeping: scrapes, approximate view expiry. Call after every loop_run (at least every
  * 100 ms). */
 void router_tick(struct router *r);

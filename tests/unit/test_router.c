@@ -18,6 +18,7 @@
 #include "models.h"
 #include "openai.h"
 #include "router.h"
+#include "scrape.h"
 #include "tap.h"
 #include "tokenizer.h"
 
@@ -192,6 +193,39 @@ int main(void)
 	if (models_add(m, NULL, tokpath, err, sizeof(err)) < 0) {
 		printf("not ok - tokenizer %s: %s\n", tokpath, err);
 		return 1;
+	}
+
+	/* --- metrics read by the caller (kvbench): the worker's capacity, as a scrape gives it ---
+	 */
+	{
+		static const char text[] = "vllm:cache_config_info{block_size=\"16\","
+					   "num_gpu_blocks=\"585\"} 1\n"
+					   "vllm:num_requests_running 0\n"
+					   "vllm:num_requests_waiting 0\n"
+					   "vllm:kv_cache_usage_perc 0\n";
+		struct scrape_metrics sm;
+		struct buf b = {0};
+		cJSON *root, *ws, *x;
+		double cap[NW];
+		int n = 0;
+		int prc = scrape_parse(text, sizeof(text) - 1, &sm);
+
+		rig_init(&g, "kv", m, 1);
+		CHECK(prc == 0 && sm.num_gpu_blocks == 585,
+		      "metrics text parsed (num_gpu_blocks %lld)", (long long)sm.num_gpu_blocks);
+		CHECK_EQ(router_worker_metrics(g.r, &g.svc, 2, &sm), 0, "endpoint 2 takes them");
+		CHECK_EQ(router_worker_metrics(g.r, &g.svc, NW, &sm), -ENOENT,
+			 "an endpoint past the Service's is refused");
+		router_workers_json(g.r, &b);
+		root = cJSON_Parse(b.data);
+		ws = cJSON_GetObjectItem(root, "workers");
+		cJSON_ArrayForEach(x, ws) if (n < NW) cap[n++] = num(x, "capacity_blocks");
+		CHECK(n == NW && cap[2] == 585 && cap[0] < 0 && cap[5] < 0,
+		      "its capacity is known (%g), the others' still unknown (%g, %g)",
+		      n == NW ? cap[2] : -2, n == NW ? cap[0] : -2, n == NW ? cap[5] : -2);
+		cJSON_Delete(root);
+		buf_free(&b);
+		rig_free(&g);
 	}
 
 	/* --- the chain of a request equals the chain of the blocks a worker stored ---------------

@@ -40,6 +40,7 @@
 #include "models.h"
 #include "policy.h"
 #include "router.h"
+#include "scrape.h"
 #include "tokenizer.h"
 #include "trace.h"
 #include "workload.h"
@@ -294,6 +295,27 @@ static double prom_sum(const char *text, const char *name)
 	return sum;
 }
 
+/* Hands the client-side router (if any) what metrics target i answered (the response r, head
+ * and body), when i is one of the --url workers: its policies then know the workers' KV capacity
+ * as the daemon's scrapes tell it (without it, kv learns capacity only from the blocks it sees
+ * stored, and at the start of a run judges every cache smaller than it is). */
+static void metrics_to_router(struct bench *b, int i, const struct buf *r)
+{
+	const struct sockaddr_in *a = &b->o.m[i].addr;
+	const char *body = r->data ? strstr(r->data, "\r\n\r\n") : NULL;
+	struct scrape_metrics m;
+
+	if (!b->router || !body ||
+	    scrape_parse(body + 4, r->len - (size_t)(body + 4 - r->data), &m))
+		return;
+	for (size_t k = 0; k < b->svc.nendpoints; k++) {
+		const struct sockaddr_in *e = &b->svc.endpoints[k].addr;
+
+		if (e->sin_addr.s_addr == a->sin_addr.s_addr && e->sin_port == a->sin_port)
+			router_worker_metrics(b->router, &b->svc, k, &m);
+	}
+}
+
 static int metrics_snapshot(struct bench *b, double *queries, double *hits)
 {
 	*queries = *hits = 0;
@@ -306,6 +328,7 @@ static int metrics_snapshot(struct bench *b, double *queries, double *hits)
 		}
 		*queries += prom_sum(r.data, "vllm:prefix_cache_queries_total");
 		*hits += prom_sum(r.data, "vllm:prefix_cache_hits_total");
+		metrics_to_router(b, i, &r);
 		buf_free(&r);
 	}
 	return 0;
