@@ -6,7 +6,10 @@
 #      TTFT p50/p99, req/s, workers per prefix) for the plain Service, kvsplice round-robin,
 #      dynamo and kv, and the client-side Dynamo anchor;
 #   2. Zipf(1.1) popularity over 48 prefixes, C=8;
-#   3. 3 workers, P=24, C=8 (the capacity-bound case).
+#   3. 3 workers, P=24, C=8 (the capacity-bound case);
+#   c16 (not in the default parts): every P at C=16 again, medians of ROUTING_RUNS (here 5 unless
+#      set) runs per cell, for the throughput comparison, where one run's scatter (~0.5%) is as
+#      large as the differences between policies.
 # Not part of `make test` (about 15 minutes at time scale 4). Results: bench/out/routing/<part>/
 # (report.md and the raw JSON of each variant). Env: ROUTING_TIME_SCALE (4), ROUTING_RUNS (1),
 # ROUTING_PARTS ("main zipf w3"), ROUTING_SEEDS ("1": kvbench's seed; with several, each part runs
@@ -23,14 +26,15 @@ for part in ${ROUTING_PARTS:-main zipf w3}; do
 	main) env=(DEMO_POINTS="2:8 7:8 12:8 24:8 2:16 7:16 12:16 24:16") ;;
 	zipf) env=(DEMO_POINTS="48:8" DEMO_KVBENCH_ARGS="--popularity zipf:1.1") ;;
 	w3) env=(DEMO_POINTS="24:8" DEMO_WORKERS=3) ;;
-	*) echo "routing.sh: unknown part $part (main, zipf, w3)" >&2; exit 2 ;;
+	c16) env=(DEMO_POINTS="2:16 7:16 12:16 24:16" DEMO_RUNS="${ROUTING_RUNS:-5}") ;;
+	*) echo "routing.sh: unknown part $part (main, zipf, w3, c16)" >&2; exit 2 ;;
 	esac
 	seeds=${ROUTING_SEEDS:-1}
 	for seed in $seeds; do
 		dir=$out/$part
 		[ "$(wc -w <<<"$seeds")" -gt 1 ] && dir=$out/$part-s$seed
 		echo "== routing: $part, seed $seed" >&2
-		env "${env[@]}" DEMO_TIME_SCALE="$ts" DEMO_RUNS="$runs" DEMO_SEED="$seed" DEMO_OUT="$dir" \
+		env DEMO_RUNS="$runs" "${env[@]}" DEMO_TIME_SCALE="$ts" DEMO_SEED="$seed" DEMO_OUT="$dir" \
 			KVS_TESTBED_ID="routing-$part" bash tests/node/demo.sh >/dev/null
 		echo "### $part, seed $seed"
 		cat "$dir/report.md"
