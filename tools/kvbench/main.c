@@ -316,7 +316,9 @@ static void metrics_to_router(struct bench *b, int i, const struct buf *r)
 	}
 }
 
-static int metrics_snapshot(struct bench *b, double *queries, double *hits)
+/* Sums the prefix-cache counters over the metrics targets; before a run (to_router) also hands
+ * each worker's answer to the client-side router. */
+static int metrics_snapshot(struct bench *b, double *queries, double *hits, bool to_router)
 {
 	*queries = *hits = 0;
 	for (int i = 0; i < b->o.nm; i++) {
@@ -328,7 +330,8 @@ static int metrics_snapshot(struct bench *b, double *queries, double *hits)
 		}
 		*queries += prom_sum(r.data, "vllm:prefix_cache_queries_total");
 		*hits += prom_sum(r.data, "vllm:prefix_cache_hits_total");
-		metrics_to_router(b, i, &r);
+		if (to_router)
+			metrics_to_router(b, i, &r);
 		buf_free(&r);
 	}
 	return 0;
@@ -1769,7 +1772,7 @@ int main(int argc, char **argv)
 			reset_caches(&b);
 		if (o->warmup)
 			drive(&b, true, 1, &g_stop);
-		mok = o->nm && metrics_snapshot(&b, &q0, &h0) == 0;
+		mok = o->nm && metrics_snapshot(&b, &q0, &h0, true) == 0;
 		b.nres = 0;
 		t0 = b.run_t0 = now_s();
 		if (o->trace)
@@ -1807,7 +1810,7 @@ int main(int argc, char **argv)
 				fclose(f);
 			buf_free(&rl);
 		}
-		if (mok && metrics_snapshot(&b, &q1, &h1) == 0 && q1 > q0) {
+		if (mok && metrics_snapshot(&b, &q1, &h1, false) == 0 && q1 > q0) {
 			rs[run].has_metrics = true;
 			rs[run].metrics_ratio = (h1 - h0) / (q1 - q0);
 		}
