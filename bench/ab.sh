@@ -7,21 +7,25 @@
 # One testbed for the whole run; a fresh kvsplice per variant and round; every point (P:C) with
 # the seeds' workload (kvbench --reset, the same seeded requests). Prints one line per run, then
 # per variant and point the mean, standard deviation, min and max of req/s over the rounds, mean
-# hits and the median TTFT p99; the runs go to $AB_OUT/runs.jsonl (one kvbench JSON per line,
-# with "variant" and "round").
+# hits (with their spread) and the median TTFT p99; the runs go to $AB_OUT/runs.jsonl (one
+# kvbench JSON per line, with "variant" and "round"). With several workload seeds (AB_SEEDS) each
+# round runs every seed, and a cell pools its rounds and seeds: a capacity-bound point's hit rate
+# depends on the request order more than on the machine (docs/benchmarks.md, 3 workers).
 #   bash bench/ab.sh "old=kv,/tmp/old/kvsplice" "new=kv" "rr=round-robin"
 # Env: AB_POINTS ("2:16 7:16 12:16 24:16"), AB_ROUNDS (5), AB_TIME_SCALE (4), AB_WORKERS (6),
-#      AB_SEED (1), AB_KVBENCH_ARGS (extra kvbench flags), AB_OUT (bench/out/ab), KVS_TESTBED_ID (ab).
+#      AB_SEEDS (AB_SEED, else 1: kvbench's workload seeds), AB_KVBENCH_ARGS (extra kvbench
+#      flags), AB_OUT (bench/out/ab), KVS_TESTBED_ID (ab).
 set -euo pipefail
 export KVS_TESTBED_ID=${KVS_TESTBED_ID:-ab}
 source "$(dirname "$0")/../tests/node/lib.sh"
 cd "$KVS_ROOT"
-[ $# -ge 1 ] || { sed -n '3,14p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '3,17p' "$0" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "ab: needs root (network namespaces, BPF)" >&2; exit 1; }
 POINTS=${AB_POINTS:-2:16 7:16 12:16 24:16}
 ROUNDS=${AB_ROUNDS:-5}
 TS=${AB_TIME_SCALE:-4}
 WORKERS=${AB_WORKERS:-6}
+SEEDS=${AB_SEEDS:-${AB_SEED:-1}}
 OUT=${AB_OUT:-$KVS_ROOT/bench/out/ab}
 for v in "$@"; do
 	[[ $v =~ ^[A-Za-z0-9_.-]+=[a-z-]+ ]] || { echo "ab: bad variant '$v' (NAME=POLICY[,BINARY][ FLAG...])" >&2; exit 2; }
@@ -52,11 +56,12 @@ for r in $(seq "$ROUNDS"); do
 				KVSPLICE_ARGS="--router $pol --scrape-interval $((250 / TS))ms $flags" \
 				kvs_start_kvsplice >&2
 		fi
+		for seed in $SEEDS; do
 		for pt in $POINTS; do
 			p=${pt%%:*} c=${pt##*:}
 			# shellcheck disable=SC2086
 			tests/node/client.sh build/kvbench --url "$svc_url" --prefix-types "$p" \
-				--concurrency "$c" --seed "${AB_SEED:-1}" \
+				--concurrency "$c" --seed "$seed" \
 				--tokenizer "$KVS_ROOT/models/qwen3/tokenizer.json" --metrics-urls "$pods" \
 				--reset --time-scale "$TS" --quiet --json ${AB_KVBENCH_ARGS:-} |
 				tail -n 1 | python3 -c '
@@ -64,9 +69,10 @@ import json, sys
 d = json.load(sys.stdin)
 d.update(variant=sys.argv[1], round=int(sys.argv[2]))
 print(json.dumps(d))
-print("round %d P=%d C=%d %s: %.3f req/s, %.1f%% hits, TTFT p99 %.0f ms" % (
-    d["round"], d["prefix_types"], d["concurrency"], d["variant"], d["req_per_s"],
+print("round %d seed %d P=%d C=%d %s: %.3f req/s, %.1f%% hits, TTFT p99 %.0f ms" % (
+    d["round"], d["seed"], d["prefix_types"], d["concurrency"], d["variant"], d["req_per_s"],
     100 * d["hit_rate"], d["ttft_p99_ms"]), file=sys.stderr)' "$name" "$r" >>"$OUT/runs.jsonl"
+		done
 		done
 		# (its last kill may find the process gone: not a failure)
 		[ "$pol" = service ] || kvs_stop_kvsplice >&2 || true
@@ -84,15 +90,16 @@ for d in runs:
         order.append(k)
     cells[k, d["variant"]].append(d)
 names = list(dict.fromkeys(d["variant"] for d in runs))
-print("| P, C | variant | req/s mean | sd | min | max | hits | TTFT p99 (median) | runs |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| P, C | variant | req/s mean | sd | min | max | hits mean | sd | min | max | TTFT p99 (median) | runs |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for k in order:
     for n in names:
         v = cells.get((k, n))
         if not v:
             continue
         q = [d["req_per_s"] for d in v]
+        h = [100 * d["hit_rate"] for d in v]
         print(f"| {k[0]}, {k[1]} | {n} | {st.mean(q):.3f} | {st.pstdev(q):.3f} | {min(q):.3f} | "
-              f"{max(q):.3f} | {100 * st.mean(d['hit_rate'] for d in v):.1f}% | "
-              f"{st.median(d['ttft_p99_ms'] for d in v):.0f} ms | {len(v)} |")
+              f"{max(q):.3f} | {st.mean(h):.1f}% | {st.pstdev(h):.1f} | {min(h):.1f}% | "
+              f"{max(h):.1f}% | {st.median(d['ttft_p99_ms'] for d in v):.0f} ms | {len(v)} |")
 EOF
