@@ -10,7 +10,8 @@
 # hits (with their spread) and the median TTFT p99; the runs go to $AB_OUT/runs.jsonl (one
 # kvbench JSON per line, with "variant" and "round"). With several workload seeds (AB_SEEDS) each
 # round runs every seed, and a cell pools its rounds and seeds: a capacity-bound point's hit rate
-# depends on the request order more than on the machine (docs/benchmarks.md, 3 workers).
+# depends on the request order more than on the machine (docs/benchmarks.md, 3 workers), and a
+# second table gives each seed's hit rate.
 #   bash bench/ab.sh "old=kv,/tmp/old/kvsplice" "new=kv" "rr=round-robin"
 # Env: AB_POINTS ("2:16 7:16 12:16 24:16"), AB_ROUNDS (5), AB_TIME_SCALE (4), AB_WORKERS (6),
 #      AB_SEEDS (AB_SEED, else 1: kvbench's workload seeds), AB_KVBENCH_ARGS (extra kvbench
@@ -19,7 +20,7 @@ set -euo pipefail
 export KVS_TESTBED_ID=${KVS_TESTBED_ID:-ab}
 source "$(dirname "$0")/../tests/node/lib.sh"
 cd "$KVS_ROOT"
-[ $# -ge 1 ] || { sed -n '3,17p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '3,18p' "$0" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "ab: needs root (network namespaces, BPF)" >&2; exit 1; }
 POINTS=${AB_POINTS:-2:16 7:16 12:16 24:16}
 ROUNDS=${AB_ROUNDS:-5}
@@ -102,4 +103,20 @@ for k in order:
         print(f"| {k[0]}, {k[1]} | {n} | {st.mean(q):.3f} | {st.pstdev(q):.3f} | {min(q):.3f} | "
               f"{max(q):.3f} | {st.mean(h):.1f}% | {st.pstdev(h):.1f} | {min(h):.1f}% | "
               f"{max(h):.1f}% | {st.median(d['ttft_p99_ms'] for d in v):.0f} ms | {len(v)} |")
+seeds = sorted({d["seed"] for d in runs})
+if len(seeds) > 1:
+    # a hit rate per seed (mean over its rounds): variants move together from seed to seed
+    print()
+    print("| P, C | variant | " + " | ".join(f"seed {s}" for s in seeds) + " |")
+    print("|---|---|" + "---|" * len(seeds))
+    for k in order:
+        for n in names:
+            v = cells.get((k, n))
+            if not v:
+                continue
+            by = collections.defaultdict(list)
+            for d in v:
+                by[d["seed"]].append(100 * d["hit_rate"])
+            print(f"| {k[0]}, {k[1]} | {n} | " +
+                  " | ".join(f"{st.mean(by[s]):.1f}%" if by[s] else "-" for s in seeds) + " |")
 EOF
