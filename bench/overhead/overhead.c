@@ -28,6 +28,7 @@
  * --serve PORT runs only the upstream, on 0.0.0.0:PORT (the worker pod of netns.sh).
  * --route-check HOST:PORT only checks the chat decisions of the kvsplice whose admin server is
  * there (netns.sh, after a --target run; the /metrics part then covers the whole run).
+ * --case TEXT runs only the cases whose name holds TEXT (e.g. "chat 10 KB, keep", to profile one).
  * --kvsplice-arg FLAG (repeatable) passes FLAG to kvsplice, e.g. --tokenizer-cache=0 for the
  * cold-text case (no encoding cache: every message tokenized anew).
  * Beside the round trip it reports the part of the added time spent before the upstream had the
@@ -37,6 +38,7 @@
  * worker's prefill (milliseconds for a 10 KB prompt) hides it, and what adds to the time to the
  * first token is then the part before the worker has the request, plus the relay of the answer.
  * Usage: build/bench/overhead [--n N] [--json FILE] [--kvsplice BIN] [--kvsplice-arg FLAG]...
+ *                             [--case TEXT]
  *                             [--target HOST:PORT --label NAME]... | --serve PORT
  *                             | --route-check HOST:PORT */
 #include <getopt.h>
@@ -325,16 +327,17 @@ int main(int argc, char **argv)
 	double qa[NCASES][2][2]; /* to the worker: [path][p50, p99] (in-process upstream) */
 	double cpu_us[NCASES] = {0}, q[NCASES][MAXP][2];
 	struct rc_result route[NCASES];
-	bool routed[NCASES] = {0};
+	bool routed[NCASES] = {0}, ran[NCASES] = {0};
 	struct buf req[K_MAX] = {{0}}, rb = {0};
 	size_t num_off = 0, new_off = 0;
-	const char *kargs[16] = {0};
+	const char *kargs[16] = {0}, *only = NULL;
 	int nkargs = 0;
 	FILE *f;
 	static const struct option lo[] = {
 	    {"n", 1, 0, 'n'},		{"json", 1, 0, 'j'},	     {"kvsplice", 1, 0, 'k'},
 	    {"target", 1, 0, 't'},	{"label", 1, 0, 'l'},	     {"serve", 1, 0, 's'},
-	    {"route-check", 1, 0, 'r'}, {"kvsplice-arg", 1, 0, 'a'}, {0, 0, 0, 0}};
+	    {"route-check", 1, 0, 'r'}, {"kvsplice-arg", 1, 0, 'a'}, {"case", 1, 0, 'c'},
+	    {0, 0, 0, 0}};
 
 	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (opt) {
@@ -346,6 +349,9 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			bin = optarg;
+			break;
+		case 'c': /* only the cases whose name holds this text (profiling one case) */
+			only = optarg;
 			break;
 		case 'a': /* one more flag for kvsplice, e.g. --tokenizer-cache=0 */
 			if (nkargs == 15)
@@ -375,7 +381,7 @@ int main(int argc, char **argv)
 			fprintf(
 			    stderr,
 			    "usage: %s [--n N] [--json FILE] [--kvsplice BIN] [--kvsplice-arg "
-			    "FLAG]... "
+			    "FLAG]... [--case TEXT] "
 			    "[--target HOST:PORT --label NAME]... | --serve PORT | --route-check "
 			    "HOST:PORT\n",
 			    argv[0]);
@@ -419,6 +425,9 @@ int main(int argc, char **argv)
 		struct rc_snap s0, s1;
 		double c0;
 
+		if (only && !strstr(k->name, only))
+			continue;
+		ran[c] = true;
 		/* warm-up: connections, pools, caches */
 		for (int i = 0; i < WARMUP; i++)
 			for (int p = 0; p < npaths; p++) {
@@ -481,7 +490,9 @@ int main(int argc, char **argv)
 	f = fopen(json, "w");
 	if (f)
 		fprintf(f, "{\"n\": %d, \"cases\": [", n);
-	for (int c = 0; c < NCASES; c++) {
+	for (int c = 0, sep = 0; c < NCASES; c++) {
+		if (!ran[c])
+			continue;
 		for (int p = 0; p < npaths; p++) {
 			q[c][p][0] = bn_quantile(lat[c][p], n, 0.5);
 			q[c][p][1] = bn_quantile(lat[c][p], n, 0.99);
@@ -500,7 +511,7 @@ int main(int argc, char **argv)
 			       qa[c][1][1] - qa[c][0][1], cpu_us[c]);
 		printf("\n");
 		if (f) {
-			fprintf(f, "%s{\"case\": \"%s\"", c ? ", " : "", cases[c].name);
+			fprintf(f, "%s{\"case\": \"%s\"", sep++ ? ", " : "", cases[c].name);
 			for (int p = 0; p < npaths; p++)
 				fprintf(f, ", \"%s\": {\"p50_us\": %.1f, \"p99_us\": %.1f}",
 					pname[p], q[c][p][0], q[c][p][1]);
