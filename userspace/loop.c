@@ -62,6 +62,13 @@ void loop_del(struct loop *l, struct loop_ev *ev)
 	ev->events = 0;
 }
 
+int loop_ready(struct loop *l)
+{
+	struct epoll_event e;
+
+	return epoll_wait(l->epfd, &e, 1, 0) > 0;
+}
+
 int loop_run(struct loop *l, int timeout_ms)
 {
 	int n = epoll_wait(l->epfd, l->evs, LOOP_BATCH, timeout_ms);

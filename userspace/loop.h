@@ -38,6 +38,9 @@ static inline void loop_forget(struct loop_ev *ev)
 	ev->events = 0;
 }
 
+/* Is an event ready now? (Nothing is consumed: the loop is level-triggered, the next loop_run
+ * reports it.) For work done a slice at a time while the loop is idle. */
+int loop_ready(struct loop *l);
 /* Waits up to timeout_ms (-1: forever) and dispatches the ready events. Returns the number
  * dispatched or a negative errno (-EINTR is returned as 0). */
 int loop_run(struct loop *l, int timeout_ms);

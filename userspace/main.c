@@ -1643,11 +1643,15 @@ int main(int argc, char **argv)
 	while (!proxy_done(d.proxy)) {
 		uint64_t now;
 
-		rc = loop_run(d.loop, d.events_more ? 0 : 100);
+		rc = loop_run(d.loop, d.events_more || router_busy(d.router) ? 0 : 100);
 		if (rc < 0) {
 			log_error("main", "epoll: %s", strerror(-rc));
 			goto cleanup;
 		}
+		/* the rest of sent prompts (router_sent), a slice a turn and more while no event
+		 * waits: bytes to relay and requests to decide come first */
+		while (router_work(d.router) && !loop_ready(d.loop))
+			;
 		proxy_tick(d.proxy);
 		router_tick(d.router);
 		admin_tick(d.admin);

@@ -442,7 +442,8 @@ void conn_progress(struct conn *c)
 				} else {
 					/* nothing to read before the upstream answers: wait for
 					 * EPOLLIN instead of a read that would fail; meanwhile the
-					 * router finishes what its decision left for later */
+					 * router finishes what its decision left for later, in
+					 * slices while the loop is idle (router_work) */
 					c->state = C_RESP;
 					conn_update(c);
 					router_sent(p->router, &c->ticket);

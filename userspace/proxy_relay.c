@@ -87,6 +87,17 @@ static void response_done(struct conn *c)
 	c->deadline = c->t_idle + (uint64_t)p->o.idle_timeout_ms;
 }
 
+/* The response's last bytes go to the client first, then its end is booked (response_done: the
+ * router may finish a prompt's tokens there, router_done). Returns 0, or -1 when the client was
+ * lost (the connection is closed). */
+static int end_flushed(struct conn *c)
+{
+	if (client_flush(c) < 0)
+		return -1;
+	response_done(c);
+	return 0;
+}
+
 /* Replaces the response head m (rc bytes, the first of the out_hold bytes held at the tail of out)
  * by the same head saying "Connection: close" (draining). Returns the new head's length, or -1
  * out of memory (the connection was closed). */
@@ -269,8 +280,8 @@ int response_pump(struct conn *c)
 				conn_touch(c);
 				if (c->rs.framing == HTTP_BODY_LENGTH) {
 					c->rs.left -= (uint64_t)n;
-					if (!c->rs.left)
-						response_done(c);
+					if (!c->rs.left && end_flushed(c) < 0)
+						return -1;
 				}
 				continue;
 			}
@@ -293,8 +304,8 @@ int response_pump(struct conn *c)
 				r = response_frame(c);
 				if (r < 0)
 					return -1;
-				if (r == 1)
-					response_done(c);
+				if (r == 1 && end_flushed(c) < 0)
+					return -1;
 				continue;
 			}
 		}

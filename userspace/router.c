@@ -80,6 +80,15 @@ struct flight {
 	const struct tokenizer *tok;
 	bool partial;	  /* tokens missing: prompt_tokens and nblocks are estimates */
 	uint32_t nblocks; /* the prompt's full blocks (the policy's nblocks); n <= nblocks */
+	/* What its worker's accounting holds (workers_flight_add): the chain's first reg_n blocks
+	 * and reg_unhashed more, estimated. The chain grows past reg_n while router_work tokenizes
+	 * the rest; finish_prompt then registers it whole. */
+	size_t reg_n;
+	uint32_t reg_unhashed;
+	/* Sent, its rest waiting for router_work: its neighbours in the router's queue (ids, 0:
+	 * none). */
+	bool queued;
+	uint32_t qprev, qnext;
 };
 
 struct rec_cand {
@@ -168,6 +177,8 @@ struct router {
 	/* flights */
 	struct flight *fl;
 	uint32_t nfl, free_fl;
+	/* the flights whose rest waits for router_work, oldest first (ids, 0: none) */
+	uint32_t q_head, q_tail, nq;
 	/* Services */
 	struct svc_slots *svcs;
 	size_t nsvcs;
@@ -769,6 +780,61 @@ static uint32_t unhashed(const struct flight *f)
 	return f->nblocks > f->n ? f->nblocks - (uint32_t)f->n : 0;
 }
 
+/* Adds f to the accounting of the worker in slot (its chain so far and its unhashed rest), and
+ * remembers what it added. Returns 0 or -ENOMEM (then nothing changed). */
+static int flight_reg(struct router *r, struct flight *f, uint32_t slot)
+{
+	uint32_t u = unhashed(f);
+	int rc = workers_flight_add(r->ws, slot, f->chain, f->n, u);
+
+	if (rc == 0) {
+		f->reg_n = f->n;
+		f->reg_unhashed = u;
+	}
+	return rc;
+}
+
+/* Takes f out of its worker's accounting (what flight_reg added). f->slot is left to the
+ * caller. */
+static void flight_unreg(struct router *r, struct flight *f)
+{
+	if (f->slot != UINT32_MAX)
+		workers_flight_del(r->ws, f->slot, f->chain, f->reg_n, f->reg_unhashed);
+}
+
+/* The queue of flights whose rest router_work has to do. */
+static void queue_push(struct router *r, uint32_t id)
+{
+	struct flight *f = &r->fl[id - 1];
+
+	f->queued = true;
+	f->qnext = 0;
+	f->qprev = r->q_tail;
+	if (r->q_tail)
+		r->fl[r->q_tail - 1].qnext = id;
+	else
+		r->q_head = id;
+	r->q_tail = id;
+	r->nq++;
+}
+
+static void queue_del(struct router *r, struct flight *f)
+{
+	if (!f->queued)
+		return;
+	if (f->qprev)
+		r->fl[f->qprev - 1].qnext = f->qnext;
+	else
+		r->q_head = f->qnext;
+	if (f->qnext)
+		r->fl[f->qnext - 1].qprev = f->qprev;
+	else
+		r->q_tail = f->qprev;
+	f->queued = false;
+	f->qprev = f->qnext = 0;
+	r->nq--;
+}
+
 /* The request body read for its prompt: tokenized whole, or with lazy its text kept untokenized
  * (r->oq.text_pending) for read_text_prompt. */
 static int parse(struct router *r, bool lazy, const struct tokenizer *t, enum openai_endpoint ep,
@@ -861,16 +927,17 @@ static void finish_prompt(struct router *r, struct flight *f)
 	size_t n0 = f->n;
 	uint32_t nb0 = f->nblocks;
 
+	queue_del(r, f);
 	if (!f->partial)
 		return;
 	if (tokenizer_encode_more(f->tok, tcache_of(r, f->tok), &f->ts, SIZE_MAX, &f->toks) < 0)
 		return; /* out of memory: the estimates stay */
 	if (w)
-		workers_flight_del(r->ws, f->slot, f->chain, f->n, unhashed(f));
+		flight_unreg(r, f);
 	if (chain_extend(r, f, f->toks.v, f->toks.n) < 0)
 		f->n = n0;
 	prompt_size(r, f);
-	if (w && workers_flight_add(r->ws, f->slot, f->chain, f->n, unhashed(f)) < 0) {
+	if (w && flight_reg(r, f, f->slot) < 0) {
 		prefill_done(r, f); /* as router_pick does when it cannot add: off the worker */
 		decode_off(r, f);
 		f->slot = UINT32_MAX;
@@ -1149,6 +1216,10 @@ static struct flight *flight_new(struct router *r, uint32_t *id)
 	f->predicted = f->best = -1;
 	f->rec_seq = 0;
 	f->first_s = 0;
+	f->reg_n = 0;
+	f->reg_unhashed = 0;
+	f->queued = false;
+	f->qprev = f->qnext = 0;
 	return f;
 }
 
@@ -1156,10 +1227,10 @@ static void flight_release(struct router *r, uint32_t id)
 {
 	struct flight *f = &r->fl[id - 1];
 
+	queue_del(r, f);
 	prefill_done(r, f);
 	decode_off(r, f);
-	if (f->slot != UINT32_MAX)
-		workers_flight_del(r->ws, f->slot, f->chain, f->n, unhashed(f));
+	flight_unreg(r, f);
 	f->slot = UINT32_MAX;
 	f->used = false;
 	f->next_free = r->free_fl;
@@ -1198,8 +1269,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 		f = &r->fl[id - 1];
 		prefill_done(r, f);
 		decode_off(r, f);
-		if (f->slot != UINT32_MAX) /* the failed attempt leaves that worker */
-			workers_flight_del(r->ws, f->slot, f->chain, f->n, unhashed(f));
+		flight_unreg(r, f); /* the failed attempt leaves that worker */
 		f->slot = UINT32_MAX;
 		rec = rec_find(r, f->rec_seq);
 	}
@@ -1218,7 +1288,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 	w = workers_at(r->ws, r->cand_slot[ch.cand]);
 	if (w) {
 		workers_probe(w, clock_ms()); /* down by its connects: this request is its probe */
-		if (workers_flight_add(r->ws, w->slot, f->chain, f->n, unhashed(f)) == 0) {
+		if (flight_reg(r, f, w->slot) == 0) {
 			uint32_t d = policy_held(&v.c[ch.cand]);
 
 			f->slot = w->slot;
@@ -1309,8 +1379,33 @@ static void decode_off(struct router *r, struct flight *f)
 
 void router_sent(struct router *r, struct router_ticket *t)
 {
-	if (t->flight)
-		finish_prompt(r, &r->fl[t->flight - 1]);
+	struct flight *f = t->flight ? &r->fl[t->flight - 1] : NULL;
+
+	if (f && f->partial && !f->queued)
+		queue_push(r, t->flight);
+}
+
+bool router_busy(const struct router *r)
+{
+	return r->q_head != 0;
+}
+
+bool router_work(struct router *r)
+{
+	struct flight *f;
+
+	/* a backlog past the bound (no idle turn for a while): whole prompts, oldest first */
+	while (r->nq > ROUTER_QUEUE_MAX)
+		finish_prompt(r, &r->fl[r->q_head - 1]);
+	if (!r->q_head)
+		return false;
+	f = &r->fl[r->q_head - 1];
+	if (tokenizer_encode_more(f->tok, tcache_of(r, f->tok), &f->ts,
+				  f->toks.n + ROUTER_SLICE_TOKENS, &f->toks) < 0 ||
+	    chain_extend(r, f, f->toks.v, f->toks.n) < 0 || f->ts.done ||
+	    f->n >= ROUTER_MAX_BLOCKS)
+		finish_prompt(r, f); /* its last slice (or out of memory: finish_prompt decides) */
+	return r->q_head != 0;
 }
 
 void router_first_byte(struct router *r, struct router_ticket *t)

@@ -66,6 +66,16 @@
 #ifndef ROUTER_LAZY_TOKENS
 #define ROUTER_LAZY_TOKENS 256
 #endif
+/* The rest of a sent prompt is tokenized this many tokens at a time (router_work), so that a
+ * slice delays the loop's next event by microseconds, not by a long prompt's milliseconds. */
+#ifndef ROUTER_SLICE_TOKENS
+#define ROUTER_SLICE_TOKENS 256
+#endif
+/* Sent prompts whose rest may wait for router_work; past this, router_work finishes the oldest
+ * whole (a loop with no idle turn still keeps up). */
+#ifndef ROUTER_QUEUE_MAX
+#define ROUTER_QUEUE_MAX 64
+#endif
 
 struct router;
 struct index;
@@ -143,11 +153,22 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 /* Should the response of t be read for its usage (openai_usage_feed)? */
 bool router_wants_usage(const struct router *r, const struct router_ticket *t);
 
-/* t's request has been written to its worker: what the decision left for later is done now,
- * while the worker works (the rest of a text prompt's tokens and blocks, so that its chain, its
- * token count, its record and its worker's active and prefill blocks become exact). Idempotent;
- * router_done does it too for a request that was never sent. A zeroed t is a no-op. */
+/* t's request has been written to its worker: what the decision left for later is queued, for
+ * router_work to do while the worker works (the rest of a text prompt's tokens and blocks, so
+ * that its chain, its token count, its record and its worker's active and prefill blocks become
+ * exact). Until then they are estimates, as between router_pick and router_sent. Idempotent;
+ * router_done finishes what is left (also for a request that was never sent). A zeroed t is a
+ * no-op. */
 void router_sent(struct router *r, struct router_ticket *t);
+
+/* Is work queued for router_work? (The loop then polls instead of sleeping.) */
+bool router_busy(const struct router *r);
+
+/* Does one slice of the queued work: the oldest sent prompt's next ROUTER_SLICE_TOKENS tokens
+ * and their blocks, and when its text ends, its exact accounting. Call it when the loop has no
+ * event ready (bytes to relay come first), and at least once per loop turn. Returns whether work
+ * is left. */
+bool router_work(struct router *r);
 
 /* The first byte of t's response body arrived: its prefill is done (vLLM sends the head of a
  * stream at once, its first chunk with the first token; a whole response comes after the

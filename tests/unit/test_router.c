@@ -138,6 +138,22 @@ static void done(struct rig *g, struct router_ticket *t, int64_t cached)
 	router_done(g->r, t, &o);
 }
 
+/* The sum over g's workers of field k of /debug/workers (inflight, active_blocks, ...). */
+static double workers_sum(struct rig *g, const char *k)
+{
+	struct buf b = {0};
+	cJSON *root, *x;
+	double sum = 0;
+
+	router_workers_json(g->r, &b);
+	root = cJSON_Parse(b.data);
+	cJSON_ArrayForEach(x, cJSON_GetObjectItem(root, "workers")) sum +=
+	    cJSON_GetNumberValue(cJSON_GetObjectItem(x, k));
+	cJSON_Delete(root);
+	buf_free(&b);
+	return sum;
+}
+
 /* The newest decision of g as a cJSON object (caller deletes the returned root). */
 static cJSON *last_route(struct rig *g, cJSON **root)
 {
@@ -688,6 +704,33 @@ int main(void)
 				cJSON_Delete(wr);
 			}
 			router_sent(g.r, &t);
+			router_sent(g.r, &t); /* idempotent: queued once */
+			{
+				/* sent: the rest waits for router_work, a slice at a time */
+				int slices = 0;
+				bool still = false;
+
+				CHECK(router_busy(g.r) == !whole,
+				      "%s: once sent, work is queued (%d)", whole ? "whole" : "lazy",
+				      router_busy(g.r));
+				while (router_work(g.r)) {
+					if (++slices == 1) {
+						rec = last_route(&g, &root);
+						still = num(rec, "blocks") < (double)nb;
+						cJSON_Delete(root);
+					}
+					if (slices > 1000)
+						break;
+				}
+				CHECK(whole ? slices == 0
+					    : still && slices >= (int)(ids.n / ROUTER_SLICE_TOKENS) - 2 &&
+						  slices <= (int)(ids.n / ROUTER_SLICE_TOKENS) + 2,
+				      "%s: the rest in %d slices of ~%d tokens, the record exact "
+				      "only at the end",
+				      whole ? "whole" : "lazy", slices, ROUTER_SLICE_TOKENS);
+				CHECK(!router_busy(g.r) && !router_work(g.r), "%s: then no work left",
+				      whole ? "whole" : "lazy");
+			}
 			rec = last_route(&g, &root);
 			buf_reset(&wj);
 			router_workers_json(g.r, &wj);
@@ -747,6 +790,47 @@ int main(void)
 			      "%s: done without router_sent (never sent): the counts exact too",
 			      whole ? "whole" : "lazy");
 			cJSON_Delete(root);
+			if (!whole) {
+				/* done with its rest half tokenized: finished there, then released */
+				pick(&g, "/v1/completions", body.data, 0, &t);
+				router_sent(g.r, &t);
+				router_work(g.r);
+				done(&g, &t, 0);
+				rec = last_route(&g, &root);
+				CHECK(!router_busy(g.r) && num(rec, "blocks") == (double)nb &&
+					  num(rec, "prompt_tokens") == (double)ids.n &&
+					  workers_sum(&g, "inflight") == 0 &&
+					  workers_sum(&g, "active_blocks") == 0 &&
+					  workers_sum(&g, "prefill_blocks") == 0,
+				      "done while its rest is queued: counts exact, out of the queue, "
+				      "nothing left on the workers (%g active, %g prefill)",
+				      workers_sum(&g, "active_blocks"),
+				      workers_sum(&g, "prefill_blocks"));
+				cJSON_Delete(root);
+				/* retried elsewhere with its rest half tokenized: the new worker
+				 * gets it whole once finished, the failed one nothing */
+				w = pick(&g, "/v1/completions", body.data, 0, &t);
+				router_sent(g.r, &t);
+				router_work(g.r);
+				router_work(g.r);
+				{
+					int w2 = pick(&g, "/v1/completions", body.data, 1ULL << w, &t);
+
+					router_sent(g.r, &t);
+					while (router_work(g.r))
+						;
+					CHECK(w2 >= 0 && w2 != w && workers_sum(&g, "inflight") == 1 &&
+						  workers_sum(&g, "active_blocks") == (double)nb,
+					      "a retry while queued: on %d instead of %d, its %zu blocks "
+					      "active there (%g in all)",
+					      w2, w, nb, workers_sum(&g, "active_blocks"));
+				}
+				done(&g, &t, 0);
+				CHECK(workers_sum(&g, "inflight") == 0 &&
+					  workers_sum(&g, "active_blocks") == 0 &&
+					  workers_sum(&g, "prefill_blocks") == 0,
+				      "and after it, nothing left on the workers");
+			}
 			rig_free(&g);
 		}
 		rig_whole_prompt = false;

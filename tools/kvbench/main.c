@@ -719,8 +719,11 @@ static void cconn_event(struct bench *b, struct cconn *c, uint32_t ev)
 		struct epoll_event e = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
 		epoll_ctl(b->ep, EPOLL_CTL_MOD, c->fd, &e);
 		c->st = S_HEAD;
-		if (b->router) /* sent: the router finishes the prompt, as the daemon does */
+		if (b->router) { /* sent: the router finishes the prompt (at once: a client) */
 			router_sent(b->router, &c->ticket);
+			while (router_work(b->router))
+				;
+		}
 		return;
 	}
 	bool eof = false;
