@@ -1402,8 +1402,7 @@ bool router_work(struct router *r)
 	f = &r->fl[r->q_head - 1];
 	if (tokenizer_encode_more(f->tok, tcache_of(r, f->tok), &f->ts,
 				  f->toks.n + ROUTER_SLICE_TOKENS, &f->toks) < 0 ||
-	    chain_extend(r, f, f->toks.v, f->toks.n) < 0 || f->ts.done ||
-	    f->n >= ROUTER_MAX_BLOCKS)
+	    chain_extend(r, f, f->toks.v, f->toks.n) < 0 || f->ts.done || f->n >= ROUTER_MAX_BLOCKS)
 		finish_prompt(r, f); /* its last slice (or out of memory: finish_prompt decides) */
 	return r->q_head != 0;
 }

@@ -333,11 +333,11 @@ int main(int argc, char **argv)
 	const char *kargs[16] = {0}, *only = NULL;
 	int nkargs = 0;
 	FILE *f;
-	static const struct option lo[] = {
-	    {"n", 1, 0, 'n'},		{"json", 1, 0, 'j'},	     {"kvsplice", 1, 0, 'k'},
-	    {"target", 1, 0, 't'},	{"label", 1, 0, 'l'},	     {"serve", 1, 0, 's'},
-	    {"route-check", 1, 0, 'r'}, {"kvsplice-arg", 1, 0, 'a'}, {"case", 1, 0, 'c'},
-	    {0, 0, 0, 0}};
+	static const struct option lo[] = {{"n", 1, 0, 'n'},	       {"json", 1, 0, 'j'},
+					   {"kvsplice", 1, 0, 'k'},    {"target", 1, 0, 't'},
+					   {"label", 1, 0, 'l'},       {"serve", 1, 0, 's'},
+					   {"route-check", 1, 0, 'r'}, {"kvsplice-arg", 1, 0, 'a'},
+					   {"case", 1, 0, 'c'},	       {0, 0, 0, 0}};
 
 	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (opt) {

@@ -711,8 +711,8 @@ int main(void)
 				bool still = false;
 
 				CHECK(router_busy(g.r) == !whole,
-				      "%s: once sent, work is queued (%d)", whole ? "whole" : "lazy",
-				      router_busy(g.r));
+				      "%s: once sent, work is queued (%d)",
+				      whole ? "whole" : "lazy", router_busy(g.r));
 				while (router_work(g.r)) {
 					if (++slices == 1) {
 						rec = last_route(&g, &root);
@@ -722,14 +722,16 @@ int main(void)
 					if (slices > 1000)
 						break;
 				}
-				CHECK(whole ? slices == 0
-					    : still && slices >= (int)(ids.n / ROUTER_SLICE_TOKENS) - 2 &&
-						  slices <= (int)(ids.n / ROUTER_SLICE_TOKENS) + 2,
+				CHECK(whole
+					  ? slices == 0
+					  : still &&
+						slices >= (int)(ids.n / ROUTER_SLICE_TOKENS) - 2 &&
+						slices <= (int)(ids.n / ROUTER_SLICE_TOKENS) + 2,
 				      "%s: the rest in %d slices of ~%d tokens, the record exact "
 				      "only at the end",
 				      whole ? "whole" : "lazy", slices, ROUTER_SLICE_TOKENS);
-				CHECK(!router_busy(g.r) && !router_work(g.r), "%s: then no work left",
-				      whole ? "whole" : "lazy");
+				CHECK(!router_busy(g.r) && !router_work(g.r),
+				      "%s: then no work left", whole ? "whole" : "lazy");
 			}
 			rec = last_route(&g, &root);
 			buf_reset(&wj);
@@ -791,7 +793,8 @@ int main(void)
 			      whole ? "whole" : "lazy");
 			cJSON_Delete(root);
 			if (!whole) {
-				/* done with its rest half tokenized: finished there, then released */
+				/* done with its rest half tokenized: finished there, then released
+				 */
 				pick(&g, "/v1/completions", body.data, 0, &t);
 				router_sent(g.r, &t);
 				router_work(g.r);
@@ -802,7 +805,8 @@ int main(void)
 					  workers_sum(&g, "inflight") == 0 &&
 					  workers_sum(&g, "active_blocks") == 0 &&
 					  workers_sum(&g, "prefill_blocks") == 0,
-				      "done while its rest is queued: counts exact, out of the queue, "
+				      "done while its rest is queued: counts exact, out of the "
+				      "queue, "
 				      "nothing left on the workers (%g active, %g prefill)",
 				      workers_sum(&g, "active_blocks"),
 				      workers_sum(&g, "prefill_blocks"));
@@ -814,14 +818,17 @@ int main(void)
 				router_work(g.r);
 				router_work(g.r);
 				{
-					int w2 = pick(&g, "/v1/completions", body.data, 1ULL << w, &t);
+					int w2 =
+					    pick(&g, "/v1/completions", body.data, 1ULL << w, &t);
 
 					router_sent(g.r, &t);
 					while (router_work(g.r))
 						;
-					CHECK(w2 >= 0 && w2 != w && workers_sum(&g, "inflight") == 1 &&
+					CHECK(w2 >= 0 && w2 != w &&
+						  workers_sum(&g, "inflight") == 1 &&
 						  workers_sum(&g, "active_blocks") == (double)nb,
-					      "a retry while queued: on %d instead of %d, its %zu blocks "
+					      "a retry while queued: on %d instead of %d, its %zu "
+					      "blocks "
 					      "active there (%g in all)",
 					      w2, w, nb, workers_sum(&g, "active_blocks"));
 				}
