@@ -290,11 +290,15 @@ static int parse_body(const struct tokenizer *t, struct tok_cache *tc, bool defe
 		*why = "not an OpenAI completions endpoint";
 		return OPENAI_UNSUPPORTED;
 	}
-	if (ep == OPENAI_CHAT && (rc = chat_raw_check(body, len, why)) != CHAT_OK) {
-		rc = rc < 0 ? rc : OPENAI_UNSUPPORTED;
-		goto cleanup;
+	/* A chat body the strict reader takes holds no \u0000 (it declines one), the escape cJSON
+	 * would cut a string at: the raw check is needed only where cJSON reads the body. */
+	if (ep != OPENAI_CHAT || json_parse_strict(body, len, &root) != 1) {
+		if (ep == OPENAI_CHAT && (rc = chat_raw_check(body, len, why)) != CHAT_OK) {
+			rc = rc < 0 ? rc : OPENAI_UNSUPPORTED;
+			goto cleanup;
+		}
+		root = ep == OPENAI_CHAT ? cJSON_ParseWithLength(body, len) : json_parse(body, len);
 	}
-	root = json_parse(body, len);
 	if (!root) {
 		*why = "the request body is not valid JSON";
 		rc = OPENAI_INVALID;

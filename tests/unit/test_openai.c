@@ -270,6 +270,21 @@ static void test_chat(void)
 	expect_status(OPENAI_CHAT, "{\"messages\":\"hi\"}", OPENAI_INVALID,
 		      "messages not an array");
 	expect_status(OPENAI_CHAT, "{\"prompt\":\"hi\"}", OPENAI_INVALID, "chat without messages");
+	/* \u0000: cJSON would cut the string there, so the strict reader declines it and the raw
+	 * check refuses it (routed on the approximate view, never rendered short); an escaped
+	 * backslash before u0000 is plain text, read by the strict reader */
+	expect_status(OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}",
+		      OPENAI_UNSUPPORTED, "chat with a \\u0000 escape: not exact");
+	expect_status(OPENAI_CHAT,
+		      "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"x\":\"\\u0000\"}",
+		      OPENAI_UNSUPPORTED, "chat with \\u0000 in another field: not exact");
+	expect_status(OPENAI_CHAT,
+		      "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\\\u0000b\"}]}", OPENAI_OK,
+		      "chat with an escaped backslash before u0000: exact");
+	expect_status(OPENAI_CHAT,
+		      "\xef\xbb\xbf{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}",
+		      OPENAI_UNSUPPORTED,
+		      "a body cJSON reads (a byte order mark) still checked raw");
 	cJSON_Delete(j);
 	buf_free(&text);
 	tok_ids_free(&ref);
