@@ -22,6 +22,8 @@ CLANG    := clang
 BPFTOOL  ?= bpftool
 OPT      ?= -O2
 ARCH     := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+# Parallel builds for `make test` and `make demo` (one job per core).
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 
 ifeq ($(V),1)
 Q :=
@@ -68,13 +70,13 @@ asan:
 # `make test` runs everything and ends with `N passed, N failed`. `make test T=word` runs only the
 # test files whose name contains word.
 test: deps
-	$(Q)$(MAKE) --no-print-directory tests fuzz
-	$(Q)$(MAKE) --no-print-directory asan
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) tests fuzz
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) asan
 	$(Q)bash tests/run.sh $(T)
 
 # `make demo QUICK=1`: two points, fewer requests (about a minute).
 demo: deps
-	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory -j$(JOBS) all
 	$(Q)QUICK=$(QUICK) bash tests/node/demo.sh
 
 bench: all
