@@ -435,13 +435,19 @@ int json_parse_strict(const char *s, size_t n, cJSON **out)
 	return 1;
 }
 
-cJSON *json_parse(const char *s, size_t n)
+cJSON *json_parse_reader(const char *s, size_t n, bool *strict)
 {
 	cJSON *root;
 
-	if (json_parse_strict(s, n, &root) == 1)
-		return root;
-	return cJSON_ParseWithLength(s, n);
+	*strict = json_parse_strict(s, n, &root) == 1;
+	return *strict ? root : cJSON_ParseWithLength(s, n);
+}
+
+cJSON *json_parse(const char *s, size_t n)
+{
+	bool strict;
+
+	return json_parse_reader(s, n, &strict);
 }
 
 const cJSON *json_get(const cJSON *obj, const char *key)

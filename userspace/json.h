@@ -24,6 +24,7 @@
 #ifndef KVS_JSON_H
 #define KVS_JSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
@@ -33,6 +34,10 @@
 
 /* The tree of s[0..n), as cJSON_ParseWithLength(s, n) gives it; NULL where it gives NULL. */
 cJSON *json_parse(const char *s, size_t n);
+
+/* json_parse, and in *strict whether the strict reader read s (false: cJSON did, or nothing
+ * could). What the strict reader takes holds no \u0000 (it declines one). */
+cJSON *json_parse_reader(const char *s, size_t n, bool *strict);
 
 /* The strict reader alone: 1 and *out set (free with cJSON_Delete), 0 declined (*out NULL:
  * outside what it reads, see above), -ENOMEM. */

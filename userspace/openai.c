@@ -280,6 +280,7 @@ static int parse_body(const struct tokenizer *t, struct tok_cache *tc, bool defe
 	cJSON *root = NULL;
 	struct buf text = {0};
 	const cJSON *j;
+	bool strict;
 	int rc;
 
 	*why = NULL;
@@ -290,14 +291,12 @@ static int parse_body(const struct tokenizer *t, struct tok_cache *tc, bool defe
 		*why = "not an OpenAI completions endpoint";
 		return OPENAI_UNSUPPORTED;
 	}
-	/* A chat body the strict reader takes holds no \u0000 (it declines one), the escape cJSON
-	 * would cut a string at: the raw check is needed only where cJSON reads the body. */
-	if (ep != OPENAI_CHAT || json_parse_strict(body, len, &root) != 1) {
-		if (ep == OPENAI_CHAT && (rc = chat_raw_check(body, len, why)) != CHAT_OK) {
-			rc = rc < 0 ? rc : OPENAI_UNSUPPORTED;
-			goto cleanup;
-		}
-		root = ep == OPENAI_CHAT ? cJSON_ParseWithLength(body, len) : json_parse(body, len);
+	root = json_parse_reader(body, len, &strict);
+	/* \u0000, the escape cJSON cuts a string at: the strict reader declines it, so only a chat
+	 * body cJSON read (or none could) is looked through for one */
+	if (ep == OPENAI_CHAT && !strict && (rc = chat_raw_check(body, len, why)) != CHAT_OK) {
+		rc = rc < 0 ? rc : OPENAI_UNSUPPORTED;
+		goto cleanup;
 	}
 	if (!root) {
 		*why = "the request body is not valid JSON";
