@@ -45,6 +45,8 @@ struct admin {
 		void *arg;
 	} h[ADMIN_MAX_PATHS];
 	int nh;
+	void (*before)(void *arg); /* admin_before_read */
+	void *before_arg;
 };
 
 static void ac_close(struct admin_conn *c)
@@ -131,12 +133,16 @@ static int route(struct admin_conn *c, const struct http_msg *m)
 			buf_puts(&body, "not ready\n");
 	} else if (strcmp(path, "/metrics") == 0) {
 		ctype = "text/plain; version=0.0.4; charset=utf-8";
+		if (a->before)
+			a->before(a->before_arg);
 		if (metrics_render(a->m, &body) < 0)
 			status = 500;
 	} else {
 		status = 404;
 		for (int i = 0; i < a->nh; i++)
 			if (strcmp(a->h[i].path, path) == 0) {
+				if (a->before)
+					a->before(a->before_arg);
 				buf_reset(&body);
 				status = a->h[i].fn(&body, query, &ctype, a->h[i].arg);
 				break;
@@ -405,6 +411,12 @@ void admin_set_ready(struct admin *a, bool ready)
 void admin_set_not_ready_reason(struct admin *a, const char *why)
 {
 	snprintf(a->not_ready_why, sizeof(a->not_ready_why), "%s", why ? why : "");
+}
+
+void admin_before_read(struct admin *a, void (*fn)(void *arg), void *arg)
+{
+	a->before = fn;
+	a->before_arg = arg;
 }
 
 int admin_handle(struct admin *a, const char *path, admin_handler_fn fn, void *arg)

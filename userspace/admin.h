@@ -64,6 +64,9 @@ void admin_addr(const struct admin *a, struct sockaddr_in *out);
 void admin_set_ready(struct admin *a, bool ready);
 /* While not ready, /readyz says why (copied; NULL or "": just "not ready"). */
 void admin_set_not_ready_reason(struct admin *a, const char *why);
+/* fn(arg) runs before /metrics and every registered handler answer (NULL: none): the daemon
+ * brings counts it books lazily up to date there, so a read after a response sees it. */
+void admin_before_read(struct admin *a, void (*fn)(void *arg), void *arg);
 /* Registers path (exact match, e.g. "/debug/route"). Returns 0, -EEXIST or -ENOMEM. */
 int admin_handle(struct admin *a, const char *path, admin_handler_fn fn, void *arg);
 /* Appends the bounds in force as Prometheus text (kvsplice_admin_limit_*, for a metrics

@@ -871,6 +871,15 @@ static void handover_assign(struct handover_fd *h, int n, struct proxy_opts *po,
 	}
 }
 
+/* Before /metrics or a /debug page is read: the requests done, counted whole. */
+static void admin_before(void *arg)
+{
+	struct daemon *d = arg;
+
+	if (d->router)
+		router_settle(d->router);
+}
+
 static int debug_route(struct buf *body, const char *query, const char **ctype, void *arg)
 {
 	struct daemon *d = arg;
@@ -1584,6 +1593,7 @@ int main(int argc, char **argv)
 	admin_fd = -1; /* the admin's now, even on failure */
 	if (rc < 0)
 		goto cleanup;
+	admin_before_read(d.admin, admin_before, &d);
 	if ((rc = metrics_add_collector(d.metrics, bpf_collector, &d)) < 0 ||
 	    (rc = metrics_add_collector(d.metrics, admin_collector, &d)) < 0 ||
 	    (rc = admin_handle(d.admin, "/debug/route", debug_route, &d)) < 0 ||

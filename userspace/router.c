@@ -89,6 +89,11 @@ struct flight {
 	 * none). */
 	bool queued;
 	uint32_t qprev, qnext;
+	/* Done (router_done) with its rest still queued: off its worker already, it waits only
+	 * for its token count, which router_work books (book_prompt: into the prompt-token
+	 * metric) before it frees the flight. A worker that answers within microseconds then
+	 * does not hold the loop while the rest of a long prompt is tokenized. */
+	bool retired, book_prompt;
 };
 
 struct rec_cand {
@@ -1220,6 +1225,7 @@ static struct flight *flight_new(struct router *r, uint32_t *id)
 	f->reg_unhashed = 0;
 	f->queued = false;
 	f->qprev = f->qnext = 0;
+	f->retired = f->book_prompt = false;
 	return f;
 }
 
@@ -1390,21 +1396,45 @@ bool router_busy(const struct router *r)
 	return r->q_head != 0;
 }
 
+/* Flight id's rest tokenized and hashed (finish_prompt); one already done (retired) is then
+ * booked and freed. */
+static void complete(struct router *r, uint32_t id)
+{
+	struct flight *f = &r->fl[id - 1];
+
+	finish_prompt(r, f);
+	if (!f->retired)
+		return;
+	if (f->book_prompt && r->metrics)
+		metrics_add(r->st.tok_prompt, f->prompt_tokens);
+	flight_release(r, id);
+}
+
 bool router_work(struct router *r)
 {
 	struct flight *f;
+	uint32_t id;
 
 	/* a backlog past the bound (no idle turn for a while): whole prompts, oldest first */
 	while (r->nq > ROUTER_QUEUE_MAX)
-		finish_prompt(r, &r->fl[r->q_head - 1]);
-	if (!r->q_head)
+		complete(r, r->q_head);
+	if (!(id = r->q_head))
 		return false;
-	f = &r->fl[r->q_head - 1];
+	f = &r->fl[id - 1];
 	if (tokenizer_encode_more(f->tok, tcache_of(r, f->tok), &f->ts,
 				  f->toks.n + ROUTER_SLICE_TOKENS, &f->toks) < 0 ||
 	    chain_extend(r, f, f->toks.v, f->toks.n) < 0 || f->ts.done || f->n >= ROUTER_MAX_BLOCKS)
-		finish_prompt(r, f); /* its last slice (or out of memory: finish_prompt decides) */
+		complete(r, id); /* its last slice (or out of memory: finish_prompt decides) */
 	return r->q_head != 0;
+}
+
+void router_settle(struct router *r)
+{
+	for (uint32_t id = r->q_head, next; id; id = next) {
+		next = r->fl[id - 1].qnext;
+		if (r->fl[id - 1].retired)
+			complete(r, id);
+	}
 }
 
 void router_first_byte(struct router *r, struct router_ticket *t)
@@ -1475,7 +1505,6 @@ void router_done(struct router *r, struct router_ticket *t, const struct router_
 	if (!t->flight)
 		return;
 	f = &r->fl[t->flight - 1];
-	finish_prompt(r, f); /* never sent (no worker took it): its counts still exact */
 	w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
 	/* vLLM leaves prompt_tokens_details out of the usage when nothing was cached: from a worker
 	 * known to report them, a usage without them is 0 cached tokens, not "unknown" */
@@ -1494,7 +1523,10 @@ void router_done(struct router *r, struct router_ticket *t, const struct router_
 		int p = f->predicted > 0 ? 0 : 1;
 		int q = cached < 0 ? 2 : cached > 0 ? 0 : 1;
 
-		metrics_add(r->st.tok_prompt, f->prompt_tokens);
+		if (f->partial) /* booked once its rest is counted (complete) */
+			f->book_prompt = true;
+		else
+			metrics_add(r->st.tok_prompt, f->prompt_tokens);
 		if (f->predicted > 0)
 			metrics_add(r->st.tok_predicted, (uint64_t)f->predicted);
 		if (f->best > 0)
@@ -1505,7 +1537,19 @@ void router_done(struct router *r, struct router_ticket *t, const struct router_
 			metrics_add(r->st.tok_reported_prompt, (uint64_t)o->prompt_tokens);
 		metrics_inc(r->st.outcome[p][q]);
 	}
-	flight_release(r, t->flight);
+	if (f->partial) {
+		/* its rest not tokenized yet (sent, or never sent): off its worker now, counted
+		 * by router_work while the loop is idle (complete), not on this turn */
+		queue_del(r, f);
+		prefill_done(r, f);
+		decode_off(r, f);
+		flight_unreg(r, f);
+		f->slot = UINT32_MAX;
+		f->retired = true;
+		queue_push(r, t->flight);
+	} else {
+		flight_release(r, t->flight);
+	}
 	t->flight = 0;
 }
 

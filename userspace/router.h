@@ -156,9 +156,8 @@ bool router_wants_usage(const struct router *r, const struct router_ticket *t);
 /* t's request has been written to its worker: what the decision left for later is queued, for
  * router_work to do while the worker works (the rest of a text prompt's tokens and blocks, so
  * that its chain, its token count, its record and its worker's active and prefill blocks become
- * exact). Until then they are estimates, as between router_pick and router_sent. Idempotent;
- * router_done finishes what is left (also for a request that was never sent). A zeroed t is a
- * no-op. */
+ * exact). Until then they are estimates, as between router_pick and router_sent. Idempotent; a
+ * zeroed t is a no-op. */
 void router_sent(struct router *r, struct router_ticket *t);
 
 /* Is work queued for router_work? (The loop then polls instead of sleeping.) */
@@ -169,6 +168,11 @@ bool router_busy(const struct router *r);
  * event ready (bytes to relay come first), and at least once per loop turn. Returns whether work
  * is left. */
 bool router_work(struct router *r);
+
+/* Books now every request done whose rest was still queued (router_done): before /metrics or a
+ * /debug page is read, so that they count each request done exactly. The rests of requests in
+ * flight stay for router_work. */
+void router_settle(struct router *r);
 
 /* The first byte of t's response body arrived: its prefill is done (vLLM sends the head of a
  * stream at once, its first chunk with the first token; a whole response comes after the
@@ -187,7 +191,10 @@ void router_connect_ok(struct router *r, const struct router_ticket *t);
 bool router_ticket_hung(const struct router *r, const struct router_ticket *t);
 
 /* The request of t ended (answered, failed, or the client left): releases its load accounting,
- * completes its record and its metrics. Zeroes t. A zeroed t is a no-op. */
+ * completes its record and its metrics. Zeroes t. A zeroed t is a no-op. A text prompt whose
+ * rest is not tokenized yet (a worker that answered within microseconds, or a request never
+ * sent) stays queued for router_work, off its worker already: its record's token and block
+ * counts, and its prompt tokens in the metrics, become exact there (router_settle: at once). */
 void router_done(struct router *r, struct router_ticket *t, const struct router_outcome *o);
 
 /* Endpoint ep of svc answered m on its /metrics, read by the caller (a router without a loop

@@ -16,7 +16,10 @@
 # list of token-id lists; chat with system+user, with tools (an integer in the JSON schema), with
 # enable_thinking false, with add_generation_prompt false; two of them streamed (usage read from
 # SSE). A negative control (a multimodal content part) must fall back (not_exact, view text) and
-# still get the worker's own answer. /metrics: the outcome matrix counts every B as hit/hit.
+# still get the worker's own answer. /metrics: the outcome matrix counts every B as hit/hit. A
+# prompt past the model's context gets the worker's 400, and its record, read the instant the
+# answer is in, counts all of its tokens (the rest kvsplice left for its idle loop, settled by the
+# read).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 source tests/lib/tap.sh
@@ -353,6 +356,33 @@ tap(out.get(("hit", "miss")) == 0 and out.get(("miss", "hit")) == 0,
 fb = re.search(r'^kvsplice_route_fallbacks_total\{cause="not_exact"\} (\d+)', m, re.M)
 tap(fb is not None and int(fb.group(1)) == 1,
     "kvsplice_route_fallbacks_total{cause=\"not_exact\"} = 1 (%s)" % (fb and fb.group(1)))
+
+# A prompt past the model's context, which the worker (kvsim, as vLLM) answers with a 400 at once:
+# the client gets the worker's own answer. kvsplice decided on its first tokens and, the request
+# done, left the rest to its idle loop; /debug/route, read the instant the answer is in, counts
+# the whole prompt (a read settles what is done first).
+long_text = text(150, nwords=24000)
+ntok = len(kvtok([long_text])[0])
+ac = http.client.HTTPConnection("127.0.0.1", APORT, timeout=10)
+ac.connect()
+c = http.client.HTTPConnection("127.0.0.1", LPORT, timeout=30)
+c.connect()
+me = "%s:%d" % c.sock.getsockname()[:2]
+c.request("POST", "/v1/completions", body=json.dumps(comp(long_text)),
+          headers={"Content-Type": "application/json"})
+r = c.getresponse()
+raw = r.read().decode("utf-8", "replace")
+ac.request("GET", "/debug/route")
+rec = next((x for x in json.loads(ac.getresponse().read())["routes"] if x["client"] == me), None)
+ac.close()
+c.close()
+tap(r.status == 400 and "maximum context length" in raw and rec is not None and
+    rec["status"] == 400 and rec["prompt_tokens"] == ntok and rec["blocks"] == ntok // BS and
+    rec["decided_on_blocks"] < rec["blocks"],
+    "a %d-token prompt answered 400 at once: the worker's answer passed on, its record read "
+    "right after counts every token (%s) and block (%s), decided on %s"
+    % (ntok, rec and rec["prompt_tokens"], rec and rec["blocks"],
+       rec and rec["decided_on_blocks"]), "status %d %s %s" % (r.status, raw[:200], rec))
 
 # Prefill backlog: a request's blocks count in its worker's backlog until the first body byte of
 # its response (the first token), not for the whole stream.

@@ -15,6 +15,7 @@
 #include "blockhash.h"
 #include "events.h"
 #include "index.h"
+#include "metrics.h"
 #include "models.h"
 #include "openai.h"
 #include "router.h"
@@ -29,6 +30,7 @@ struct rig {
 	struct index *idx;
 	struct events *ev;
 	struct router *r;
+	struct metrics *m;
 	struct service svc;
 	struct endpoint eps[NW];
 	struct services svcs;
@@ -65,6 +67,8 @@ static void rig_init(struct rig *g, const char *policy, const struct models *m, 
 	g->svcs = (struct services){.refs = 1, .n = 1, .v = &g->svc};
 	rc.index = g->idx;
 	rc.events = g->ev;
+	metrics_new(&g->m);
+	rc.metrics = g->m;
 	router_new(&rc, &g->r);
 	router_set_services(g->r, &g->svcs);
 }
@@ -72,8 +76,24 @@ static void rig_init(struct rig *g, const char *policy, const struct models *m, 
 static void rig_free(struct rig *g)
 {
 	router_free(g->r);
+	metrics_free(g->m);
 	events_free(g->ev);
 	index_free(g->idx);
+}
+
+/* kvsplice_route_tokens_total{kind="KIND"} of g's metrics (-1: not there). */
+static double tokens_metric(struct rig *g, const char *kind)
+{
+	struct buf b = {0};
+	char want[96];
+	const char *p;
+	double v = -1;
+
+	snprintf(want, sizeof(want), "kvsplice_route_tokens_total{kind=\"%s\"} ", kind);
+	if (metrics_render(g->m, &b) == 0 && b.data && (p = strstr(b.data, want)))
+		v = strtod(p + strlen(want), NULL);
+	buf_free(&b);
+	return v;
 }
 
 /* Stores tokens[0..n) (full blocks) on worker w of g's index, engine hashes from salt. */
@@ -785,13 +805,35 @@ int main(void)
 			      "%g blocks hashed",
 			      whole ? "whole" : "lazy", 1000 / BS * BS, num(rec, "blocks"));
 			cJSON_Delete(root);
-			done(&g, &t, 992);
-			rec = last_route(&g, &root);
-			CHECK(num(rec, "blocks") == (double)nb &&
-				  num(rec, "prompt_tokens") == (double)ids.n,
-			      "%s: done without router_sent (never sent): the counts exact too",
-			      whole ? "whole" : "lazy");
-			cJSON_Delete(root);
+			{
+				double tok0 = tokens_metric(&g, "prompt");
+
+				done(&g, &t, 992);
+				/* done: off its worker at once; the rest of a lazy prompt is
+				 * counted by router_work, and only then booked */
+				CHECK(
+				    router_busy(g.r) == !whole &&
+					workers_sum(&g, "inflight") == 0 &&
+					workers_sum(&g, "active_blocks") == 0 &&
+					workers_sum(&g, "prefill_blocks") == 0 &&
+					tokens_metric(&g, "prompt") ==
+					    tok0 + (whole ? (double)ids.n : 0),
+				    "%s: done without router_sent (never sent): off its worker at "
+				    "once, its rest %s (%g prompt tokens booked)",
+				    whole ? "whole" : "lazy", whole ? "none" : "queued",
+				    tokens_metric(&g, "prompt") - tok0);
+				while (router_work(g.r))
+					;
+				rec = last_route(&g, &root);
+				CHECK(
+				    num(rec, "blocks") == (double)nb &&
+					num(rec, "prompt_tokens") == (double)ids.n &&
+					tokens_metric(&g, "prompt") == tok0 + (double)ids.n,
+				    "%s: then the counts exact, all %zu prompt tokens booked (%g)",
+				    whole ? "whole" : "lazy", ids.n,
+				    tokens_metric(&g, "prompt") - tok0);
+				cJSON_Delete(root);
+			}
 			if (!whole) {
 				/* done with its rest half tokenized: finished there, then released
 				 */
@@ -799,18 +841,44 @@ int main(void)
 				router_sent(g.r, &t);
 				router_work(g.r);
 				done(&g, &t, 0);
-				rec = last_route(&g, &root);
-				CHECK(!router_busy(g.r) && num(rec, "blocks") == (double)nb &&
-					  num(rec, "prompt_tokens") == (double)ids.n &&
-					  workers_sum(&g, "inflight") == 0 &&
-					  workers_sum(&g, "active_blocks") == 0 &&
-					  workers_sum(&g, "prefill_blocks") == 0,
-				      "done while its rest is queued: counts exact, out of the "
-				      "queue, "
-				      "nothing left on the workers (%g active, %g prefill)",
-				      workers_sum(&g, "active_blocks"),
-				      workers_sum(&g, "prefill_blocks"));
-				cJSON_Delete(root);
+				CHECK(
+				    router_busy(g.r) && workers_sum(&g, "inflight") == 0 &&
+					workers_sum(&g, "active_blocks") == 0 &&
+					workers_sum(&g, "prefill_blocks") == 0,
+				    "done while its rest is queued: nothing left on the workers at "
+				    "once (%g active, %g prefill), its rest still queued",
+				    workers_sum(&g, "active_blocks"),
+				    workers_sum(&g, "prefill_blocks"));
+				{
+					/* a request picked meanwhile is not disturbed by it */
+					struct router_ticket t3 = {0};
+					int slices = 0;
+
+					double tok0 = tokens_metric(&g, "prompt");
+
+					pick(&g, "/v1/completions", body.data, 0, &t3);
+					router_sent(g.r, &t3);
+					/* a read of /metrics settles what is done, nothing else */
+					router_settle(g.r);
+					CHECK(router_busy(g.r) && tokens_metric(&g, "prompt") ==
+								      tok0 + (double)ids.n,
+					      "settled: the done one's %zu prompt tokens booked "
+					      "(%g), "
+					      "the one in flight still queued",
+					      ids.n, tokens_metric(&g, "prompt") - tok0);
+					while (router_work(g.r) && slices < 1000)
+						slices++;
+					rec = last_route(&g, &root);
+					CHECK(!router_busy(g.r) &&
+						  num(rec, "blocks") == (double)nb &&
+						  workers_sum(&g, "inflight") == 1 &&
+						  workers_sum(&g, "active_blocks") == (double)nb,
+					      "then both finished: the new one's %zu blocks on its "
+					      "worker (%g active), the done one's nowhere",
+					      nb, workers_sum(&g, "active_blocks"));
+					cJSON_Delete(root);
+					done(&g, &t3, 0);
+				}
 				/* retried elsewhere with its rest half tokenized: the new worker
 				 * gets it whole once finished, the failed one nothing */
 				w = pick(&g, "/v1/completions", body.data, 0, &t);
