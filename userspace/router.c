@@ -1229,15 +1229,21 @@ static struct flight *flight_new(struct router *r, uint32_t *id)
 	return f;
 }
 
+/* Takes f off its worker: its prefill backlog, its decoding, its blocks. */
+static void flight_off(struct router *r, struct flight *f)
+{
+	prefill_done(r, f);
+	decode_off(r, f);
+	flight_unreg(r, f);
+	f->slot = UINT32_MAX;
+}
+
 static void flight_release(struct router *r, uint32_t id)
 {
 	struct flight *f = &r->fl[id - 1];
 
 	queue_del(r, f);
-	prefill_done(r, f);
-	decode_off(r, f);
-	flight_unreg(r, f);
-	f->slot = UINT32_MAX;
+	flight_off(r, f);
 	f->used = false;
 	f->next_free = r->free_fl;
 	r->free_fl = id;
@@ -1540,11 +1546,8 @@ void router_done(struct router *r, struct router_ticket *t, const struct router_
 	if (f->partial) {
 		/* its rest not tokenized yet (sent, or never sent): off its worker now, counted
 		 * by router_work while the loop is idle (complete), not on this turn */
-		queue_del(r, f);
-		prefill_done(r, f);
-		decode_off(r, f);
-		flight_unreg(r, f);
-		f->slot = UINT32_MAX;
+		queue_del(r, f); /* behind the requests still in flight, whose rests count more */
+		flight_off(r, f);
 		f->retired = true;
 		queue_push(r, t->flight);
 	} else {
