@@ -9,7 +9,8 @@
 #                --stop-file F] [--stream] [--max-tokens 32] [--prefixes 6] [--timeout 20]
 # --keepalive K: the first K clients keep their connection, the others open one per request.
 # Prints one JSON object: totals by outcome, per worker (x-kvsim-worker), and every request as
-# [start, end, outcome, worker, keepalive] (wall-clock seconds) under "reqs".
+# [start, end, outcome, worker, keepalive] (wall-clock seconds), and for a failed connect or send
+# the exception's name, under "reqs".
 #   faultload.py --summarize FILE --fault-at T [--worker W]
 # reads such an output and prints, as one JSON object, what a fault at wall-clock time T did:
 # requests, ok, failed; held (failed requests started before T and ended after it: the ones in
@@ -92,7 +93,7 @@ def main():
             return os.path.exists(a.stop_file)
         return time.time() >= t_end
 
-    def one(conn, rnd, keep):
+    def one(conn, rnd, keep, errs):
         body = json.dumps({"model": a.model, "max_tokens": a.max_tokens, "stream": a.stream,
                            "ignore_eos": True,
                            "prompt": rnd.choice(prefixes) + " Question %d?" % rnd.randrange(1 << 30)})
@@ -104,6 +105,7 @@ def main():
             if isinstance(e, socket.timeout):
                 return "timeout", None
             # the connect failed, or (keep-alive) the send hit a closed connection
+            errs.append(type(e).__name__)
             return ("connect" if conn.sock is None or isinstance(e, ConnectionRefusedError)
                     else "no_response"), None
         try:
@@ -142,13 +144,14 @@ def main():
             if conn is None or not keep:
                 conn = http.client.HTTPConnection(host, port, timeout=a.timeout)
             t0 = time.time()
-            outcome, worker = one(conn, rnd, keep)
+            errs = []
+            outcome, worker = one(conn, rnd, keep, errs)
             t1 = time.time()
             if outcome != "ok" or not keep:
                 conn.close()
                 conn = None
             with lock:
-                reqs.append([round(t0, 3), round(t1, 3), outcome, worker, keep])
+                reqs.append([round(t0, 3), round(t1, 3), outcome, worker, keep] + errs[:1])
         if conn is not None:
             conn.close()
 

@@ -239,6 +239,7 @@ check "kvsplice started again" kvs_start_kvsplice
 # --- 7. kvsplice SIGKILLed under load -----------------------------------------------------------
 load_start kill9 --stream --max-tokens 32
 sleep 1.5
+tk=$(now)
 kvs_stop_kvsplice KILL
 t=$(now) # the process is gone: what it had accepted (or its kernel had queued) before is lost
 sleep 1.5
@@ -246,6 +247,18 @@ load_stop kill9
 summary kill9 "$t"
 expect_eq "kvsplice SIGKILLed: 0 failed connects (fail-open)" 0 "${S[failed_outcomes.connect]:-0}"
 expect_eq "no request started once it was gone failed" 0 "${S[after]}"
+if [ "${S[failed_outcomes.connect]:-0}" != 0 ] || [ "${S[after]}" != 0 ]; then
+	# what to look at: each failed request against the kill, and the daemon's and keeper's log
+	python3 -c '
+import json, sys
+t = float(sys.argv[2])
+print("#   SIGKILL sent %.3f s before it was seen gone" % (t - float(sys.argv[3])))
+for r in json.load(open(sys.argv[1]))["reqs"]:
+    if r[2] != "ok":
+        print("#   failed: start %+.3f s, end %+.3f s after the kill: %s" % (r[0] - t, r[1] - t, " ".join(map(str, r[2:]))))' \
+		"$tmp/kill9.json" "$t" "$tk"
+	tail -n 25 "$(kvs_log_file)" | sed 's/^/#   log: /'
+fi
 # What it held: the streams it relayed; how many depends on that moment, so not counted. Connects
 # BPF sent to its listener while the process was being torn down are the keeper's (keeper.h:
 # relayed to the Service), so none of them fails; tests/node/test_keeper.sh shows that part
