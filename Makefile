@@ -3,8 +3,8 @@
 # `make V=1` shows the full commands.
 #
 # Layout it discovers by itself, so a new module needs no edit here:
-#   userspace/*.c (but main.c)  -> $(BUILD)/libkvs.a, linked into everything
-#   userspace/main.c            -> $(BUILD)/kvsplice
+#   userspace/LAYER/*.c (but daemon/main.c) -> $(BUILD)/libkvs.a, linked into everything
+#   userspace/daemon/main.c     -> $(BUILD)/kvsplice
 #   tools/NAME/*.c              -> $(BUILD)/NAME        (kvsim, kvbench, kvtok)
 #   bench/NAME/*.c              -> $(BUILD)/bench/NAME
 #   bpf/*.bpf.c                 -> $(BUILD)/bpf/*.bpf.o and *.skel.h
@@ -37,7 +37,7 @@ CPPFLAGS := -D_GNU_SOURCE -Iuserspace -Itests/lib -Ibpf -I$(BUILD)/bpf
 CFLAGS   := -std=gnu11 -g $(OPT) -Wall -Wextra -Werror -Wno-unused-parameter -MMD -MP
 LDLIBS   := -lbpf -lelf -lz -lzmq -lcjson -lmsgpackc -lxxhash -lcurl -lcrypto -lpthread -lm
 
-LIB_SRCS   := $(filter-out userspace/main.c,$(wildcard userspace/*.c))
+LIB_SRCS   := $(filter-out userspace/daemon/main.c,$(wildcard userspace/*/*.c))
 LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB        := $(BUILD)/libkvs.a
 BPF_SRCS   := $(wildcard bpf/*.bpf.c)
@@ -49,7 +49,7 @@ UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
-KVSPLICE   := $(if $(wildcard userspace/main.c),$(BUILD)/kvsplice)
+KVSPLICE   := $(if $(wildcard userspace/daemon/main.c),$(BUILD)/kvsplice)
 
 .PHONY: all deps test tests asan fuzz bench demo clean format format-list
 all: $(KVSPLICE) $(TOOLS:%=$(BUILD)/%) $(BENCHES:%=$(BUILD)/bench/%) $(BPF_OBJS)
@@ -84,7 +84,7 @@ bench: all
 # Every C source but the generated Unicode tables (tools/unicode/gen_tables.mjs writes them).
 # `make format` rewrites them with .clang-format; tests/style/test_format.sh fails on any that
 # differs.
-FORMAT_SRCS = $(filter-out userspace/unicode_tables.%,$(wildcard userspace/*.[ch] tools/*/*.[ch] \
+FORMAT_SRCS = $(filter-out userspace/prompt/unicode_tables.%,$(wildcard userspace/*/*.[ch] tools/*/*.[ch] \
 	bench/*/*.[ch] tests/*/*.[ch] bpf/*.[ch]))
 format:
 	$(Q)clang-format -i $(FORMAT_SRCS)
@@ -127,7 +127,7 @@ $(LIB): $(LIB_OBJS)
 	$(Q)rm -f $@
 	$(Q)ar rcs $@ $^
 
-$(BUILD)/kvsplice: $(BUILD)/obj/userspace/main.o $(LIB)
+$(BUILD)/kvsplice: $(BUILD)/obj/userspace/daemon/main.o $(LIB)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 

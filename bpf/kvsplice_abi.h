@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* kvsplice_abi: the structs and enums shared by bpf/kvsplice.bpf.c and userspace/bpfctl.c.
+/* kvsplice_abi: the structs and enums shared by bpf/kvsplice.bpf.c and userspace/node/bpfctl.c.
  * Everything here is part of the pinned state a new daemon takes over: change a layout and the
  * pinned maps no longer match (bpfctl then recreates them). Addresses and ports are in network
  * byte order unless a field says otherwise. */

@@ -11,7 +11,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "chat.h"
+#include "prompt/chat.h"
 
 static double now_us(void)
 {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Chat-template rendering benchmark, side by side in one run: userspace/chat (build/bench/chat)
+# Chat-template rendering benchmark, side by side in one run: userspace/prompt/chat (build/bench/chat)
 # against the reference renderer (@huggingface/jinja running the Qwen3 template, with vLLM's
 # request handling: tests/js/ref_chat.mjs) on four request shapes. Checks first that both render
 # the same text. Prints a table and writes JSON to build/bench/chat.json (or $OUT).

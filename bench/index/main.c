@@ -15,9 +15,9 @@
 
 #include <msgpack.h>
 
-#include "blockhash.h"
-#include "events.h"
-#include "index.h"
+#include "kv/blockhash.h"
+#include "kv/events.h"
+#include "kv/index.h"
 
 #define BS 16
 #define CHAIN 150

@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bpfctl.h"
-#include "log.h"
+#include "node/bpfctl.h"
+#include "core/log.h"
 
 #define PROXY_IP "169.254.20.11"
 #define SVC_IP "10.96.0.50"

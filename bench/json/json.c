@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Request-body parsing cost, side by side in one run: cJSON_ParseWithLength against json_parse
- * (userspace/json.h) on each file given, the two alternating round by round; each figure is the
- * best round's mean (parse + cJSON_Delete) over RUNS parses. Checks first that both give the
+ * (userspace/core/json.h) on each file given, the two alternating round by round; each figure is
+ * the best round's mean (parse + cJSON_Delete) over RUNS parses. Checks first that both give the
  * same tree (tests/lib/json_same.h) and says whether the strict reader took the body or left it
  * to cJSON. Prints one JSON object a line: {"file","bytes","strict","cjson_us","json_parse_us"}.
  * Driven by bench/json/run.sh. Usage: build/bench/json [--runs N] FILE... */
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "json.h"
+#include "core/json.h"
 #include "json_same.h"
 
 #define ROUNDS 15

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Request-body parsing, side by side in one run: cJSON against json_parse (userspace/json.h) on
+# Request-body parsing, side by side in one run: cJSON against json_parse (userspace/core/json.h) on
 # the bodies kvsplice reads: bench/overhead's 10 KB chat request (bench/tokenizer's prompt in a
 # system prompt, three turns and a last message, as JSON.stringify writes it: UTF-8 as is), the
 # same with every non-ASCII character escaped (\uXXXX, as Python's json.dumps writes it by

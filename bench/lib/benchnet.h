@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http.h"
+#include "core/http.h"
 
 static char bn_blk[1 << 20];
 

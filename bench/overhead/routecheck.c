@@ -10,7 +10,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
+#include "core/buf.h"
 #include "routecheck.h"
 
 /* Admin requests give up after this long, seconds. */

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """STAND-IN: a local Kubernetes API server for tests. This is the one stand-in of the project: no
 real API server (nor etcd, nor a cluster) can run on the development machines, so kvsplice's
-Kubernetes discovery (userspace/discovery_k8s.c) is tested against this file instead. It speaks
+Kubernetes discovery (userspace/discovery/k8s.c) is tested against this file instead. It speaks
 only what that source uses, the way kube-apiserver does:
 
   GET /api/v1[/namespaces/NS]/services                      list: ServiceList, limit/continue

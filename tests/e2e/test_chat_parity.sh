@@ -3,7 +3,7 @@
 # Chat-template parity: seeded conversations (multi-turn with reasoning, tool messages, list
 # content, unicode, other roles, tools and tool calls with chosen number spellings,
 # enable_thinking true/false/absent, add_generation_prompt false, plus requests that must be
-# refused) rendered by userspace/chat.c (through the sanitizer build of
+# refused) rendered by userspace/prompt/chat.c (through the sanitizer build of
 # tests/unit/test_chat --render) and by two references running models/qwen3/tokenizer_config.json's
 # chat_template with vLLM's request handling: tests/js/ref_chat.mjs (@huggingface/jinja) and
 # tests/e2e/ref_chat.py (Python jinja2, configured as transformers configures it, i.e. what vLLM

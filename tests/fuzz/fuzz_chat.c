@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-/* libFuzzer target for userspace/chat. Input starting with '{' or '[' is a request as JSON text
- * (chat_render_json: raw check, cJSON parse, render). Any other input drives a small builder
+/* libFuzzer target for userspace/prompt/chat. Input starting with '{' or '[' is a request as JSON
+ * text (chat_render_json: raw check, cJSON parse, render). Any other input drives a small builder
  * that assembles a well-formed request from the bytes (roles, string/list/null content made of
  * template-relevant fragments and raw bytes, reasoning fields, tools, tool calls with JSON-ish
  * arguments, kwargs), so the deep paths of the
@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "chat.h"
+#include "prompt/chat.h"
 
 struct in {
 	const uint8_t *p;

@@ -12,9 +12,9 @@
 
 #include <xxhash.h>
 
-#include "events_decode.h"
+#include "kv/events_decode.h"
 #include "events_trace.h"
-#include "index.h"
+#include "kv/index.h"
 
 static struct index *idx;
 static struct events_decoder *dec;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include "core/http.h"
 
 #define check(c) check_at(c, __LINE__)
 static void check_at(int cond, int line)

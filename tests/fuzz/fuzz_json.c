@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "core/json.h"
 #include "json_same.h"
 
 static int depth_of(const cJSON *j)

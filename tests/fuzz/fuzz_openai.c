@@ -1,18 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-/* libFuzzer target for userspace/openai: arbitrary request bodies for both endpoints, on the real
- * Qwen3 tokenizer (models/qwen3/tokenizer.json, loaded once). The first byte picks the endpoint.
- * Checked: no crash or sanitizer report, a known status, a reason for every refusal, token ids
- * inside the vocabulary, a non-empty prompt and nprompts >= 1 on success. The whole input is also
- * a response body for the usage scanner: fed whole, in two pieces (the first byte says where, as
- * a fraction of the input) and a byte at a time, it must read the same figures, each -1 or in
- * [0, 10^18). */
+/* libFuzzer target for userspace/prompt/openai: arbitrary request bodies for both endpoints, on the
+ * real Qwen3 tokenizer (models/qwen3/tokenizer.json, loaded once). The first byte picks the
+ * endpoint. Checked: no crash or sanitizer report, a known status, a reason for every refusal,
+ * token ids inside the vocabulary, a non-empty prompt and nprompts >= 1 on success. The whole input
+ * is also a response body for the usage scanner: fed whole, in two pieces (the first byte says
+ * where, as a fraction of the input) and a byte at a time, it must read the same figures, each -1
+ * or in [0, 10^18). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "openai.h"
-#include "tokenizer.h"
+#include "prompt/openai.h"
+#include "prompt/tokenizer.h"
 
 static struct tokenizer *tok;
 

@@ -53,13 +53,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "discovery.h"
-#include "log.h"
-#include "loop.h"
-#include "metrics.h"
-#include "proxy.h"
-#include "router.h"
+#include "core/buf.h"
+#include "discovery/discovery.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "core/metrics.h"
+#include "proxy/proxy.h"
+#include "route/router.h"
 
 #define MAX_UP 8	/* upstream connections the harness keeps (more are closed at once) */
 #define MAX_ROUNDS 2000 /* loop rounds before "quiet" must be reached: beyond, a spin */

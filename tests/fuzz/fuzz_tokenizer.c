@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-/* libFuzzer target for userspace/tokenizer, on the real Qwen3 tokenizer.json (models/qwen3, or
- * $KVS_TOKENIZER). Any bytes are encoded (ill-formed UTF-8 included). Checked, beyond no crash and
- * no sanitizer report: every id is inside the vocabulary; decoding succeeds and gives well-formed
- * UTF-8; for ASCII input (which NFC leaves alone) decoding gives the input back byte for byte;
- * encoding through a tok_cache (one kept across inputs, small enough that its generations turn
- * over) gives the same ids, on a miss and on the hit that follows. */
+/* libFuzzer target for userspace/prompt/tokenizer, on the real Qwen3 tokenizer.json (models/qwen3,
+ * or $KVS_TOKENIZER). Any bytes are encoded (ill-formed UTF-8 included). Checked, beyond no crash
+ * and no sanitizer report: every id is inside the vocabulary; decoding succeeds and gives
+ * well-formed UTF-8; for ASCII input (which NFC leaves alone) decoding gives the input back byte
+ * for byte; encoding through a tok_cache (one kept across inputs, small enough that its generations
+ * turn over) gives the same ids, on a miss and on the hit that follows. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "tokenizer.h"
+#include "core/buf.h"
+#include "prompt/tokenizer.h"
 
 static struct tokenizer *tok;
 static struct tok_cache *cache;

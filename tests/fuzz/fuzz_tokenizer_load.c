@@ -10,8 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "tokenizer.h"
+#include "core/buf.h"
+#include "prompt/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -3,7 +3,7 @@
 """Independent golden vectors for kvsplice's KV-event decoder and own block hash.
 
 Written from the project's FACTS.md section 1 (vLLM's KV event wire format) and the own-hash
-definition in userspace/blockhash.h, with Debian's python3-msgpack and python3-xxhash; it does not
+definition in userspace/kv/blockhash.h, with Debian's python3-msgpack and python3-xxhash; it does not
 read or reuse kvsplice's C code. Usage:
   kv_events_golden.py gen DIR        writes DIR/NNN_*.msgpack payloads and DIR/expected.json
   kv_events_golden.py check DIR PRE  reads `kvevents decode` output of every payload on stdin and

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Verifies the Unicode tables the C tokenizer ships (userspace/unicode_tables, dumped by
+// Verifies the Unicode tables the C tokenizer ships (userspace/prompt/unicode_tables, dumped by
 // build/kvunicode) against the reference itself (Hugging Face tokenizers 0.22, npm
 // @anush008/tokenizers), code point by code point:
 //   1. regex classes: a probe tokenizer (the Qwen2 Split regex, no normalizer, a WordLevel model

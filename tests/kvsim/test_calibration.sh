@@ -6,7 +6,7 @@
 # once per (worker, prefix) pair (>= 95%), P=12 sits near 3.95/12 = 33%, cached-token and
 # metrics-based ratios must agree, hits must be faster than misses, and Dynamo's cost (approximate
 # mode) must beat random at P=12 as in the seeds (0.480 vs 0.247 cached-token ratio), and with
-# the overlap taken from kvsim's KV events (through userspace/events + index) reach the seeds'
+# the overlap taken from kvsim's KV events (through userspace/kv/events + index) reach the seeds'
 # "KV routing" range.
 set -u
 cd "$(dirname "$0")/../.."

@@ -9,7 +9,7 @@
 
 #include <xxhash.h>
 
-#include "events_decode.h"
+#include "kv/events_decode.h"
 
 struct trace {
 	uint64_t digest;

@@ -25,10 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "discovery.h"
-#include "log.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "discovery/discovery.h"
+#include "core/log.h"
+#include "route/policy.h"
 
 static volatile sig_atomic_t stop;
 
@@ -77,6 +78,7 @@ static void print_snapshot(const struct services *s)
 
 int main(int argc, char **argv)
 {
+	discovery_set_routes(&policy_routes);
 	static const struct option opts[] = {
 	    {"kubernetes", no_argument, 0, 'k'},
 	    {"services", required_argument, 0, 'f'},

@@ -22,8 +22,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "bpfctl.h"
-#include "log.h"
+#include "node/bpfctl.h"
+#include "core/log.h"
 
 static volatile sig_atomic_t stop;
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "approx.h"
+#include "kv/approx.h"
 #include "tap.h"
 
 #define LONG_N 300

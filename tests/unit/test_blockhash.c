@@ -6,7 +6,7 @@
 
 #include <xxhash.h>
 
-#include "blockhash.h"
+#include "kv/blockhash.h"
 #include "tap.h"
 
 int main(void)

@@ -24,9 +24,9 @@
 
 #include <bpf/bpf.h>
 
-#include "bpfctl.h"
+#include "node/bpfctl.h"
 #include "kvsplice_abi.h"
-#include "log.h"
+#include "core/log.h"
 #include "tap.h"
 
 #define PROXY_IP "169.254.20.11"

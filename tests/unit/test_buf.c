@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <stdlib.h>
 
-#include "buf.h"
+#include "core/buf.h"
 #include "tap.h"
 
 static void test_append_consume(void)

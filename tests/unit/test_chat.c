@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Unit tests for userspace/chat: golden renderings of the Qwen3 template as vLLM applies it
+/* Unit tests for userspace/prompt/chat: golden renderings of the Qwen3 template as vLLM applies it
  * (each expected string derived by hand from the template text in models/qwen3), the requests
  * that must be refused, and the template check.
  *
@@ -14,7 +14,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "chat.h"
+#include "prompt/chat.h"
 #include "tap.h"
 
 static const char *status_name(int rc)

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "discovery.h"
+#include "discovery/discovery.h"
 #include "tap.h"
 
 struct bad_case {

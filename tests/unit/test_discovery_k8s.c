@@ -12,9 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "discovery.h"
-#include "log.h"
+#include "core/buf.h"
+#include "discovery/discovery.h"
+#include "core/log.h"
+#include "route/policy.h"
 #include "tap.h"
 
 /* Objects as the API server writes them (only the fields that matter, plus some that do not). */
@@ -591,6 +592,7 @@ static void test_source_config(void)
 int main(void)
 {
 	log_set_level(LOG_ERROR);
+	discovery_set_routes(&policy_routes);
 	test_rows();
 	test_watch();
 	test_pages();

@@ -17,10 +17,10 @@
 #include <xxhash.h>
 #include <zmq.h>
 
-#include "blockhash.h"
-#include "discovery.h"
-#include "events.h"
-#include "index.h"
+#include "kv/blockhash.h"
+#include "discovery/discovery.h"
+#include "kv/events.h"
+#include "kv/index.h"
 #include "events_trace.h"
 #include "tap.h"
 

@@ -13,8 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "handover.h"
-#include "loop.h"
+#include "node/handover.h"
+#include "core/loop.h"
 #include "tap.h"
 
 struct old {

@@ -8,7 +8,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "http.h"
+#include "core/http.h"
 #include "tap.h"
 
 #define MAXH 8192

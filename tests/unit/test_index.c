@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blockhash.h"
-#include "index.h"
+#include "kv/blockhash.h"
+#include "kv/index.h"
 #include "tap.h"
 
 #define BS 16

@@ -2,7 +2,7 @@
 /* metrics: Prometheus text of counters, gauges, histograms and collectors. */
 #include <string.h>
 
-#include "metrics.h"
+#include "core/metrics.h"
 #include "tap.h"
 
 static void collector(struct buf *out, void *arg)

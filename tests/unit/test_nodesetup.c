@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "nodesetup.h"
+#include "node/nodesetup.h"
 #include "tap.h"
 
 struct addr_case {

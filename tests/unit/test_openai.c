@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "chat.h"
-#include "openai.h"
+#include "core/buf.h"
+#include "prompt/chat.h"
+#include "prompt/openai.h"
 #include "tap.h"
-#include "tokenizer.h"
+#include "prompt/tokenizer.h"
 
 static const struct tokenizer *T;
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
+#include "route/policy.h"
 #include "tap.h"
 
 #define MAXC 6

@@ -12,16 +12,16 @@
 
 #include <cjson/cJSON.h>
 
-#include "blockhash.h"
-#include "events.h"
-#include "index.h"
-#include "metrics.h"
-#include "models.h"
-#include "openai.h"
-#include "router.h"
-#include "scrape.h"
+#include "kv/blockhash.h"
+#include "kv/events.h"
+#include "kv/index.h"
+#include "core/metrics.h"
+#include "prompt/models.h"
+#include "prompt/openai.h"
+#include "route/router.h"
+#include "route/scrape.h"
 #include "tap.h"
-#include "tokenizer.h"
+#include "prompt/tokenizer.h"
 
 #define NW 6
 #define BS 16

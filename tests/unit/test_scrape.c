@@ -18,9 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "loop.h"
-#include "scrape.h"
+#include "core/buf.h"
+#include "core/loop.h"
+#include "route/scrape.h"
 #include "tap.h"
 
 #define U (-1) /* unknown */

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Unit tests of userspace/tokenizer: behaviour on the real Qwen3 tokenizer.json (models/qwen3, from
- * `make deps`) and on small synthetic tokenizer.json files built here (loader generality and the
- * refusals). Id-for-id parity with the reference on >= 2,000 strings is tests/e2e/
- * test_tokenizer_parity.sh. */
+/* Unit tests of userspace/prompt/tokenizer: behaviour on the real Qwen3 tokenizer.json
+ * (models/qwen3, from `make deps`) and on small synthetic tokenizer.json files built here (loader
+ * generality and the refusals). Id-for-id parity with the reference on >= 2,000 strings is
+ * tests/e2e/ test_tokenizer_parity.sh. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -15,9 +15,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
+#include "core/buf.h"
 #include "tap.h"
-#include "tokenizer.h"
+#include "prompt/tokenizer.h"
 
 #define QWEN3 "models/qwen3/tokenizer.json"
 

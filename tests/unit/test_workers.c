@@ -16,11 +16,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "discovery.h"
-#include "router.h"
-#include "scrape.h"
+#include "discovery/discovery.h"
+#include "route/router.h"
+#include "route/scrape.h"
 #include "tap.h"
-#include "workers.h"
+#include "route/workers.h"
 
 enum op { FAIL, OK, PROBE, SCRAPE_FAIL, SCRAPE_OK, CHECK };
 

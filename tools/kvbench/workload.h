@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "tokenizer.h"
+#include "core/buf.h"
+#include "prompt/tokenizer.h"
 
 struct wl_opts {
 	uint32_t prefix_types;

@@ -25,11 +25,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "blockhash.h"
-#include "buf.h"
-#include "events.h"
-#include "index.h"
-#include "log.h"
+#include "kv/blockhash.h"
+#include "core/buf.h"
+#include "kv/events.h"
+#include "kv/index.h"
+#include "core/log.h"
 
 static void usage(void)
 {

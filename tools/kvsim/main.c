@@ -22,14 +22,14 @@
 #include <cjson/cJSON.h>
 #include <openssl/sha.h>
 
-#include "buf.h"
-#include "http.h"
+#include "core/buf.h"
+#include "core/http.h"
 #include "kvcache.h"
 #include "kvevents.h"
-#include "log.h"
-#include "openai.h"
+#include "core/log.h"
+#include "prompt/openai.h"
 #include "sched.h"
-#include "tokenizer.h"
+#include "prompt/tokenizer.h"
 
 #define MAX_HEAD 65536
 

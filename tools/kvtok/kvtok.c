@@ -20,12 +20,12 @@
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
-#include "chat.h"
-#include "json.h"
-#include "tokenizer.h"
+#include "core/buf.h"
+#include "prompt/chat.h"
+#include "core/json.h"
+#include "prompt/tokenizer.h"
 
-/* tokenizer_config.json beside --tokenizer: its chat_template must be the one userspace/chat
+/* tokenizer_config.json beside --tokenizer: its chat_template must be the one userspace/prompt/chat
  * renders before {"messages": ...} lines are answered. */
 static char chat_config[4096];
 
@@ -237,8 +237,8 @@ cleanup:
 
 /* --- one line --------------------------------------------------------------------------------- */
 
-/* Renders a {"messages": ...} request as vLLM does for /v1/chat/completions (userspace/chat: the
- * Qwen3 template, add_generation_prompt default true, chat_template_kwargs) and tokenizes the
+/* Renders a {"messages": ...} request as vLLM does for /v1/chat/completions (userspace/prompt/chat:
+ * the Qwen3 template, add_generation_prompt default true, chat_template_kwargs) and tokenizes the
  * prompt with add_special_tokens=false. A request the renderer does not reproduce exactly, or a
  * model whose tokenizer_config.json has another template, gets an error line saying why.
  * Returns 0 and the ids, or non-zero with *why. */

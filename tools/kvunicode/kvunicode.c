@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-/* kvunicode: dumps the tokenizer's Unicode tables (userspace/unicode_tables) for verification
- * scripts (tests/js/verify_unicode.mjs): writes to stdout 0x110000 bytes of class (UCLS_* with the
- * UCLS_NFC flag) then 0x110000 bytes of the ASCII letter each code point case-folds to (0 if none),
- * one per code point U+0000..U+10FFFF.
- * Usage: build/kvunicode > tables.bin */
+/* kvunicode: dumps the tokenizer's Unicode tables (userspace/prompt/unicode_tables) for
+ * verification scripts (tests/js/verify_unicode.mjs): writes to stdout 0x110000 bytes of class
+ * (UCLS_* with the UCLS_NFC flag) then 0x110000 bytes of the ASCII letter each code point
+ * case-folds to (0 if none), one per code point U+0000..U+10FFFF. Usage: build/kvunicode >
+ * tables.bin */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "unicode_tables.h"
+#include "prompt/unicode_tables.h"
 
 int main(int argc, char **argv)
 {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Generates userspace/unicode_tables.{c,h}: the Unicode data the tokenizer's pre-tokenizer and NFC
+// Generates userspace/prompt/unicode_tables.{c,h}: the Unicode data the tokenizer's pre-tokenizer and NFC
 // normalizer read. Run from the repo root:
 //     (cd tools/unicode && npm ci) && node tools/unicode/gen_tables.mjs
 // Sources, chosen to reproduce what the reference (Hugging Face tokenizers 0.22) does, not what
@@ -302,8 +302,8 @@ uint32_t unicode_fold_ascii(uint32_t cp)
 }
 `;
 
-writeFileSync(path.join(root, 'userspace/unicode_tables.h'), h);
-writeFileSync(path.join(root, 'userspace/unicode_tables.c'), c);
+writeFileSync(path.join(root, 'userspace/prompt/unicode_tables.h'), h);
+writeFileSync(path.join(root, 'userspace/prompt/unicode_tables.c'), c);
 console.error(
 	`unicode_tables: cls ${clsT.size} B, ccc ${cccT.size} B, ${decompList.length} decompositions, ` +
 		`${compose.length} compositions, ${marks.length} marks in ${rank} classes, fold ${JSON.stringify(foldAscii)}`,

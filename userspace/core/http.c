@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http.h"
+#include "core/http.h"
 
 /* Longest chunk-size line (size + extensions) or trailer line accepted, in bytes. */
 #ifndef HTTP_CHUNK_LINE_MAX

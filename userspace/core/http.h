@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "buf.h"
+#include "core/buf.h"
 
 #define HTTP_MAX_HEADERS 64
 

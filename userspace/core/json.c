@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* json.c: the strict reader in front of cJSON (json.h says what it reads and what it leaves). */
-#include "json.h"
+#include "core/json.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -14,7 +14,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "utf8.h"
+#include "core/utf8.h"
 
 enum { J_OK = 0, J_DECLINE = 1, J_NOMEM = 2 };
 

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
+#include "core/log.h"
 
 static enum log_level log_level = LOG_INFO;
 static const char *const log_names[] = {"error", "warn", "info", "debug"};

@@ -4,7 +4,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "loop.h"
+#include "core/loop.h"
 
 /* Events handled per epoll_wait. */
 #ifndef LOOP_BATCH

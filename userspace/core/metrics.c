@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "core/metrics.h"
 
 #define HIST_MAX_BOUNDS 32
 

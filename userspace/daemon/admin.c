@@ -9,10 +9,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "admin.h"
-#include "http.h"
-#include "log.h"
+#include "core/clock.h"
+#include "daemon/admin.h"
+#include "core/http.h"
+#include "core/log.h"
 
 /* Accepts pause this long when out of descriptors and no admin connection can be closed, ms. */
 #ifndef ADMIN_ACCEPT_PAUSE_MS

@@ -14,9 +14,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "buf.h"
-#include "loop.h"
-#include "metrics.h"
+#include "core/buf.h"
+#include "core/loop.h"
+#include "core/metrics.h"
 
 /* Admin connections open at once; a new one beyond closes the oldest (probes and scrapers need a
  * handful; a flood must not lock the liveness probe out). */

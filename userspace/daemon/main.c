@@ -31,26 +31,26 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "admin.h"
-#include "approx.h"
-#include "bpfctl.h"
-#include "discovery.h"
-#include "events.h"
-#include "handover.h"
-#include "keeper.h"
-#include "index.h"
-#include "log.h"
-#include "loop.h"
-#include "metrics.h"
-#include "models.h"
-#include "nodesetup.h"
-#include "policy.h"
-#include "proxy.h"
-#include "router.h"
-#include "scrape.h"
-#include "supervisor.h"
-#include "workers.h"
+#include "core/clock.h"
+#include "daemon/admin.h"
+#include "kv/approx.h"
+#include "node/bpfctl.h"
+#include "discovery/discovery.h"
+#include "kv/events.h"
+#include "node/handover.h"
+#include "node/keeper.h"
+#include "kv/index.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "core/metrics.h"
+#include "prompt/models.h"
+#include "node/nodesetup.h"
+#include "route/policy.h"
+#include "proxy/proxy.h"
+#include "route/router.h"
+#include "route/scrape.h"
+#include "node/supervisor.h"
+#include "route/workers.h"
 
 #define DEFAULT_LISTEN "169.254.20.11:15001"
 #define DEFAULT_ADMIN "127.0.0.1:15000"
@@ -328,7 +328,8 @@ static void usage(FILE *f)
 	    "                           default %uM)\n"
 	    "  --kubernetes             Services and endpoints from the API server: Services\n"
 	    "                           annotated kvsplice.io/route, their EndpointSlices\n"
-	    "                           (in-cluster service account; see userspace/discovery.h)\n"
+	    "                           (in-cluster service account; see "
+	    "userspace/discovery/discovery.h)\n"
 	    "  --k8s-api URL            API server (default https://$KUBERNETES_SERVICE_HOST:\n"
 	    "                           $KUBERNETES_SERVICE_PORT)\n"
 	    "  --k8s-token FILE         bearer token, read again on each (re)connect and 401\n"
@@ -1028,6 +1029,8 @@ int main(int argc, char **argv)
 	struct proxy_opts po;
 	struct sockaddr_in admin_sa;
 	struct admin_opts ao = {0}; /* 0: admin.h defaults */
+
+	discovery_set_routes(&policy_routes);
 	const char *services = NULL, *pin_dir = DEFAULT_PIN_DIR, *router = "kv", *port_file = NULL;
 	const char *node_addr = NULL, *node_dev = NULL;
 	char why[256] = "";

@@ -11,9 +11,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "discovery.h"
-#include "log.h"
-#include "policy.h"
+#include "discovery/discovery.h"
+#include "core/log.h"
 
 int services_new(size_t n, struct services **out)
 {
@@ -65,6 +64,23 @@ const struct service *services_find_name(const struct services *s, const char *n
 		if (strcmp(s->v[i].name, name) == 0)
 			return &s->v[i];
 	return NULL;
+}
+
+static struct discovery_routes routes;
+
+void discovery_set_routes(const struct discovery_routes *r)
+{
+	routes = r ? *r : (struct discovery_routes){0};
+}
+
+bool discovery_route_known(const char *name)
+{
+	return !routes.known || routes.known(name);
+}
+
+const char *discovery_route_names(void)
+{
+	return routes.names ? routes.names() : "any name";
 }
 
 static int get_name(const cJSON *o, const char *key, char *out, bool required)
@@ -168,8 +184,9 @@ int discovery_parse(const char *json, size_t len, struct services **out, char *e
 		sv->vip.sin_family = AF_INET;
 		sv->vip.sin_port = htons(port);
 		if (get_str(js, "route", sv->policy, sizeof(sv->policy)) ||
-		    (sv->policy[0] && !policy_find(sv->policy)))
-			FAIL("service %s: \"route\" must be one of %s", sv->name, policy_names());
+		    (sv->policy[0] && !discovery_route_known(sv->policy)))
+			FAIL("service %s: \"route\" must be one of %s", sv->name,
+			     discovery_route_names());
 		if (get_str(js, "model", sv->model, sizeof(sv->model)))
 			FAIL("service %s: \"model\" must be a string (< %d bytes)", sv->name,
 			     DISCOVERY_MODEL_MAX);

@@ -51,6 +51,17 @@ struct services {
 	struct service *v;
 };
 
+/* The route names a Service may carry ("route" in the file, kvsplice.io/route in Kubernetes).
+ * Discovery sits below the route layer, so whoever links the policies sets the check once at
+ * start (route/policy.h's policy_routes); until then every name is taken. */
+struct discovery_routes {
+	bool (*known)(const char *name);
+	const char *(*names)(void); /* for the error: "kv, dynamo, ..." */
+};
+void discovery_set_routes(const struct discovery_routes *r);
+bool discovery_route_known(const char *name);
+const char *discovery_route_names(void);
+
 /* Parses the JSON text. Returns 0 and a snapshot with one reference in *out, or -EINVAL with a
  * one-line reason in err (duplicate names or ClusterIP:port, bad address or port, missing
  * fields), or -ENOMEM. */

@@ -37,11 +37,11 @@
 #include <curl/curl.h>
 #include <xxhash.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "discovery.h"
-#include "log.h"
-#include "mix.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "discovery/discovery.h"
+#include "core/log.h"
+#include "core/mix.h"
 
 /* Objects asked per list page. */
 #ifndef K8S_LIST_LIMIT

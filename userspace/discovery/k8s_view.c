@@ -22,9 +22,8 @@
 #include <cjson/cJSON.h>
 #include <xxhash.h>
 
-#include "discovery.h"
-#include "log.h"
-#include "policy.h"
+#include "discovery/discovery.h"
+#include "core/log.h"
 
 /* Objects stored per kind (opted-in Services; EndpointSlices of the whole cluster). */
 #ifndef K8S_MAX_OBJECTS
@@ -737,9 +736,9 @@ static void build_check(struct build_svc *b, char *why, size_t n)
 		snprintf(why, n, "%s", s->bad);
 		return;
 	}
-	if (!policy_find(s->route)) {
+	if (!discovery_route_known(s->route)) {
 		snprintf(why, n, "%s \"%.40s\" is not a policy (%s)", ANN_ROUTE, s->route,
-			 policy_names());
+			 discovery_route_names());
 		return;
 	}
 	if (strlen(s->o.key) >= DISCOVERY_NAME_MAX) {

@@ -43,7 +43,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "approx.h"
+#include "kv/approx.h"
 
 /* Smallest table, slots (a power of two). */
 #define MIN_CAP 1024

@@ -7,7 +7,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "blockhash.h"
+#include "kv/blockhash.h"
 
 uint64_t blockhash_root(uint64_t seed, const char *lora_name, size_t len)
 {

@@ -17,10 +17,10 @@
 #include <xxhash.h>
 #include <zmq.h>
 
-#include "clock.h"
-#include "discovery.h"
-#include "events.h"
-#include "log.h"
+#include "core/clock.h"
+#include "discovery/discovery.h"
+#include "kv/events.h"
+#include "core/log.h"
 
 /* Replayed batches remembered per worker (payload hashes, 8 bytes each) to recognise their live
  * copies arriving after the replay. */

@@ -53,9 +53,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "events_decode.h" /* the decoder; EVENTS_DEFAULT_MAX_PAYLOAD */
-#include "index.h"
+#include "core/buf.h"
+#include "kv/events_decode.h" /* the decoder; EVENTS_DEFAULT_MAX_PAYLOAD */
+#include "kv/index.h"
 
 /* Replay answer deadline, ms. */
 #ifndef EVENTS_DEFAULT_REPLAY_TIMEOUT_MS

@@ -9,9 +9,9 @@
 
 #include <msgpack.h>
 
-#include "blockhash.h"
-#include "events_decode.h"
-#include "index.h"
+#include "kv/blockhash.h"
+#include "kv/events_decode.h"
+#include "kv/index.h"
 
 struct events_decoder {
 	msgpack_zone zone;

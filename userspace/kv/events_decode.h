@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "index.h"
+#include "kv/index.h"
 
 /* Default largest batch payload accepted, bytes (kvsplice --kv-event-max-bytes). */
 #ifndef EVENTS_DEFAULT_MAX_PAYLOAD

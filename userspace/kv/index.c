@@ -8,9 +8,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "mix.h"
-#include "blockhash.h"
-#include "index.h"
+#include "core/mix.h"
+#include "kv/blockhash.h"
+#include "kv/index.h"
 
 /* Initial slots of the global table and of each worker table (powers of two). */
 #define G_MIN_CAP 1024

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "core/buf.h"
 
 /* Largest max_workers accepted. */
 #ifndef INDEX_MAX_WORKERS

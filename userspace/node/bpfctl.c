@@ -24,10 +24,10 @@
 #include <bpf/libbpf.h>
 #include <linux/magic.h>
 
-#include "bpfctl.h"
+#include "node/bpfctl.h"
 #include "kvsplice_abi.h"
 #include "kvsplice.skel.h"
-#include "log.h"
+#include "core/log.h"
 
 #define BPFCTL_DEFAULT_PIN_DIR "/sys/fs/bpf/kvsplice"
 #define NLINKS 5

@@ -11,8 +11,8 @@
 #include <netinet/in.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "discovery.h"
+#include "core/buf.h"
+#include "discovery/discovery.h"
 
 struct bpfctl;
 

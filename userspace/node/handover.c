@@ -14,9 +14,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "handover.h"
-#include "log.h"
+#include "core/clock.h"
+#include "node/handover.h"
+#include "core/log.h"
 
 /* Time between two attempts to bind a name still held by the process this one took over from,
  * ms. */

@@ -34,7 +34,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "loop.h"
+#include "core/loop.h"
 
 /* Listening sockets passed at most. */
 #define HANDOVER_MAX_FDS 16

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* keeper: see keeper.h. */
-#include "keeper.h"
+#include "node/keeper.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,11 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bpfctl.h"
-#include "clock.h"
-#include "handover.h"
-#include "log.h"
-#include "loop.h"
+#include "node/bpfctl.h"
+#include "core/clock.h"
+#include "node/handover.h"
+#include "core/log.h"
+#include "core/loop.h"
 
 /* The daemon's end. */
 struct keeper {

@@ -24,8 +24,8 @@
 
 #include <bpf/libbpf.h>
 
-#include "log.h"
-#include "nodesetup.h"
+#include "core/log.h"
+#include "node/nodesetup.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270

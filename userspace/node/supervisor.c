@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* supervisor: see supervisor.h. */
-#include "supervisor.h"
+#include "node/supervisor.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "log.h"
+#include "core/clock.h"
+#include "core/log.h"
 
 static volatile sig_atomic_t daemon_pid, stop_sig;
 static bool child;

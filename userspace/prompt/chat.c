@@ -60,8 +60,8 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
-#include "chat.h"
-#include "json.h"
+#include "prompt/chat.h"
+#include "core/json.h"
 
 enum role { ROLE_OTHER, ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL };
 

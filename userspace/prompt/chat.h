@@ -11,7 +11,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
+#include "core/buf.h"
 
 enum chat_status {
 	CHAT_OK = 0,

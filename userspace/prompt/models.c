@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat.h"
-#include "models.h"
-#include "tokenizer.h"
+#include "prompt/chat.h"
+#include "prompt/models.h"
+#include "prompt/tokenizer.h"
 
 struct entry {
 	char *name; /* NULL: the default */

@@ -6,11 +6,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
-#include "chat.h"
-#include "json.h"
-#include "openai.h"
-#include "tokenizer.h"
+#include "core/buf.h"
+#include "prompt/chat.h"
+#include "core/json.h"
+#include "prompt/openai.h"
+#include "prompt/tokenizer.h"
 
 static bool is_path(const char *path, size_t plen, const char *want)
 {

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tokenizer.h"
+#include "prompt/tokenizer.h"
 
 enum openai_endpoint {
 	OPENAI_NONE = 0,    /* not an endpoint this module reads */

@@ -21,9 +21,9 @@
 #include <cjson/cJSON.h>
 #include <xxhash.h>
 
-#include "tokenizer.h"
-#include "unicode_tables.h"
-#include "utf8.h"
+#include "prompt/tokenizer.h"
+#include "prompt/unicode_tables.h"
+#include "core/utf8.h"
 
 /* The split regex this module implements as a state machine (tokenizer.json spelling). */
 #define QWEN2_SPLIT_REGEX                                                                          \

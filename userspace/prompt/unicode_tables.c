@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "unicode_tables.h"
+#include "prompt/unicode_tables.h"
 
 const uint16_t unicode_cls_stage1[4352] = {
 	0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,

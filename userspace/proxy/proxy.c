@@ -41,10 +41,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bpfctl.h"
-#include "clock.h"
-#include "log.h"
-#include "proxy_int.h"
+#include "node/bpfctl.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "proxy/proxy_int.h"
 
 void route_end(struct conn *c, int status)
 {

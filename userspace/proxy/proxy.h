@@ -26,10 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "discovery.h"
-#include "loop.h"
-#include "metrics.h"
-#include "router.h"
+#include "discovery/discovery.h"
+#include "core/loop.h"
+#include "core/metrics.h"
+#include "route/router.h"
 
 #define PROXY_MAX_LISTEN 8
 

@@ -6,9 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "log.h"
-#include "proxy_int.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "proxy/proxy_int.h"
 
 /* Queues the answer and moves c on: closing (lingering) or to the next request. */
 static void answer(struct conn *c, int status, const char *message, bool close, int retry_after)

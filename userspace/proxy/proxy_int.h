@@ -18,14 +18,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "discovery.h"
-#include "http.h"
-#include "loop.h"
-#include "metrics.h"
-#include "openai.h"
-#include "proxy.h"
-#include "router.h"
+#include "core/buf.h"
+#include "discovery/discovery.h"
+#include "core/http.h"
+#include "core/loop.h"
+#include "core/metrics.h"
+#include "prompt/openai.h"
+#include "proxy/proxy.h"
+#include "route/router.h"
 
 /* Room made before a read(2) of the upstream, bytes (the buffer then holds 64 KiB: below glibc's
  * mmap threshold, so a new buffer is not an mmap per connection). */

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mix.h"
-#include "proxy_int.h"
+#include "core/mix.h"
+#include "proxy/proxy_int.h"
 
 void conn_account(struct conn *c)
 {

@@ -9,9 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "log.h"
-#include "proxy_int.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "proxy/proxy_int.h"
 
 static void up_unlink(struct upstream **head, struct upstream *u)
 {

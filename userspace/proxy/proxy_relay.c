@@ -8,8 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "proxy_int.h"
+#include "core/clock.h"
+#include "proxy/proxy_int.h"
 
 int client_flush(struct conn *c)
 {

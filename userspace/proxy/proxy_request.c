@@ -10,9 +10,9 @@
 #include <strings.h>
 #include <sys/uio.h>
 
-#include "clock.h"
-#include "log.h"
-#include "proxy_int.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "proxy/proxy_int.h"
 
 void request_reset(struct conn *c)
 {

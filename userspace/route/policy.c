@@ -2,8 +2,9 @@
 /* policy: the registry of routing policies and the helpers they share (see policy.h). */
 #include <string.h>
 
-#include "mix.h"
-#include "policy.h"
+#include "core/mix.h"
+#include "discovery/discovery.h"
+#include "route/policy.h"
 
 static const struct policy_ops *const all[] = {
     &policy_kv, &policy_dynamo, &policy_rr, &policy_random, &policy_approx,
@@ -39,6 +40,13 @@ const char *policy_names(void)
 {
 	return "kv, dynamo, round-robin, random, approx";
 }
+
+static bool policy_known(const char *name)
+{
+	return policy_find(name) != NULL;
+}
+
+const struct discovery_routes policy_routes = {.known = policy_known, .names = policy_names};
 
 void policy_kv_defaults(struct policy_kv_opts *o)
 {

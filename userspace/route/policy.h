@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct discovery_routes;
+
 /* Why a worker was chosen. The names (policy_reason_name) appear in /debug/route and /metrics. */
 #define POLICY_REASONS(X)                                                                          \
 	X(HOME, "home")	      /* the prefix's placement: it holds the key, or the key is new */    \
@@ -141,6 +143,8 @@ const struct policy_ops *policy_find(const char *name);
 const struct policy_ops *policy_at(size_t i);
 /* "kv, dynamo, round-robin, random, approx" (for --help and error messages). */
 const char *policy_names(void);
+/* policy_find and policy_names for discovery_set_routes (discovery cannot call up a layer). */
+extern const struct discovery_routes policy_routes;
 
 void policy_kv_defaults(struct policy_kv_opts *o);
 /* kv's operations, shared with policy_approx.c. */

@@ -3,7 +3,7 @@
  * where the workers' KV event ports cannot be reached. Each routed request's blocks are assumed
  * cached on the worker it went to for a TTL, as Dynamo's approximate mode assumes; keys, homes,
  * pressure and spills are kv's. */
-#include "policy.h"
+#include "route/policy.h"
 
 const struct policy_ops policy_approx = {
     .name = "approx",

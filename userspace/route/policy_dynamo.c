@@ -10,8 +10,8 @@
  * kvbench's client-side `--spread dynamo` runs this same code through the router. */
 #include <math.h>
 
-#include "mix.h"
-#include "policy.h"
+#include "core/mix.h"
+#include "route/policy.h"
 
 #ifndef DYNAMO_PREFILL_LOAD_SCALE
 #define DYNAMO_PREFILL_LOAD_SCALE 1.0

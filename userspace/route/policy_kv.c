@@ -74,7 +74,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "policy.h"
+#include "route/policy.h"
 
 struct kv {
 	struct policy_kv_opts o;

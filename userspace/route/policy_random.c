@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* policy random: a candidate drawn uniformly per request (kube-proxy's choice, but per request
  * rather than per connection). The draw comes from the view's random value. */
-#include "policy.h"
+#include "route/policy.h"
 
 static int random_pick(void *state, struct policy_view *v, struct policy_choice *out)
 {

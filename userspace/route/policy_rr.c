@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "discovery.h"
-#include "policy.h"
+#include "discovery/discovery.h"
+#include "route/policy.h"
 
 struct rr_slot {
 	char name[DISCOVERY_NAME_MAX];

@@ -17,20 +17,20 @@
 #include <string.h>
 #include <time.h>
 
-#include "mix.h"
-#include "clock.h"
-#include "approx.h"
-#include "blockhash.h"
-#include "events.h"
-#include "index.h"
-#include "log.h"
-#include "metrics.h"
-#include "models.h"
-#include "openai.h"
-#include "router.h"
-#include "scrape.h"
-#include "tokenizer.h"
-#include "workers.h"
+#include "core/mix.h"
+#include "core/clock.h"
+#include "kv/approx.h"
+#include "kv/blockhash.h"
+#include "kv/events.h"
+#include "kv/index.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "prompt/models.h"
+#include "prompt/openai.h"
+#include "route/router.h"
+#include "route/scrape.h"
+#include "prompt/tokenizer.h"
+#include "route/workers.h"
 
 /* Why a request could not be read exactly (the label of kvsplice_route_fallbacks_total). */
 #define FALLBACKS(X)                                                                               \

@@ -35,9 +35,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "discovery.h"
-#include "policy.h"
+#include "core/buf.h"
+#include "discovery/discovery.h"
+#include "route/policy.h"
 
 /* Decisions kept for /debug/route. */
 #ifndef ROUTER_LOG

@@ -32,11 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "buf.h"
-#include "http.h"
-#include "log.h"
-#include "scrape.h"
+#include "core/clock.h"
+#include "core/buf.h"
+#include "core/http.h"
+#include "core/log.h"
+#include "route/scrape.h"
 
 /* Engines (data-parallel ranks) of one worker whose kv usage is matched with their block count;
  * beyond that, usage is averaged without weights. */

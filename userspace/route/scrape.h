@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "loop.h"
+#include "core/loop.h"
 
 /* Default time between two scrapes of one worker, ms. */
 #ifndef SCRAPE_DEFAULT_INTERVAL_MS

@@ -11,7 +11,7 @@
 
 #include <xxhash.h>
 
-#include "workers.h"
+#include "route/workers.h"
 
 struct bset {
 	uint64_t *k; /* 0: empty */

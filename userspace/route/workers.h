@@ -40,8 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "discovery.h"
-#include "scrape.h"
+#include "discovery/discovery.h"
+#include "route/scrape.h"
 
 /* Workers a table holds at most. Not a flag, structural: the router sizes the approximate
  * view's per-worker tables by it at start (about 1 KiB per worker, whatever the cluster), and it
