@@ -59,6 +59,7 @@
 #include "core/loop.h"
 #include "core/metrics.h"
 #include "proxy/proxy.h"
+#include "route/policy.h"
 #include "route/router.h"
 
 #define MAX_UP 8	/* upstream connections the harness keeps (more are closed at once) */
@@ -455,6 +456,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	signal(SIGPIPE, SIG_IGN);
 	log_set_level(LOG_ERROR);
+	discovery_set_routes(&policy_routes);
 	return 0;
 }
 
