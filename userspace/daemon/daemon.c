@@ -1,67 +1,49 @@
 // SPDX-License-Identifier: Apache-2.0
-/* main: the kvsplice daemon. Parses flags, loads the tokenizers and the Services, opens (or takes
- * over) the BPF interception, follows the workers' KV events into the index, runs the proxy, the
- * router and the admin server on one epoll loop, reloads the Services on SIGHUP or when the file
- * changes (or, with --kubernetes, applies each snapshot the API server source hands over), drains
- * on SIGTERM/SIGINT, then takes off the node what it put there (nodesetup.h: the node address,
- * the pinned BPF state; --keep-on-exit keeps both). When the node lacks something interception
- * needs, it logs why and stays out of the way (run_degraded). `kvsplice detach` removes the pinned
- * BPF state.
- *
- * Restarts. A kvsplice started while another runs for the same proxy address takes its listening
- * sockets over (handover.h: fd passing, chosen over an SO_REUSEPORT pair because the proxy
- * listener is what BPF's one-entry sockmap holds; passed, it is the same socket, so it never
- * leaves the map and nothing queued on it is reset). Start-up order: everything loaded, then the
- * sockets taken, BPF attached and the listener registered, the admin answering, and only then
- * READY to the old process, which stops accepting, drains (its responses say "Connection:
- * close") and exits; a SIGTERM it gets afterwards (Kubernetes deleting the old pod) changes
- * nothing, and its exit leaves the node setup to its successor (node_exit_undoes). SIGTERM with
- * no successor: the listener leaves the sockmap first (new connects fall open to the Service's
- * DNAT), what is queued is still accepted and served, then the drain. */
+/* daemon: the daemon's phases (daemon.h): start-up, the epoll loop that runs the proxy, the
+ * router, the KV events and the admin server, the Services reloads (SIGHUP, a changed file, a
+ * Kubernetes snapshot), the drain and the exit that takes the node setup off (nodesetup.h;
+ * --keep-on-exit keeps it). docs/internals/daemon.md tells why start-up runs in this order and
+ * how a restart hands the listeners over. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
-#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "core/clock.h"
-#include "daemon/admin.h"
-#include "kv/approx.h"
-#include "node/bpfctl.h"
-#include "discovery/discovery.h"
-#include "kv/events.h"
-#include "node/handover.h"
-#include "node/keeper.h"
-#include "kv/index.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/metrics.h"
-#include "prompt/models.h"
+#include "daemon/admin.h"
+#include "daemon/daemon.h"
+#include "discovery/discovery.h"
+#include "kv/events.h"
+#include "kv/index.h"
+#include "node/bpfctl.h"
+#include "node/handover.h"
+#include "node/keeper.h"
 #include "node/nodesetup.h"
-#include "route/policy.h"
-#include "proxy/proxy.h"
-#include "route/router.h"
-#include "route/scrape.h"
 #include "node/supervisor.h"
-#include "route/workers.h"
+#include "prompt/models.h"
+#include "proxy/proxy.h"
+#include "route/policy.h"
+#include "route/router.h"
 
-#define DEFAULT_LISTEN "169.254.20.11:15001"
-#define DEFAULT_ADMIN "127.0.0.1:15000"
-#define DEFAULT_PIN_DIR "/sys/fs/bpf/kvsplice"
-#define DEFAULT_MARK 0x6b76 /* "kv" */
-/* Where the default tokenizer is looked for when --tokenizer is not given: beside the binary (a
- * source tree's build/), then where the container image installs it. */
-#define TOKENIZER_REL "/../models/qwen3/tokenizer.json"
-#define TOKENIZER_SYS "/usr/share/kvsplice/models/qwen3/tokenizer.json"
+/* Signals received and not acted on yet. */
+#define PENDING_STOP 0x1u /* SIGTERM, SIGINT, or a failure to serve */
+#define PENDING_HUP 0x2u  /* SIGHUP: reload the Services now */
 
 struct daemon {
+	const struct daemon_cfg *cfg;
+	enum daemon_phase phase;
+	unsigned pending; /* PENDING_* */
 	struct loop *loop;
 	struct metrics *metrics;
 	struct router *router;
@@ -72,29 +54,27 @@ struct daemon {
 	struct discovery_source *src;
 	struct services *svcs;
 	struct loop_ev src_ev; /* the source's notify fd (Kubernetes), -1 when it has none */
-	bool synced; /* the source handed over its first snapshot: BPF selection, interception and
-		      * /readyz wait for it (Kubernetes: the first lists) */
 	struct loop_ev sig;
-	bool stop, hup;
+	sigset_t mask;
 	/* restarts (handover.h): our listeners offered to a successor (NULL: --no-handover, or
 	 * not serving yet); the connection to the process we took them from, to say READY on once
-	 * we serve them (-1: none), and its pid */
+	 * we serve them (-1: none), and its pid; the sockets it passed */
 	struct handover *handover;
-	bool no_handover;
-	bool handed_over; /* a successor serves them: draining */
+	int hconn;
+	pid_t old_pid;
+	struct handover_fd hfds[HANDOVER_MAX_FDS];
+	int nhfds;
+	int admin_fd;	      /* the admin listener taken over, until the admin server owns it */
+	struct proxy_opts po; /* cfg's, with the listeners taken over */
 	/* fail-open across a crash (keeper.h): the keeper holding a second reference to the
 	 * registered listener (NULL: --no-keeper, no BPF, or not serving yet) */
 	struct keeper *keeper;
 	struct keeper_opts kopts;
-	bool no_keeper;
-	/* serving waits for the workers' initial syncs (events_initial_syncs), sync_wait_ms at
+	/* SYNCING waits for the workers' initial syncs (events_initial_syncs), --sync-wait at
 	 * most: routing on an index that does not know the caches yet would place every prefix
-	 * as new. serve_at: when the wait started (0: not waiting); serving: started */
-	int sync_wait_ms;
+	 * as new. serve_at: when the wait started (0: not yet) */
 	uint64_t serve_at;
-	bool serving;
-	int hconn;
-	pid_t old_pid;
+	uint64_t last_poll, stop_ms;
 	uint64_t *reloads, *reload_errors;
 	int64_t *nservices, *nendpoints;
 	/* KV events (--events): the index is written on this loop's thread only */
@@ -102,501 +82,55 @@ struct daemon {
 	struct events *events;
 	struct loop_ev events_ev;
 	int events_more;
-	const char *events_topic;
 	/* node setup (nodesetup.h), taken off again by a final exit (node_exit) */
+	char cgroup[4096];	/* the attach point the probe found */
 	struct nodesetup *node; /* the node address, when --node-address */
 	const char *bpf_pins;	/* the pin directory once BPF is set up, else NULL */
-	bool keep_on_exit;
 	int64_t *node_ready;
 };
 
-/* Long options: one table gives getopt its options and error messages their names. */
-enum {
-	O_SERVICES = 256,
-	O_SERVICES_MAX,
-	O_LISTEN,
-	O_ADMIN,
-	O_ADMIN_MAX_CONNS,
-	O_ADMIN_MAX_HEAD,
-	O_ADMIN_TO,
-	O_NO_BPF,
-	O_CGROUP,
-	O_PIN_DIR,
-	O_MARK,
-	O_ROUTER,
-	O_RELAY,
-	O_MAX_HEAD,
-	O_MAX_BODY,
-	O_HEADER_TO,
-	O_IDLE_TO,
-	O_CONNECT_TO,
-	O_DRAIN_TO,
-	O_POOL,
-	O_POOL_TO,
-	O_MAX_CONNS,
-	O_MAX_CONNS_IP,
-	O_MAX_BUFFERED,
-	O_NO_XFF,
-	O_LISTEN_BACKLOG,
-	O_KV_QUEUE,
-	O_KV_QUEUE_TOTAL,
-	O_KV_QUEUE_BATCHES,
-	O_KV_EVENT_MAX,
-	O_KV_EVENT_QUEUE,
-	O_KV_REPLAY_TO,
-	O_PORT_FILE,
-	O_LOG,
-	O_EVENTS,
-	O_NO_EVENTS,
-	O_EVENTS_TOPIC,
-	O_BLOCK_SIZE,
-	O_HASH_SEED,
-	O_INDEX_MAX,
-	O_INDEX_WORKERS,
-	O_TOKENIZER,
-	O_MODEL_TOKENIZER,
-	O_NO_TOKENIZER,
-	O_SCRAPE,
-	O_SCRAPE_MAX_BODY,
-	O_SCRAPE_MAX_HEAD,
-	O_SCRAPE_TO,
-	O_APPROX_TTL,
-	O_APPROX_MAX,
-	O_SPILL_FACTOR,
-	O_SPILL_SLACK,
-	O_KEY_SLACK,
-	O_BALANCE_SLACK,
-	O_REPLICA_GAP,
-	O_REPLICA_ROOM,
-	O_REPLICA_ALL,
-	O_SPILL_GAP,
-	O_SPILL_GAP_REMOTE,
-	O_BACKLOG,
-	O_TOKCACHE,
-	O_WHOLE_PROMPT,
-	O_KUBERNETES,
-	O_K8S_API,
-	O_K8S_TOKEN,
-	O_K8S_CA,
-	O_K8S_NAMESPACE,
-	O_K8S_LIST_MAX,
-	O_K8S_EVENT_MAX,
-	O_NODE_ADDRESS,
-	O_NODE_DEVICE,
-	O_KEEP_ON_EXIT,
-	O_NO_HANDOVER,
-	O_NO_KEEPER,
-	O_SYNC_WAIT,
-	O_KEEPER_QUEUE,
-	O_KEEPER_HOLD,
-};
-static const struct option longopts[] = {
-    {"services", required_argument, 0, O_SERVICES},
-    {"services-max-bytes", required_argument, 0, O_SERVICES_MAX},
-    {"listen", required_argument, 0, O_LISTEN},
-    {"admin", required_argument, 0, O_ADMIN},
-    {"admin-max-conns", required_argument, 0, O_ADMIN_MAX_CONNS},
-    {"admin-max-head", required_argument, 0, O_ADMIN_MAX_HEAD},
-    {"admin-timeout", required_argument, 0, O_ADMIN_TO},
-    {"no-bpf", no_argument, 0, O_NO_BPF},
-    {"cgroup", required_argument, 0, O_CGROUP},
-    {"pin-dir", required_argument, 0, O_PIN_DIR},
-    {"mark", required_argument, 0, O_MARK},
-    {"router", required_argument, 0, O_ROUTER},
-    {"relay", required_argument, 0, O_RELAY},
-    {"max-head", required_argument, 0, O_MAX_HEAD},
-    {"max-body", required_argument, 0, O_MAX_BODY},
-    {"header-timeout", required_argument, 0, O_HEADER_TO},
-    {"idle-timeout", required_argument, 0, O_IDLE_TO},
-    {"connect-timeout", required_argument, 0, O_CONNECT_TO},
-    {"drain-timeout", required_argument, 0, O_DRAIN_TO},
-    {"pool-size", required_argument, 0, O_POOL},
-    {"pool-idle-timeout", required_argument, 0, O_POOL_TO},
-    {"max-conns", required_argument, 0, O_MAX_CONNS},
-    {"max-conns-per-ip", required_argument, 0, O_MAX_CONNS_IP},
-    {"no-forwarded-for", no_argument, 0, O_NO_XFF},
-    {"max-buffered", required_argument, 0, O_MAX_BUFFERED},
-    {"listen-backlog", required_argument, 0, O_LISTEN_BACKLOG},
-    {"kv-queue-bytes", required_argument, 0, O_KV_QUEUE},
-    {"kv-queue-total-bytes", required_argument, 0, O_KV_QUEUE_TOTAL},
-    {"kv-queue-batches", required_argument, 0, O_KV_QUEUE_BATCHES},
-    {"kv-event-max-bytes", required_argument, 0, O_KV_EVENT_MAX},
-    {"kv-event-queue", required_argument, 0, O_KV_EVENT_QUEUE},
-    {"kv-replay-timeout", required_argument, 0, O_KV_REPLAY_TO},
-    {"port-file", required_argument, 0, O_PORT_FILE},
-    {"log-level", required_argument, 0, O_LOG},
-    {"events", no_argument, 0, O_EVENTS},
-    {"no-events", no_argument, 0, O_NO_EVENTS},
-    {"events-topic", required_argument, 0, O_EVENTS_TOPIC},
-    {"block-size", required_argument, 0, O_BLOCK_SIZE},
-    {"hash-seed", required_argument, 0, O_HASH_SEED},
-    {"index-max-entries", required_argument, 0, O_INDEX_MAX},
-    {"index-max-workers", required_argument, 0, O_INDEX_WORKERS},
-    {"tokenizer", required_argument, 0, O_TOKENIZER},
-    {"model-tokenizer", required_argument, 0, O_MODEL_TOKENIZER},
-    {"no-tokenizer", no_argument, 0, O_NO_TOKENIZER},
-    {"scrape-interval", required_argument, 0, O_SCRAPE},
-    {"scrape-max-body", required_argument, 0, O_SCRAPE_MAX_BODY},
-    {"scrape-max-head", required_argument, 0, O_SCRAPE_MAX_HEAD},
-    {"scrape-timeout", required_argument, 0, O_SCRAPE_TO},
-    {"approx-ttl", required_argument, 0, O_APPROX_TTL},
-    {"approx-max-entries", required_argument, 0, O_APPROX_MAX},
-    {"kv-spill-factor", required_argument, 0, O_SPILL_FACTOR},
-    {"kv-spill-slack", required_argument, 0, O_SPILL_SLACK},
-    {"kv-key-slack", required_argument, 0, O_KEY_SLACK},
-    {"kv-balance-slack", required_argument, 0, O_BALANCE_SLACK},
-    {"kv-replica-gap", required_argument, 0, O_REPLICA_GAP},
-    {"kv-replica-room", required_argument, 0, O_REPLICA_ROOM},
-    {"kv-replica-all", required_argument, 0, O_REPLICA_ALL},
-    {"kv-spill-gap", required_argument, 0, O_SPILL_GAP},
-    {"kv-spill-gap-remote", required_argument, 0, O_SPILL_GAP_REMOTE},
-    {"kv-backlog", required_argument, 0, O_BACKLOG},
-    {"tokenizer-cache", required_argument, 0, O_TOKCACHE},
-    {"whole-prompt", no_argument, 0, O_WHOLE_PROMPT},
-    {"kubernetes", no_argument, 0, O_KUBERNETES},
-    {"k8s-api", required_argument, 0, O_K8S_API},
-    {"k8s-token", required_argument, 0, O_K8S_TOKEN},
-    {"k8s-ca", required_argument, 0, O_K8S_CA},
-    {"k8s-namespace", required_argument, 0, O_K8S_NAMESPACE},
-    {"k8s-list-max-bytes", required_argument, 0, O_K8S_LIST_MAX},
-    {"k8s-event-max-bytes", required_argument, 0, O_K8S_EVENT_MAX},
-    {"node-address", required_argument, 0, O_NODE_ADDRESS},
-    {"node-device", required_argument, 0, O_NODE_DEVICE},
-    {"keep-on-exit", no_argument, 0, O_KEEP_ON_EXIT},
-    {"no-handover", no_argument, 0, O_NO_HANDOVER},
-    {"no-keeper", no_argument, 0, O_NO_KEEPER},
-    {"sync-wait", required_argument, 0, O_SYNC_WAIT},
-    {"keeper-queue", required_argument, 0, O_KEEPER_QUEUE},
-    {"keeper-hold", required_argument, 0, O_KEEPER_HOLD},
-    {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0},
+static const char *const phase_names[DAEMON_NPHASES] = {
+    "starting", "degraded", "listing", "syncing", "serving", "draining", "handed-over",
 };
 
-/* Largest --index-max-workers: the index's bound, and no more than a Service's endpoints. */
-#define INDEX_WORKERS_LIMIT (WORKERS_MAX < INDEX_MAX_WORKERS ? WORKERS_MAX : INDEX_MAX_WORKERS)
+/* The arrows of daemon.h's phase graph: allowed[a] has bit b when a -> b is one. */
+#define BIT(p) (1u << (p))
+static const unsigned allowed[DAEMON_NPHASES] = {
+    [DAEMON_STARTING] = BIT(DAEMON_DEGRADED) | BIT(DAEMON_LISTING) | BIT(DAEMON_SYNCING),
+    [DAEMON_LISTING] = BIT(DAEMON_SYNCING) | BIT(DAEMON_DRAINING),
+    [DAEMON_SYNCING] = BIT(DAEMON_SERVING) | BIT(DAEMON_DRAINING),
+    [DAEMON_SERVING] = BIT(DAEMON_DRAINING) | BIT(DAEMON_HANDED_OVER),
+};
 
-/* The kv tunable set by option opt. */
-static double *kv_opt(struct policy_kv_opts *k, int opt)
+const char *daemon_phase_name(enum daemon_phase p)
 {
-	switch (opt) {
-	case O_SPILL_FACTOR:
-		return &k->spill_factor;
-	case O_SPILL_SLACK:
-		return &k->spill_slack;
-	case O_KEY_SLACK:
-		return &k->key_slack;
-	case O_BALANCE_SLACK:
-		return &k->balance_slack;
-	case O_REPLICA_GAP:
-		return &k->replica_gap;
-	case O_REPLICA_ROOM:
-		return &k->replica_room;
-	case O_REPLICA_ALL:
-		return &k->replica_all;
-	case O_BACKLOG:
-		return &k->backlog;
-	case O_SPILL_GAP_REMOTE:
-		return &k->spill_gap_remote;
-	default:
-		return &k->spill_gap;
+	return (unsigned)p < DAEMON_NPHASES ? phase_names[p] : "?";
+}
+
+bool daemon_phase_allowed(enum daemon_phase a, enum daemon_phase b)
+{
+	return (unsigned)a < DAEMON_NPHASES && (unsigned)b < DAEMON_NPHASES &&
+	       (allowed[a] & BIT(b));
+}
+
+/* The one place the phase changes. */
+static void enter(struct daemon *d, enum daemon_phase p)
+{
+	if (!daemon_phase_allowed(d->phase, p)) {
+		log_error("main", "phase %s -> %s is not one of daemon.h's: ignored",
+			  daemon_phase_name(d->phase), daemon_phase_name(p));
+		return;
 	}
+	log_debug("main", "phase: %s -> %s", daemon_phase_name(d->phase), daemon_phase_name(p));
+	d->phase = p;
 }
 
-/* The long name of option value opt, for messages. */
-static const char *opt_name(int opt)
+/* Whether the BPF Service selection follows the snapshots: once the source delivered one (before,
+ * what a previous process pinned stays), until a successor serves (then it is the successor's). */
+static bool selection_ours(const struct daemon *d)
 {
-	for (const struct option *o = longopts; o->name; o++)
-		if (o->val == opt)
-			return o->name;
-	return "?";
-}
-
-static void usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "Usage: kvsplice [OPTIONS]\n"
-	    "       kvsplice detach [--pin-dir DIR]\n"
-	    "\n"
-	    "Transparent, KV-cache-aware router for vLLM workers behind a Kubernetes Service.\n"
-	    "\n"
-	    "Options:\n"
-	    "  --services FILE          Services and endpoints (JSON; reloaded on SIGHUP and on\n"
-	    "                           change); this or --kubernetes is required\n"
-	    "  --services-max-bytes SIZE  largest --services file read; a larger one is\n"
-	    "                           refused (at start: exit; later: the last one kept;\n"
-	    "                           default %uM)\n"
-	    "  --kubernetes             Services and endpoints from the API server: Services\n"
-	    "                           annotated kvsplice.io/route, their EndpointSlices\n"
-	    "                           (in-cluster service account; see "
-	    "userspace/discovery/discovery.h)\n"
-	    "  --k8s-api URL            API server (default https://$KUBERNETES_SERVICE_HOST:\n"
-	    "                           $KUBERNETES_SERVICE_PORT)\n"
-	    "  --k8s-token FILE         bearer token, read again on each (re)connect and 401\n"
-	    "                           (default: the service account's token)\n"
-	    "  --k8s-ca FILE            CA bundle (default: the service account's ca.crt)\n"
-	    "  --k8s-namespace NS       only Services of namespace NS (default: all)\n"
-	    "  --k8s-list-max-bytes SIZE  largest list response page read from the API server;\n"
-	    "                           a larger one is abandoned and listed again after a\n"
-	    "                           backoff (default %uM)\n"
-	    "  --k8s-event-max-bytes SIZE  largest watch event (one object) read, the same\n"
-	    "                           way (default %uM)\n"
-	    "  --listen ADDR:PORT       proxy address connects are handed to; repeatable\n"
-	    "                           (default " DEFAULT_LISTEN ")\n"
-	    "  --admin ADDR:PORT        admin HTTP: /healthz /readyz /metrics /debug/route\n"
-	    "                           /debug/workers /debug/index\n"
-	    "                           (default " DEFAULT_ADMIN ")\n"
-	    "  --admin-max-conns N      admin connections open at once; a new one beyond\n"
-	    "                           closes the oldest (default %d)\n"
-	    "  --admin-max-head SIZE    admin request head limit, larger: 431 (default %dK)\n"
-	    "  --admin-timeout SECS     an admin connection is closed after this long\n"
-	    "                           (default %d)\n"
-	    "  --no-bpf                 no interception: serve connections made to --listen\n"
-	    "                           directly (Service = the one whose port is the listener's\n"
-	    "                           port, else the only Service)\n"
-	    "  --cgroup DIR             cgroup v2 directory the BPF programs attach to\n"
-	    "                           (default: the cgroup2 mount root)\n"
-	    "  --pin-dir DIR            bpffs directory of the pinned state "
-	    "(default " DEFAULT_PIN_DIR ")\n"
-	    "  --node-address A[/N]     put A (the --listen address; /32 by default) on the\n"
-	    "                           node: on --node-device, created as a dummy device when\n"
-	    "                           absent, set up; both removed again at exit\n"
-	    "  --node-device NAME       (default " NODESETUP_DEFAULT_DEVICE ")\n"
-	    "  --keep-on-exit           leave the node address and the pinned BPF state when\n"
-	    "                           exiting (by default a final exit removes both; either\n"
-	    "                           way connects go the kube-proxy way once kvsplice is gone)\n"
-	    "  --mark N                 SO_MARK of upstream sockets, never intercepted (default "
-	    "0x%x)\n"
-	    "  --router POLICY          endpoint choice per request: kv (default; capacity-aware\n"
-	    "                           prefix placement), dynamo (Dynamo's cost), round-robin,\n"
-	    "                           random, approx (kv without events: routed blocks assumed\n"
-	    "                           cached for --approx-ttl)\n"
-	    "  --tokenizer PATH         tokenizer.json for every model without its own (default:\n"
-	    "                           BINARY_DIR" TOKENIZER_REL ", else\n"
-	    "                           " TOKENIZER_SYS ")\n"
-	    "  --model-tokenizer NAME=PATH  tokenizer.json of served model NAME; repeatable\n"
-	    "  --no-tokenizer           no default tokenizer (text prompts route approximately)\n"
-	    "  --scrape-interval SECS   how often each worker's /metrics is read for load;\n"
-	    "                           0 turns it off (default 0.25)\n"
-	    "  --scrape-max-body SIZE   largest worker /metrics body read; a larger one fails\n"
-	    "                           the scrape (default %uM)\n"
-	    "  --scrape-max-head SIZE   longest worker /metrics answer head read; a longer one\n"
-	    "                           fails the scrape (default %uK)\n"
-	    "  --scrape-timeout SECS    deadline of one scrape, connect to last byte; a worker\n"
-	    "                           missing it 3 times in a row is down (default %g)\n"
-	    "  --approx-ttl SECS        approximate view: how long routed blocks count as cached\n"
-	    "                           (default 120)\n"
-	    "  --approx-max-entries N   approximate view: (worker, block) pairs held (about 32\n"
-	    "                           bytes each); past it those closest to expiry go first\n"
-	    "                           (default %u)\n"
-	    "  --kv-spill-factor X      kv: a worker is under pressure past X times the average\n"
-	    "                           load (default 2) ...\n"
-	    "  --kv-spill-slack N       ... and N requests above it (default 4)\n"
-	    "  --kv-key-slack N         kv: prefixes a worker may hold above its share when a new\n"
-	    "                           one is placed (default 0)\n"
-	    "  --kv-balance-slack N     kv: requests above the average a worker may have and "
-	    "still\n"
-	    "                           take a prefix it holds before a replica is used (default "
-	    "0)\n"
-	    "  --kv-replica-gap N       kv: a worker with room gets a new replica of a busy "
-	    "prefix\n"
-	    "                           when N requests below its holders (default 4)\n"
-	    "  --kv-replica-room F      kv: ... or an idle worker 1 below, while all workers'\n"
-	    "                           prefixes fill under F of their KV caches (default 0.35;\n"
-	    "                           0: off)\n"
-	    "  --kv-replica-all F       kv: caches are rich when every prefix the cluster holds\n"
-	    "                           fits in F of every worker's KV cache: any worker 1 below\n"
-	    "                           the holders then takes a replica, and the least loaded\n"
-	    "                           holder is taken (default 0.6; 0: off)\n"
-	    "  --kv-spill-gap N         kv: a holder short of free KV blocks spills a request "
-	    "only\n"
-	    "                           to a worker N requests less loaded (default 2)\n"
-	    "  --kv-spill-gap-remote N  kv: ... plus N times the share of the load it knows only\n"
-	    "                           from the workers' metrics (other nodes'; default 2)\n"
-	    "  --kv-backlog X           kv: a worker owing more than X times the request's "
-	    "prefill\n"
-	    "                           blocks beyond the best place counts as busy (0.25; 0: "
-	    "off)\n"
-	    "  --tokenizer-cache SIZE   encoding cache per tokenizer (repeated messages and "
-	    "pieces\n"
-	    "                           read once; 0: off; default 64M)\n"
-	    "  --whole-prompt           tokenize a text prompt whole before choosing (default:\n"
-	    "                           as far as a worker's cache reaches, the rest once the\n"
-	    "                           request is sent)\n"
-	    "  --relay copy|splice      how response bodies are moved (default splice)\n"
-	    "  --max-head SIZE          request head limit, larger: 431 (default 64K)\n"
-	    "  --max-body SIZE          request body limit, larger: 413 (default 32M)\n"
-	    "  --header-timeout SECS    to read a whole request once it started (default 30)\n"
-	    "  --idle-timeout SECS      keep-alive wait; silence of a relay; an endpoint silent\n"
-	    "                           this long after a request gets 504 (default 300)\n"
-	    "  --connect-timeout SECS   per upstream connect attempt (default 3)\n"
-	    "  --drain-timeout SECS     after SIGTERM, then close everything (default 30)\n"
-	    "  --pool-size N            idle upstream connections kept per endpoint (default 64)\n"
-	    "  --pool-idle-timeout SECS idle upstream connections closed after (default 4)\n"
-	    "  --max-conns N            client connections at once; more are answered 503\n"
-	    "                           with Retry-After and closed; 0: no limit (default %d;\n"
-	    "                           measured: about 6 KiB each when idle, user + kernel)\n"
-	    "  --max-conns-per-ip N     the same per client address (default %d)\n"
-	    "  --max-buffered SIZE      bytes buffered over all client connections (request\n"
-	    "                           bodies are held whole: RSS grows by about as much); a\n"
-	    "                           request that would pass it is answered 503 with\n"
-	    "                           Retry-After; 0: no limit (default %zuM)\n"
-	    "  --listen-backlog N       connections the kernel queues for the proxy before it\n"
-	    "                           accepts them (capped by net.core.somaxconn; default %d)\n"
-	    "  --no-forwarded-for       do not tell workers the client's address (by default a\n"
-	    "                           request goes on with X-Forwarded-For: its values, then\n"
-	    "                           the client's address: workers see the node's otherwise)\n"
-	    "  --port-file FILE         write \"LISTEN_PORT ADMIN_PORT\" there once ready\n"
-	    "  --no-handover            neither take the listening sockets over from a kvsplice\n"
-	    "                           running for the same --listen address (restart without\n"
-	    "                           loss: it drains and exits once this one serves) nor offer\n"
-	    "                           them to a successor\n"
-	    "  --sync-wait SECS         at start, serve (register the listener, /readyz) only\n"
-	    "                           once every worker's initial KV event sync is done, or\n"
-	    "                           this long at most (default 1; 0: at once)\n"
-	    "  --no-keeper              no keeper process: a crash (SIGKILL) of kvsplice then\n"
-	    "                           resets the connects BPF sent it while it died (by\n"
-	    "                           default a keeper holds the listener, relays those to\n"
-	    "                           the Service and hands the listener to the next kvsplice)\n"
-	    "  --keeper-hold SECS       after a crash, how long the keeper waits for the next\n"
-	    "                           kvsplice to take the listener (default %d)\n"
-	    "  --keeper-queue SECS      after a crash, connects keep queueing for the next\n"
-	    "                           kvsplice this long before the keeper falls open (default\n"
-	    "                           1 as a container's PID 1, which starts it again; else 0)\n"
-	    "  --no-events              do not follow the workers' vLLM KV events (by default "
-	    "every\n"
-	    "                           endpoint with an events_port in --services is followed\n"
-	    "                           into the block index, synced from its replay_port at\n"
-	    "                           once; /debug/index shows it)\n"
-	    "  --events-topic T         ZMQ topic of the KV events (default \"\": all)\n"
-	    "  --block-size N           KV block size in tokens (default 16)\n"
-	    "  --hash-seed N            seed of kvsplice's own block hash (default 1337)\n"
-	    "  --index-max-entries N    bound on (worker, block) pairs indexed (default 4M,\n"
-	    "                           about 50-80 bytes each)\n"
-	    "  --index-max-workers N    workers whose KV events are followed at once (default\n"
-	    "                           256, at most %u; each 2 bits per indexed block): past\n"
-	    "                           it an endpoint is seen as holding no block (logged)\n"
-	    "  --kv-queue-bytes SIZE    KV event payload bytes held per worker while its replay\n"
-	    "                           runs; past it the replay is given up (default %uM)\n"
-	    "  --kv-queue-total-bytes SIZE  the same over all workers (default %uM)\n"
-	    "  --kv-queue-batches N     KV event batches held per worker while its replay runs\n"
-	    "                           (however few bytes; default %u)\n"
-	    "  --kv-event-max-bytes SIZE  largest KV event message read from a worker; a\n"
-	    "                           larger one is dropped unread, counted (default %uM)\n"
-	    "  --kv-event-queue N       KV event messages libzmq holds per worker until kvsplice\n"
-	    "                           reads them (ZMQ receive high-water mark; past it the\n"
-	    "                           worker's publisher drops: a gap, then a replay;\n"
-	    "                           default %d)\n"
-	    "  --kv-replay-timeout SECS a worker's replay, or its sync on joining, not answered\n"
-	    "                           whole within this long is given up (default %g)\n"
-	    "  --log-level LEVEL        error|warn|info|debug (default info)\n"
-	    "  -h, --help               this text\n"
-	    "\n"
-	    "Signals: SIGTERM/SIGINT stop accepting (interception falls open at once), drain,\n"
-	    "exit; SIGHUP reloads --services (with --kubernetes: lists again).\n"
-	    "If the node lacks what interception needs (cgroup v2, bpffs, BTF, capabilities,\n"
-	    "program types, the node address), kvsplice logs why and stays out of the way:\n"
-	    "nothing intercepted, /readyz 503 with the reason, kvsplice_node_ready 0.\n"
-	    "A restart: start the new kvsplice while the old one runs; it takes the listeners\n"
-	    "over and the old one drains and exits.\n",
-	    (unsigned)(DISCOVERY_FILE_DEFAULT_MAX >> 20),
-	    (unsigned)(DISCOVERY_K8S_DEFAULT_LIST_MAX >> 20),
-	    (unsigned)(DISCOVERY_K8S_DEFAULT_EVENT_MAX >> 20), ADMIN_DEFAULT_MAX_CONNS,
-	    ADMIN_DEFAULT_MAX_HEAD >> 10, ADMIN_DEFAULT_TIMEOUT_MS / 1000, DEFAULT_MARK,
-	    (unsigned)(SCRAPE_DEFAULT_MAX_BODY >> 20), (unsigned)(SCRAPE_DEFAULT_MAX_HEAD >> 10),
-	    SCRAPE_DEFAULT_TIMEOUT_MS / 1000.0, (unsigned)APPROX_DEFAULT_MAX_ENTRIES,
-	    PROXY_DEFAULT_MAX_CONNS, PROXY_DEFAULT_MAX_CONNS_PER_IP,
-	    PROXY_DEFAULT_MAX_BUFFERED >> 20, PROXY_DEFAULT_BACKLOG, KEEPER_HOLD_MS / 1000,
-	    INDEX_WORKERS_LIMIT, (unsigned)(EVENTS_DEFAULT_MAX_PENDING_BYTES >> 20),
-	    (unsigned)(EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES >> 20),
-	    (unsigned)EVENTS_DEFAULT_MAX_PENDING, (unsigned)(EVENTS_DEFAULT_MAX_PAYLOAD >> 20),
-	    EVENTS_DEFAULT_RCVHWM, EVENTS_DEFAULT_REPLAY_TIMEOUT_MS / 1000.0);
-}
-
-static int parse_addr(const char *s, struct sockaddr_in *out)
-{
-	char host[64];
-	const char *colon = strrchr(s, ':');
-	char *end;
-	long port;
-
-	if (!colon || (size_t)(colon - s) >= sizeof(host))
-		return -1;
-	memcpy(host, s, (size_t)(colon - s));
-	host[colon - s] = '\0';
-	port = strtol(colon + 1, &end, 10);
-	if (*end || end == colon + 1 || port < 0 || port > 65535)
-		return -1;
-	memset(out, 0, sizeof(*out));
-	out->sin_family = AF_INET;
-	out->sin_port = htons((uint16_t)port);
-	return inet_pton(AF_INET, host, &out->sin_addr) == 1 ? 0 : -1;
-}
-
-/* "1.5" seconds, "250ms", "2s" -> milliseconds, or -1 (also for NaN, infinities, negative
- * values and anything past 2e9 ms: converting those to int would be undefined behaviour). */
-static int parse_ms(const char *s)
-{
-	char *end;
-	double v = strtod(s, &end), ms;
-
-	if (end == s || !(v >= 0))
-		return -1;
-	if (strcmp(end, "ms") == 0)
-		ms = v;
-	else if (!*end || strcmp(end, "s") == 0)
-		ms = v * 1000;
-	else
-		return -1;
-	return ms <= 2e9 ? (int)ms : -1;
-}
-
-/* "4096", "64K", "32M", "1G" -> bytes, or 0 on error (also for NaN, infinities, values below 1
- * and above 2^50: no buffer of a petabyte, and no undefined conversion to size_t). */
-static size_t parse_size(const char *s)
-{
-	char *end;
-	double v = strtod(s, &end), bytes;
-	double mul = 1;
-
-	if (end == s || !(v > 0))
-		return 0;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		mul = 1024;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		mul = 1024 * 1024;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		mul = 1024.0 * 1024 * 1024;
-		end++;
-		break;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
-	bytes = v * mul;
-	if (*end || !(bytes >= 1 && bytes <= 0x1p50))
-		return 0;
-	return (size_t)bytes;
-}
-
-/* A count "0".."1000000000" -> its value, or -1. */
-static int parse_count(const char *s)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (end == s || *end || errno || v < 0 || v > 1000000000)
-		return -1;
-	return (int)v;
+	return d->phase == DAEMON_SYNCING || d->phase == DAEMON_SERVING ||
+	       d->phase == DAEMON_DRAINING;
 }
 
 /* The bounds of the Services source in use, as gauges: the file's (k NULL) or the API server's.
@@ -674,10 +208,9 @@ static void services_apply(struct daemon *d, struct services *s)
 {
 	size_t neps = 0;
 
-	if (d->bpf && d->synced && !d->handed_over) /* before: what a previous process pinned
-						     * stays; after: the successor's */
+	if (d->bpf && selection_ours(d))
 		bpfctl_sync_services(d->bpf, s);
-	if (d->events && events_sync_services(d->events, s, d->events_topic) != 0)
+	if (d->events && events_sync_services(d->events, s, d->cfg->events_topic) != 0)
 		log_warn("main", "events: not every endpoint could be followed");
 	router_set_services(d->router, s);
 	proxy_set_services(d->proxy, s);
@@ -707,7 +240,7 @@ static int serving_start(struct daemon *d)
 		log_error("main", "BPF listener registration: %s", strerror(-rc));
 		return rc;
 	}
-	if (d->bpf && !d->no_keeper && !d->keeper) {
+	if (d->bpf && !d->cfg->no_keeper && !d->keeper) {
 		d->kopts.listen_fd = proxy_listen_fd(d->proxy, 0);
 		proxy_listen_addr(d->proxy, 0, &d->kopts.addr);
 		if (keeper_spawn(&d->kopts, &d->keeper) < 0)
@@ -715,7 +248,7 @@ static int serving_start(struct daemon *d)
 				 "no keeper: a crash will reset what is queued for the proxy");
 	}
 	proxy_accept(d->proxy, true);
-	if (d->admin && !d->stop)
+	if (d->admin && !(d->pending & PENDING_STOP))
 		admin_set_ready(d->admin, true);
 	if (d->hconn >= 0) {
 		rc = handover_ready(d->hconn);
@@ -724,7 +257,7 @@ static int serving_start(struct daemon *d)
 			log_warn("main", "handover: pid %d did not hear READY (%s)",
 				 (int)d->old_pid, strerror(-rc));
 	}
-	if (!d->no_handover && !d->handover && proxy_listen_addr(d->proxy, 0, &key) == 0 &&
+	if (!d->cfg->no_handover && !d->handover && proxy_listen_addr(d->proxy, 0, &key) == 0 &&
 	    key.sin_port && handover_listen(d->loop, &key, &handover_ops, d, &d->handover) < 0)
 		log_warn("main", "cannot offer the listeners to a successor");
 	return 0;
@@ -737,24 +270,24 @@ static void serving_poll(struct daemon *d)
 	uint64_t now = clock_ms();
 	size_t syncing;
 
-	if (d->serving || !d->serve_at || d->stop)
+	if (d->phase != DAEMON_SYNCING || !d->serve_at || (d->pending & PENDING_STOP))
 		return;
 	syncing = events_initial_syncs(d->events);
-	if (syncing && now < d->serve_at + (uint64_t)d->sync_wait_ms)
+	if (syncing && now < d->serve_at + (uint64_t)d->cfg->sync_wait_ms)
 		return;
 	if (syncing)
 		log_warn("main", "serving with %zu worker(s) not synced after %d ms (--sync-wait)",
-			 syncing, d->sync_wait_ms);
+			 syncing, d->cfg->sync_wait_ms);
 	else if (d->events)
 		log_info("main", "workers synced in %llu ms: serving",
 			 (unsigned long long)(now - d->serve_at));
-	d->serving = true;
+	enter(d, DAEMON_SERVING);
 	if (serving_start(d) < 0)
-		d->stop = true;
+		d->pending |= PENDING_STOP;
 }
 
-/* The source's first snapshot came after start-up (Kubernetes). */
-static void interception_start(struct daemon *d)
+/* The source delivered its first snapshot (at start-up, or later with Kubernetes). */
+static void syncing_start(struct daemon *d)
 {
 	d->serve_at = clock_ms();
 	serving_poll(d);
@@ -766,13 +299,14 @@ static void services_poll(struct daemon *d, bool force)
 	int rc = d->src->poll(d->src, force, &s);
 
 	if (rc == 1) {
-		bool first = !d->synced;
+		bool first = d->phase == DAEMON_LISTING;
 
 		metrics_inc(d->reloads);
-		d->synced = true;
+		if (first)
+			enter(d, DAEMON_SYNCING);
 		services_apply(d, s);
 		if (first)
-			interception_start(d);
+			syncing_start(d);
 	} else if (rc < 0) {
 		metrics_inc(d->reload_errors);
 	}
@@ -791,9 +325,9 @@ static void signal_cb(struct loop_ev *ev, uint32_t events)
 
 	while (read(ev->fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP)
-			d->hup = true;
+			d->pending |= PENDING_HUP;
 		else
-			d->stop = true;
+			d->pending |= PENDING_STOP;
 	}
 }
 
@@ -825,7 +359,7 @@ static void handover_done_cb(void *arg, pid_t successor)
 	struct daemon *d = arg;
 
 	log_info("main", "pid %d took the listeners over: draining, then exiting", (int)successor);
-	d->handed_over = true;
+	enter(d, DAEMON_HANDED_OVER);
 	admin_set_ready(d->admin, false);
 	admin_release_listener(d->admin);
 	proxy_handed_over(d->proxy);
@@ -910,12 +444,12 @@ static const char *default_tokenizer(char *buf, size_t n)
 		slash = strrchr(exe, '/');
 		if (slash) {
 			*slash = '\0';
-			if ((size_t)snprintf(buf, n, "%s%s", exe, TOKENIZER_REL) < n &&
+			if ((size_t)snprintf(buf, n, "%s%s", exe, DAEMON_TOKENIZER_REL) < n &&
 			    access(buf, R_OK) == 0)
 				return buf;
 		}
 	}
-	return access(TOKENIZER_SYS, R_OK) == 0 ? TOKENIZER_SYS : NULL;
+	return access(DAEMON_TOKENIZER_SYS, R_OK) == 0 ? DAEMON_TOKENIZER_SYS : NULL;
 }
 
 /* Node setup before anything is loaded: the kernel probe when BPF is on (cgroup[n] becomes the
@@ -957,7 +491,7 @@ static int run_degraded(struct daemon *d, const struct sockaddr_in *admin_sa,
 		log_error("main", "signalfd: %s", strerror(errno));
 		return 1;
 	}
-	while (!d->stop) {
+	while (!(d->pending & PENDING_STOP)) {
 		if ((rc = loop_run(d->loop, 1000)) < 0) {
 			log_error("main", "epoll: %s", strerror(-rc));
 			return 1;
@@ -973,7 +507,7 @@ static int run_degraded(struct daemon *d, const struct sockaddr_in *admin_sa,
  * took over must keep it too (the successor runs on it). */
 static bool node_exit_undoes(const struct daemon *d)
 {
-	return !d->keep_on_exit && !d->handed_over;
+	return !d->cfg->keep_on_exit && d->phase != DAEMON_HANDED_OVER;
 }
 
 /* Closes the BPF handles and, when node_exit_undoes, detaches and unpins the BPF state and takes
@@ -995,739 +529,459 @@ static void node_exit(struct daemon *d)
 	d->node = NULL;
 }
 
-static int cmd_detach(int argc, char **argv)
+/* GET /debug/daemon: the phase and the configuration it runs with, as flags. */
+static int debug_daemon(struct buf *body, const char *query, const char **ctype, void *arg)
 {
-	const char *pin_dir = DEFAULT_PIN_DIR;
-	int rc;
+	struct daemon *d = arg;
+	char *flags = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&flags, &len);
+	cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "config");
+	char *text;
+	int rc = 500;
 
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--pin-dir") == 0 && i + 1 < argc) {
-			pin_dir = argv[++i];
-		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			printf("Usage: kvsplice detach [--pin-dir DIR]\n"
-			       "Detaches and unpins kvsplice's BPF programs and maps.\n");
-			return 0;
-		} else {
-			fprintf(stderr, "kvsplice detach: unknown argument %s\n", argv[i]);
+	*ctype = "application/json";
+	if (!f || !o || !a)
+		goto out;
+	opt_print_config(&daemon_options, d->cfg, f);
+	if (fclose(f) != 0)
+		goto out;
+	f = NULL;
+	cJSON_AddStringToObject(o, "phase", daemon_phase_name(d->phase));
+	cJSON_AddNumberToObject(o, "pid", (double)getpid());
+	for (char *line = flags, *nl; line && *line; line = nl) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl++ = '\0';
+		cJSON_AddItemToArray(a, cJSON_CreateString(line));
+	}
+	text = cJSON_PrintUnformatted(o);
+	if (text && buf_puts(body, text) == 0)
+		rc = 200;
+	free(text);
+out:
+	if (f)
+		fclose(f);
+	free(flags);
+	cJSON_Delete(o);
+	return rc;
+}
+
+/* STARTING: the tokenizers, --tokenizer (or the default one) and every --model-tokenizer.
+ * Returns 0, or the exit code. */
+static int load_models(struct daemon *d)
+{
+	const struct daemon_cfg *c = d->cfg;
+	char tokbuf[4096];
+	const char *tokenizer = c->no_tokenizer ? NULL
+				: c->tokenizer	? c->tokenizer
+						: default_tokenizer(tokbuf, sizeof(tokbuf));
+
+	for (size_t i = 0; i <= c->nmodel_tok; i++) {
+		char err[256], name[256];
+		const char *path = i < c->nmodel_tok ? strchr(c->model_tok[i], '=') + 1 : tokenizer;
+		int rc;
+
+		if (!path)
+			break;
+		if (i < c->nmodel_tok)
+			snprintf(name, sizeof(name), "%.*s", (int)(path - 1 - c->model_tok[i]),
+				 c->model_tok[i]);
+		rc = models_add(d->models, i < c->nmodel_tok ? name : NULL, path, err, sizeof(err));
+		if (rc < 0) {
+			fprintf(stderr, "kvsplice: tokenizer %s: %s\n", path,
+				rc == -ENOMEM ? "out of memory" : err);
 			return 2;
 		}
 	}
-	rc = bpfctl_detach(pin_dir);
+	if (!models_count(d->models))
+		log_warn("main", "no tokenizer: text prompts are routed on the approximate view "
+				 "(give --tokenizer)");
+	return 0;
+}
+
+/* STARTING: the index and the KV events runtime (unless --no-events), then the router.
+ * Returns 0, or the exit code. */
+static int start_routing(struct daemon *d)
+{
+	const struct daemon_cfg *c = d->cfg;
+	struct router_cfg rcfg = {0};
+
+	if (c->events) {
+		struct index_cfg icfg = c->index;
+		struct events_cfg ecfg = c->ev;
+
+		icfg.max_entries = (size_t)c->index_max_entries;
+		d->index = index_create(&icfg);
+		ecfg.index = d->index;
+		ecfg.max_pending = c->kv_queue_batches;
+		d->events = d->index ? events_create(&ecfg) : NULL;
+		if (!d->events) {
+			log_error("main", "events: cannot start (%s)",
+				  strerror(errno ? errno : ENOMEM));
+			return 1;
+		}
+		d->events_ev.fd = events_fd(d->events);
+		d->events_ev.cb = events_cb;
+		if (loop_set(d->loop, &d->events_ev, EPOLLIN) < 0 ||
+		    metrics_add_collector(d->metrics, events_collector, d) < 0)
+			return 1;
+	}
+	rcfg.policy = c->router;
+	rcfg.kv = &c->kv;
+	rcfg.index = d->index;
+	rcfg.events = d->events;
+	rcfg.models = d->models;
+	rcfg.metrics = d->metrics;
+	rcfg.loop = d->loop;
+	rcfg.mark = c->mark;
+	rcfg.scrape_interval_ms = c->scrape_ms ? c->scrape_ms : -1;
+	rcfg.scrape_max_body = c->scrape_max_body;
+	rcfg.scrape_max_head = c->scrape_max_head;
+	rcfg.scrape_timeout_ms = c->scrape_timeout_ms;
+	rcfg.approx_ttl_s = c->approx_ttl_ms / 1000.0;
+	rcfg.approx_max_entries = c->approx_max;
+	rcfg.tokcache_bytes = (long)c->tokcache;
+	rcfg.whole_prompt = c->whole_prompt;
+	rcfg.seed = (uint64_t)getpid() ^ (uint64_t)time(NULL);
+	return router_new(&rcfg, &d->router) < 0 ? 1 : 0;
+}
+
+/* STARTING: the listeners (taken over from a kvsplice running for this address, else bound)
+ * and the proxy on them, then BPF, then the first snapshot applied. s: the first snapshot (an
+ * empty one while LISTING). Returns 0, or the exit code. */
+static int start_serving_path(struct daemon *d, struct services *s)
+{
+	const struct daemon_cfg *c = d->cfg;
+	int rc;
+
+	d->po = c->proxy;
+	d->po.mark = c->mark;
+	if (!c->no_handover) {
+		d->nhfds = handover_take(&d->po.listen[0], d->hfds, HANDOVER_MAX_FDS, &d->hconn,
+					 &d->old_pid);
+		if (d->nhfds < 0)
+			log_error("main",
+				  "a kvsplice (pid %d) runs for this address but did not hand its "
+				  "listeners over: %s",
+				  (int)d->old_pid, strerror(-d->nhfds));
+		else if (d->nhfds > 0)
+			log_info("main", "taking over %d listening socket(s) from pid %d", d->nhfds,
+				 (int)d->old_pid);
+		handover_assign(d->hfds, d->nhfds > 0 ? d->nhfds : 0, &d->po, &c->admin,
+				&d->admin_fd);
+	}
+	rc = proxy_new(&d->po, d->loop, d->metrics, d->router, &d->proxy);
+	for (int i = 0; i < d->po.nlisten; i++)
+		d->po.listen_fd[i] = -1; /* the proxy's now, even on failure */
 	if (rc < 0) {
-		fprintf(stderr, "kvsplice detach: %s: %s\n", pin_dir, strerror(-rc));
+		services_put(s);
+		return 1;
+	}
+	/* sockets taken over are in the sockmap already: connects BPF sends there wait in the
+	 * backlog (the old process still accepts them) until we serve */
+	if (d->nhfds > 0 && d->phase == DAEMON_LISTING)
+		proxy_accept(d->proxy, false);
+	if (!c->no_bpf) {
+		struct bpfctl_opts bo = {
+		    .cgroup_path = d->cgroup,
+		    .pin_dir = c->pin_dir,
+		    .proxy = d->po.listen[0],
+		    .own_mark = c->mark,
+		};
+
+		d->bpf_pins = c->pin_dir; /* a failure below may have pinned some */
+		rc = bpfctl_open(&bo, &d->bpf);
+		if (rc < 0) {
+			log_error("main", "BPF: %s (use --no-bpf to run without interception)",
+				  strerror(-rc));
+			services_put(s);
+			return 1;
+		}
+		proxy_set_bpf(d->proxy, d->bpf);
+	}
+	services_apply(d, s);
+	return 0;
+}
+
+/* STARTING: the Services source and its first poll (a snapshot: SYNCING; none yet: LISTING),
+ * then the serving path. Returns 0, or the exit code. */
+static int start_services(struct daemon *d)
+{
+	const struct daemon_cfg *c = d->cfg;
+	struct services *s = NULL;
+	int rc;
+
+	if (c->kubernetes) {
+		char err[256] = "";
+
+		rc = discovery_k8s_source(&c->k8s, &d->src, err, sizeof(err));
+		if (rc < 0) {
+			fprintf(stderr, "kvsplice: --kubernetes: %s\n",
+				err[0] ? err : strerror(-rc));
+			return 2;
+		}
+	} else if (discovery_file_source(c->services, c->services_max, &d->src) < 0) {
+		return 1;
+	}
+	if (discovery_limit_gauges(d, c->kubernetes ? &c->k8s : NULL, c->services_max) < 0)
+		return 1;
+	rc = d->src->poll(d->src, 1, &s);
+	if (rc < 0) {
+		fprintf(stderr, "kvsplice: cannot load --services %s: %s\n", c->services,
+			rc == -EFBIG ? "larger than --services-max-bytes" : strerror(-rc));
+		return 2;
+	}
+	/* Kubernetes: nothing listed yet. Until the first snapshot the proxy and the router have
+	 * no Service, the pinned BPF selection stays as a previous process left it, the listener
+	 * is not registered (connects go the kube-proxy way) and /readyz says no. */
+	enter(d, rc == 1 ? DAEMON_SYNCING : DAEMON_LISTING);
+	if (rc == 0 && services_new(0, &s) < 0)
+		return 1;
+	return start_serving_path(d, s);
+}
+
+/* STARTING: the admin server (on the socket taken over, if any), its pages and collectors, and
+ * the signals. Returns 0, or the exit code. */
+static int start_admin(struct daemon *d)
+{
+	int rc = admin_new(d->loop, &d->cfg->admin, d->admin_fd, &d->cfg->admin_opts, d->metrics,
+			   &d->admin);
+
+	d->admin_fd = -1; /* the admin's now, even on failure */
+	if (rc < 0)
+		return 1;
+	admin_before_read(d->admin, admin_before, d);
+	if (metrics_add_collector(d->metrics, bpf_collector, d) < 0 ||
+	    metrics_add_collector(d->metrics, admin_collector, d) < 0 ||
+	    admin_handle(d->admin, "/debug/route", debug_route, d) < 0 ||
+	    admin_handle(d->admin, "/debug/workers", debug_workers, d) < 0 ||
+	    admin_handle(d->admin, "/debug/daemon", debug_daemon, d) < 0 ||
+	    (d->events && admin_handle(d->admin, "/debug/index", debug_index, d) < 0))
+		return 1;
+	d->sig.fd = signalfd(-1, &d->mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	d->sig.cb = signal_cb;
+	if (d->sig.fd < 0 || loop_set(d->loop, &d->sig, EPOLLIN) < 0) {
+		log_error("main", "signalfd: %s", strerror(errno));
 		return 1;
 	}
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* Start-up is done: one log line, and --port-file. Returns 0, or the exit code. */
+static int announce(struct daemon *d)
 {
-	struct daemon d = {.sig.fd = -1, .src_ev.fd = -1, .hconn = -1};
-	struct discovery_k8s_cfg kcfg = {0};
-	bool kubernetes = false;
-	size_t services_max = 0; /* 0: discovery.h default */
-	struct proxy_opts po;
-	struct sockaddr_in admin_sa;
-	struct admin_opts ao = {0}; /* 0: admin.h defaults */
+	struct sockaddr_in la, aa;
+	char ls[INET_ADDRSTRLEN], as[INET_ADDRSTRLEN];
+	const char *port_file = d->cfg->port_file;
 
-	discovery_set_routes(&policy_routes);
-	const char *services = NULL, *pin_dir = DEFAULT_PIN_DIR, *router = "kv", *port_file = NULL;
-	const char *node_addr = NULL, *node_dev = NULL;
-	char why[256] = "";
-	const char *tokenizer = NULL, *model_tok[32];
-	char tokbuf[4096];
-	size_t nmodel_tok = 0;
-	bool no_tokenizer = false;
-	struct policy_kv_opts kvo;
-	struct router_cfg rcfg = {.tokcache_bytes = -1};
-	char cgroup[4096] = "";
-	bool no_bpf = false;
-	uint32_t mark = DEFAULT_MARK;
-	int opt, rc, exit_code = 1, v;
-	sigset_t mask;
-	uint64_t last_poll = 0, stop_ms = 0;
-	bool with_events = true;
-	struct index_cfg icfg = {0};
-	size_t kv_queue = 0, kv_queue_total = 0;  /* 0: events.h defaults */
-	int kv_queue_batches = 0;		  /* 0: events.h default */
-	size_t kv_event_max = 0;		  /* 0: events.h default */
-	int kv_event_queue = 0, kv_replay_ms = 0; /* 0: events.h defaults */
-	struct handover_fd hfds[HANDOVER_MAX_FDS];
-	int nhfds = 0, admin_fd = -1;
+	proxy_listen_addr(d->proxy, 0, &la);
+	admin_addr(d->admin, &aa);
+	inet_ntop(AF_INET, &la.sin_addr, ls, sizeof(ls));
+	inet_ntop(AF_INET, &aa.sin_addr, as, sizeof(as));
+	log_info("main", "kvsplice ready: proxy %s:%u, admin %s:%u, bpf %s, router %s, relay %s%s",
+		 ls, ntohs(la.sin_port), as, ntohs(aa.sin_port), d->bpf ? "on" : "off",
+		 router_policy(d->router), proxy_relay_name(d->po.relay),
+		 d->nhfds > 0 ? ", listeners taken over" : "");
+	if (port_file) {
+		char tmp[4096];
+		FILE *f;
 
-	if (argc > 1 && strcmp(argv[1], "detach") == 0)
-		return cmd_detach(argc - 1, argv + 1);
-	if (argc > 1 && strcmp(argv[1], "--keeper") == 0)
-		return keeper_main(argc, argv);
-	/* a container's PID 1: stay a tiny init, the daemon runs as its child (supervisor.h) */
-	if ((rc = supervisor_run()) >= 0)
-		return rc;
-	d.kopts.hold_ms = KEEPER_HOLD_MS;
-	/* a supervised daemon is started again at once: connects wait for it (keeper.h) */
-	d.kopts.queue_ms = supervisor_child() ? KEEPER_QUEUE_MS : 0;
-	d.sync_wait_ms = 1000;
-	proxy_opts_default(&po);
-	policy_kv_defaults(&kvo);
-	parse_addr(DEFAULT_ADMIN, &admin_sa);
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case O_SERVICES:
-			services = optarg;
-			break;
-		case O_SERVICES_MAX:
-			if (!(services_max = parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_KUBERNETES:
-			kubernetes = true;
-			break;
-		case O_K8S_API:
-			kcfg.api = optarg;
-			break;
-		case O_K8S_TOKEN:
-			kcfg.token_path = optarg;
-			break;
-		case O_K8S_CA:
-			kcfg.ca_path = optarg;
-			break;
-		case O_K8S_NAMESPACE:
-			kcfg.ns = optarg;
-			break;
-		case O_K8S_LIST_MAX:
-			if (!(kcfg.list_max_bytes = parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_K8S_EVENT_MAX:
-			if (!(kcfg.event_max_bytes = parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_LISTEN:
-			if (po.nlisten == PROXY_MAX_LISTEN ||
-			    parse_addr(optarg, &po.listen[po.nlisten]))
-				goto bad_arg;
-			po.nlisten++;
-			break;
-		case O_ADMIN:
-			if (parse_addr(optarg, &admin_sa))
-				goto bad_arg;
-			break;
-		case O_ADMIN_MAX_CONNS:
-			if ((ao.max_conns = parse_count(optarg)) < 1)
-				goto bad_arg;
-			break;
-		case O_ADMIN_MAX_HEAD:
-			if (!(ao.max_head = parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_ADMIN_TO:
-			if ((ao.timeout_ms = parse_ms(optarg)) <= 0)
-				goto bad_arg;
-			break;
-		case O_NO_BPF:
-			no_bpf = true;
-			break;
-		case O_CGROUP:
-			snprintf(cgroup, sizeof(cgroup), "%s", optarg);
-			break;
-		case O_PIN_DIR:
-			pin_dir = optarg;
-			break;
-		case O_NODE_ADDRESS: {
-			struct in_addr a;
-			int p;
-
-			if (nodesetup_parse_address(optarg, &a, &p) < 0)
-				goto bad_arg;
-			node_addr = optarg;
-			break;
-		}
-		case O_NODE_DEVICE:
-			if (!*optarg || strlen(optarg) >= 16 || strchr(optarg, '/'))
-				goto bad_arg;
-			node_dev = optarg;
-			break;
-		case O_KEEP_ON_EXIT:
-			d.keep_on_exit = true;
-			break;
-		case O_MARK: {
-			char *end;
-			unsigned long m = strtoul(optarg, &end, 0);
-
-			if (*end || m > UINT32_MAX)
-				goto bad_arg;
-			mark = (uint32_t)m;
-			break;
-		}
-		case O_ROUTER:
-			router = optarg;
-			break;
-		case O_RELAY:
-			if ((v = proxy_relay_parse(optarg)) < 0)
-				goto bad_arg;
-			po.relay = (enum proxy_relay)v;
-			break;
-		case O_MAX_HEAD:
-			if (!(po.max_head = parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_MAX_BODY:
-			if (!(po.max_body = parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_HEADER_TO:
-			if ((po.header_timeout_ms = parse_ms(optarg)) <= 0)
-				goto bad_arg;
-			break;
-		case O_IDLE_TO:
-			if ((po.idle_timeout_ms = parse_ms(optarg)) <= 0)
-				goto bad_arg;
-			break;
-		case O_CONNECT_TO:
-			if ((po.connect_timeout_ms = parse_ms(optarg)) <= 0)
-				goto bad_arg;
-			break;
-		case O_DRAIN_TO:
-			if ((po.drain_timeout_ms = parse_ms(optarg)) < 0)
-				goto bad_arg;
-			break;
-		case O_POOL:
-			po.pool_max = atoi(optarg);
-			if (po.pool_max < 0)
-				goto bad_arg;
-			break;
-		case O_POOL_TO:
-			if ((po.pool_idle_timeout_ms = parse_ms(optarg)) < 0)
-				goto bad_arg;
-			break;
-		case O_MAX_CONNS:
-			if ((po.max_conns = parse_count(optarg)) < 0)
-				goto bad_arg;
-			break;
-		case O_MAX_CONNS_IP:
-			if ((po.max_conns_per_ip = parse_count(optarg)) < 0)
-				goto bad_arg;
-			break;
-		case O_NO_XFF:
-			po.forwarded_for = false;
-			break;
-		case O_LISTEN_BACKLOG:
-			if ((po.backlog = parse_count(optarg)) < 1)
-				goto bad_arg;
-			break;
-		case O_KV_QUEUE:
-			if (!(kv_queue = parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_KV_QUEUE_TOTAL:
-			if (!(kv_queue_total = parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_KV_QUEUE_BATCHES:
-			if ((kv_queue_batches = parse_count(optarg)) < 1)
-				goto bad_arg;
-			break;
-		case O_KV_EVENT_MAX:
-			if (!(kv_event_max = parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_KV_EVENT_QUEUE:
-			if ((kv_event_queue = parse_count(optarg)) < 1)
-				goto bad_arg;
-			break;
-		case O_KV_REPLAY_TO:
-			if ((kv_replay_ms = parse_ms(optarg)) <= 0)
-				goto bad_arg;
-			break;
-		case O_MAX_BUFFERED:
-			if (strcmp(optarg, "0") == 0)
-				po.max_buffered = 0;
-			else if (!(po.max_buffered = parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_PORT_FILE:
-			port_file = optarg;
-			break;
-		case O_LOG:
-			if ((v = log_parse_level(optarg)) < 0)
-				goto bad_arg;
-			log_set_level((enum log_level)v);
-			break;
-		case O_EVENTS:
-			with_events = true;
-			break;
-		case O_NO_EVENTS:
-			with_events = false;
-			break;
-		case O_TOKENIZER:
-			tokenizer = optarg;
-			break;
-		case O_NO_TOKENIZER:
-			no_tokenizer = true;
-			break;
-		case O_MODEL_TOKENIZER:
-			if (!strchr(optarg, '=') || strchr(optarg, '=') == optarg ||
-			    nmodel_tok == sizeof(model_tok) / sizeof(model_tok[0]))
-				goto bad_arg;
-			model_tok[nmodel_tok++] = optarg;
-			break;
-		case O_SCRAPE:
-			if ((v = parse_ms(optarg)) < 0)
-				goto bad_arg;
-			rcfg.scrape_interval_ms = v ? v : -1;
-			break;
-		case O_SCRAPE_MAX_BODY:
-			if (!(rcfg.scrape_max_body = parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_SCRAPE_MAX_HEAD:
-			if (!(rcfg.scrape_max_head = parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_SCRAPE_TO:
-			if ((rcfg.scrape_timeout_ms = parse_ms(optarg)) <= 0)
-				goto bad_arg;
-			break;
-		case O_APPROX_TTL:
-			if ((v = parse_ms(optarg)) <= 0)
-				goto bad_arg;
-			rcfg.approx_ttl_s = v / 1000.0;
-			break;
-		case O_APPROX_MAX:
-			if ((v = parse_count(optarg)) < 1)
-				goto bad_arg;
-			rcfg.approx_max_entries = (size_t)v;
-			break;
-		case O_SPILL_FACTOR:
-		case O_SPILL_SLACK:
-		case O_KEY_SLACK:
-		case O_BALANCE_SLACK:
-		case O_REPLICA_GAP:
-		case O_REPLICA_ROOM:
-		case O_REPLICA_ALL:
-		case O_SPILL_GAP:
-		case O_SPILL_GAP_REMOTE:
-		case O_BACKLOG: {
-			char *end;
-			double x = strtod(optarg, &end);
-
-			if (*end || end == optarg || !(x >= 0) || x > 1e6 ||
-			    (opt == O_SPILL_FACTOR && x < 1))
-				goto bad_arg;
-			*kv_opt(&kvo, opt) = x;
-			break;
-		}
-		case O_WHOLE_PROMPT:
-			rcfg.whole_prompt = true;
-			break;
-		case O_TOKCACHE:
-			if (strcmp(optarg, "0") == 0)
-				rcfg.tokcache_bytes = 0;
-			else if (!(rcfg.tokcache_bytes = (long)parse_size(optarg)))
-				goto bad_arg;
-			break;
-		case O_EVENTS_TOPIC:
-			d.events_topic = optarg;
-			break;
-		case O_NO_HANDOVER:
-			d.no_handover = true;
-			break;
-		case O_KEEPER_QUEUE:
-			if ((d.kopts.queue_ms = parse_ms(optarg)) < 0)
-				goto bad_arg;
-			break;
-		case O_SYNC_WAIT:
-			if ((d.sync_wait_ms = parse_ms(optarg)) < 0)
-				goto bad_arg;
-			break;
-		case O_NO_KEEPER:
-			d.no_keeper = true;
-			break;
-		case O_KEEPER_HOLD:
-			if ((d.kopts.hold_ms = parse_ms(optarg)) < 0) {
-				fprintf(stderr, "kvsplice: bad --keeper-hold %s\n", optarg);
-				return 2;
-			}
-			break;
-		case O_BLOCK_SIZE: {
-			char *end;
-			unsigned long b = strtoul(optarg, &end, 10);
-
-			if (*end || b == 0 || b > 1024)
-				goto bad_arg;
-			icfg.block_size = (uint32_t)b;
-			break;
-		}
-		case O_HASH_SEED: {
-			char *end;
-
-			icfg.seed = strtoull(optarg, &end, 0);
-			if (*end || end == optarg)
-				goto bad_arg;
-			icfg.seed_set = true;
-			break;
-		}
-		case O_INDEX_MAX: {
-			char *end;
-
-			icfg.max_entries = strtoull(optarg, &end, 0);
-			if (*end || !icfg.max_entries)
-				goto bad_arg;
-			break;
-		}
-		case O_INDEX_WORKERS: {
-			char *end;
-			unsigned long v = strtoul(optarg, &end, 10);
-
-			if (*end || end == optarg || !v || v > INDEX_WORKERS_LIMIT)
-				goto bad_arg;
-			icfg.max_workers = (uint32_t)v;
-			break;
-		}
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-		continue;
-	bad_arg:
-		fprintf(stderr, "kvsplice: bad value for --%s: %s\n", opt_name(opt), optarg);
-		return 2;
-	}
-	if (optind < argc) {
-		fprintf(stderr, "kvsplice: unexpected argument %s (see --help)\n", argv[optind]);
-		return 2;
-	}
-	if (!services == !kubernetes) {
-		fprintf(stderr, "kvsplice: give --services FILE or --kubernetes (see --help)\n");
-		return 2;
-	}
-	if (po.nlisten == 0) {
-		parse_addr(DEFAULT_LISTEN, &po.listen[0]);
-		po.nlisten = 1;
-	}
-	if (node_addr) {
-		struct in_addr a;
-		int p, i;
-
-		nodesetup_parse_address(node_addr, &a, &p);
-		for (i = 0; i < po.nlisten && po.listen[i].sin_addr.s_addr != a.s_addr; i++)
-			;
-		if (i == po.nlisten)
-			log_warn("main", "--node-address %s is no --listen address", node_addr);
-	}
-	po.mark = mark;
-	d.kopts.pin_dir = pin_dir;
-	d.kopts.own_mark = mark;
-	d.kopts.idle_ms = po.idle_timeout_ms;
-
-	/* SIGPIPE off (writes to a closed peer fail with EPIPE); the others through signalfd */
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-
-	if (!policy_find(router)) {
-		fprintf(stderr, "kvsplice: unknown --router %s (%s)\n", router, policy_names());
-		return 2;
-	}
-	if ((rc = loop_new(&d.loop)) < 0 || (rc = metrics_new(&d.metrics)) < 0 ||
-	    (rc = models_new(&d.models)) < 0)
-		goto cleanup;
-	d.node_ready =
-	    metrics_gauge(d.metrics, "kvsplice_node_ready", NULL,
-			  "1 when the node has what interception needs (kernel probe, "
-			  "node address); 0: kvsplice stays out of the way, /readyz says "
-			  "why.");
-	if (node_setup(&d, !no_bpf, cgroup, sizeof(cgroup), pin_dir, node_addr, node_dev, why,
-		       sizeof(why)) < 0) {
-		exit_code = run_degraded(&d, &admin_sa, &ao, &mask, why);
-		goto cleanup;
-	}
-	metrics_gauge_set(d.node_ready, 1);
-	if (!tokenizer && !no_tokenizer)
-		tokenizer = default_tokenizer(tokbuf, sizeof(tokbuf));
-	for (size_t i = 0; i <= nmodel_tok; i++) {
-		char err[256], name[256];
-		const char *path = i < nmodel_tok ? strchr(model_tok[i], '=') + 1 : tokenizer;
-
-		if (i == nmodel_tok && (!tokenizer || no_tokenizer))
-			break;
-		if (i < nmodel_tok)
-			snprintf(name, sizeof(name), "%.*s", (int)(path - 1 - model_tok[i]),
-				 model_tok[i]);
-		rc = models_add(d.models, i < nmodel_tok ? name : NULL, path, err, sizeof(err));
-		if (rc < 0) {
-			fprintf(stderr, "kvsplice: tokenizer %s: %s\n", path,
-				rc == -ENOMEM ? "out of memory" : err);
-			exit_code = 2;
-			goto cleanup;
+		snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
+		f = fopen(tmp, "w");
+		if (!f || fprintf(f, "%u %u\n", ntohs(la.sin_port), ntohs(aa.sin_port)) < 0 ||
+		    fclose(f) != 0 || rename(tmp, port_file) < 0) {
+			log_error("main", "--port-file %s: %s", port_file, strerror(errno));
+			return 1;
 		}
 	}
-	if (!models_count(d.models))
-		log_warn("main", "no tokenizer: text prompts are routed on the approximate view "
-				 "(give --tokenizer)");
-	d.reloads = metrics_counter(d.metrics, "kvsplice_services_reloads_total", NULL,
-				    "Services snapshots loaded.");
-	d.reload_errors = metrics_counter(d.metrics, "kvsplice_services_reload_errors_total", NULL,
-					  "Services reloads refused (the previous one is kept).");
-	d.nservices = metrics_gauge(d.metrics, "kvsplice_services", NULL, "Services served.");
-	d.nendpoints =
-	    metrics_gauge(d.metrics, "kvsplice_endpoints", NULL, "Endpoints over all Services.");
+	return 0;
+}
 
-	if (with_events) {
-		struct events_cfg ecfg = {0};
-
-		d.index = index_create(&icfg);
-		ecfg.index = d.index;
-		ecfg.max_pending_bytes = kv_queue;
-		ecfg.max_pending_total_bytes = kv_queue_total;
-		ecfg.max_pending = (size_t)kv_queue_batches;
-		ecfg.max_payload = kv_event_max;
-		ecfg.rcvhwm = kv_event_queue;
-		ecfg.replay_timeout_ms = kv_replay_ms;
-		d.events = d.index ? events_create(&ecfg) : NULL;
-		if (!d.events) {
-			log_error("main", "events: cannot start (%s)",
-				  strerror(errno ? errno : ENOMEM));
-			rc = -ENOMEM;
-			goto cleanup;
-		}
-		d.events_ev.fd = events_fd(d.events);
-		d.events_ev.cb = events_cb;
-		if ((rc = loop_set(d.loop, &d.events_ev, EPOLLIN)) < 0 ||
-		    (rc = metrics_add_collector(d.metrics, events_collector, &d)) < 0)
-			goto cleanup;
-	}
-	rcfg.policy = router;
-	rcfg.kv = &kvo;
-	rcfg.index = d.index;
-	rcfg.events = d.events;
-	rcfg.models = d.models;
-	rcfg.metrics = d.metrics;
-	rcfg.loop = d.loop;
-	rcfg.mark = mark;
-	rcfg.seed = (uint64_t)getpid() ^ (uint64_t)time(NULL);
-	if ((rc = router_new(&rcfg, &d.router)) < 0)
-		goto cleanup;
-	if (kubernetes) {
-		char err[256] = "";
-
-		rc = discovery_k8s_source(&kcfg, &d.src, err, sizeof(err));
-		if (rc < 0) {
-			fprintf(stderr, "kvsplice: --kubernetes: %s\n",
-				err[0] ? err : strerror(-rc));
-			exit_code = 2;
-			goto cleanup;
-		}
-	} else if ((rc = discovery_file_source(services, services_max, &d.src)) < 0) {
-		goto cleanup;
-	}
-	if ((rc = discovery_limit_gauges(&d, kubernetes ? &kcfg : NULL, services_max)) < 0)
-		goto cleanup;
-	{
-		struct services *s = NULL;
-
-		rc = d.src->poll(d.src, 1, &s);
-		if (rc < 0) {
-			fprintf(stderr, "kvsplice: cannot load --services %s: %s\n", services,
-				rc == -EFBIG ? "larger than --services-max-bytes" : strerror(-rc));
-			exit_code = 2;
-			goto cleanup;
-		}
-		/* Kubernetes: nothing listed yet. Until the first snapshot the proxy and the router
-		 * have no Service, the pinned BPF selection stays as a previous process left it,
-		 * the listener is not registered (connects go the kube-proxy way) and /readyz says
-		 * no. */
-		d.synced = rc == 1;
-		if (rc == 0 && (rc = services_new(0, &s)) < 0)
-			goto cleanup;
-		/* everything is loaded: take the listeners of a kvsplice running for this address
-		 */
-		if (!d.no_handover) {
-			nhfds = handover_take(&po.listen[0], hfds, HANDOVER_MAX_FDS, &d.hconn,
-					      &d.old_pid);
-			if (nhfds < 0)
-				log_error("main",
-					  "a kvsplice (pid %d) runs for this address but did not "
-					  "hand its listeners over: %s",
-					  (int)d.old_pid, strerror(-nhfds));
-			else if (nhfds > 0)
-				log_info("main", "taking over %d listening socket(s) from pid %d",
-					 nhfds, (int)d.old_pid);
-			handover_assign(hfds, nhfds > 0 ? nhfds : 0, &po, &admin_sa, &admin_fd);
-		}
-		rc = proxy_new(&po, d.loop, d.metrics, d.router, &d.proxy);
-		for (int i = 0; i < po.nlisten; i++)
-			po.listen_fd[i] = -1; /* the proxy's now, even on failure */
-		if (rc < 0) {
-			services_put(s);
-			goto cleanup;
-		}
-		/* sockets taken over are in the sockmap already: connects BPF sends there wait
-		 * in the backlog (the old process still accepts them) until we serve */
-		if (nhfds > 0 && !d.synced)
-			proxy_accept(d.proxy, false);
-		if (!no_bpf) {
-			struct bpfctl_opts bo = {
-			    .cgroup_path = cgroup,
-			    .pin_dir = pin_dir,
-			    .proxy = po.listen[0],
-			    .own_mark = mark,
-			};
-
-			d.bpf_pins = pin_dir; /* a failure below may have pinned some */
-			rc = bpfctl_open(&bo, &d.bpf);
-			if (rc < 0) {
-				log_error("main",
-					  "BPF: %s (use --no-bpf to run without interception)",
-					  strerror(-rc));
-				services_put(s);
-				goto cleanup;
-			}
-			proxy_set_bpf(d.proxy, d.bpf);
-		}
-		services_apply(&d, s);
-	}
-	rc = admin_new(d.loop, &admin_sa, admin_fd, &ao, d.metrics, &d.admin);
-	admin_fd = -1; /* the admin's now, even on failure */
-	if (rc < 0)
-		goto cleanup;
-	admin_before_read(d.admin, admin_before, &d);
-	if ((rc = metrics_add_collector(d.metrics, bpf_collector, &d)) < 0 ||
-	    (rc = metrics_add_collector(d.metrics, admin_collector, &d)) < 0 ||
-	    (rc = admin_handle(d.admin, "/debug/route", debug_route, &d)) < 0 ||
-	    (rc = admin_handle(d.admin, "/debug/workers", debug_workers, &d)) < 0)
-		goto cleanup;
-	if (d.events && (rc = admin_handle(d.admin, "/debug/index", debug_index, &d)) < 0)
-		goto cleanup;
-	d.sig.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-	d.sig.cb = signal_cb;
-	if (d.sig.fd < 0 || (rc = loop_set(d.loop, &d.sig, EPOLLIN)) < 0) {
-		log_error("main", "signalfd: %s", strerror(errno));
-		goto cleanup;
-	}
-	/* Interception starts now (or with the source's first snapshot): the listener goes into
-	 * BPF's sockmap. */
-	if (d.synced) {
-		d.serve_at = clock_ms();
-		serving_poll(&d);
-		if (d.stop)
-			goto cleanup;
-	}
-	{
-		struct sockaddr_in la, aa;
-		char ls[INET_ADDRSTRLEN], as[INET_ADDRSTRLEN];
-
-		proxy_listen_addr(d.proxy, 0, &la);
-		admin_addr(d.admin, &aa);
-		inet_ntop(AF_INET, &la.sin_addr, ls, sizeof(ls));
-		inet_ntop(AF_INET, &aa.sin_addr, as, sizeof(as));
-		log_info("main",
-			 "kvsplice ready: proxy %s:%u, admin %s:%u, bpf %s, router %s, relay %s%s",
-			 ls, ntohs(la.sin_port), as, ntohs(aa.sin_port), d.bpf ? "on" : "off",
-			 router_policy(d.router), proxy_relay_name(po.relay),
-			 nhfds > 0 ? ", listeners taken over" : "");
-		if (port_file) {
-			char tmp[4096];
-			FILE *f;
-
-			snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
-			f = fopen(tmp, "w");
-			if (!f ||
-			    fprintf(f, "%u %u\n", ntohs(la.sin_port), ntohs(aa.sin_port)) < 0 ||
-			    fclose(f) != 0 || rename(tmp, port_file) < 0) {
-				log_error("main", "--port-file %s: %s", port_file, strerror(errno));
-				goto cleanup;
-			}
-		}
-	}
-	if (d.src->notify_fd) {
-		d.src_ev.fd = d.src->notify_fd(d.src);
-		d.src_ev.cb = src_cb;
-		if ((rc = loop_set(d.loop, &d.src_ev, EPOLLIN)) < 0)
-			goto cleanup;
-	}
-	admin_set_ready(d.admin, d.serving);
-
-	while (!proxy_done(d.proxy)) {
+/* LISTING to DRAINING: the loop, until the proxy has drained. Returns 0, or the exit code. */
+static int run_loop(struct daemon *d)
+{
+	while (!proxy_done(d->proxy)) {
 		uint64_t now;
+		int rc = loop_run(d->loop, d->events_more || router_busy(d->router) ? 0 : 100);
 
-		rc = loop_run(d.loop, d.events_more || router_busy(d.router) ? 0 : 100);
 		if (rc < 0) {
 			log_error("main", "epoll: %s", strerror(-rc));
-			goto cleanup;
+			return 1;
 		}
 		/* the rest of sent prompts (router_sent), a slice a turn and more while no event
 		 * waits: bytes to relay and requests to decide come first */
-		while (router_work(d.router) && !loop_ready(d.loop))
+		while (router_work(d->router) && !loop_ready(d->loop))
 			;
-		proxy_tick(d.proxy);
-		router_tick(d.router);
-		admin_tick(d.admin);
-		handover_tick(d.handover);
-		serving_poll(&d);
-		if (d.events_more) /* events left input unread: the fd may not signal it again */
-			d.events_more = events_poll(d.events, 0);
+		proxy_tick(d->proxy);
+		router_tick(d->router);
+		admin_tick(d->admin);
+		handover_tick(d->handover);
+		serving_poll(d);
+		if (d->events_more) /* events left input unread: the fd may not signal it again */
+			d->events_more = events_poll(d->events, 0);
 		now = clock_ms();
-		if (d.hup || now - last_poll >= 1000) {
-			services_poll(&d, d.hup);
-			d.hup = false;
-			last_poll = now;
+		if ((d->pending & PENDING_HUP) || now - d->last_poll >= 1000) {
+			services_poll(d, d->pending & PENDING_HUP);
+			d->pending &= ~PENDING_HUP;
+			d->last_poll = now;
 		}
-		if (d.stop && !stop_ms)
-			stop_ms = now;
+		if ((d->pending & PENDING_STOP) && !d->stop_ms)
+			d->stop_ms = now;
 		/* a successor taking the listeners over finishes first (for HANDOVER_TIMEOUT_MS at
 		 * most): its READY makes this a drain, not a stop */
-		if (d.stop && !proxy_draining(d.proxy) &&
-		    (!handover_pending(d.handover) || now >= stop_ms + HANDOVER_TIMEOUT_MS)) {
+		if ((d->pending & PENDING_STOP) && !proxy_draining(d->proxy) &&
+		    (!handover_pending(d->handover) || now >= d->stop_ms + HANDOVER_TIMEOUT_MS)) {
 			log_info("main", "stopping: new connects fall open, draining");
-			admin_set_ready(d.admin, false);
-			proxy_stop(d.proxy);
+			enter(d, DAEMON_DRAINING);
+			admin_set_ready(d->admin, false);
+			proxy_stop(d->proxy);
 			/* nothing to hand over any more: a new process binds once the listeners
 			 * close (proxy_new retries the bind) */
-			handover_free(d.handover);
-			d.handover = NULL;
+			handover_free(d->handover);
+			d->handover = NULL;
 		}
 	}
 	log_info("main", "drained, exiting");
-	exit_code = 0;
-cleanup:
-	/* In order (drained, handed over): the keeper leaves. Otherwise it stays, and takes over
-	 * what our listener still holds once this process is gone, as after a crash. */
+	return 0;
+}
+
+/* Frees everything, in order. In order (drained, handed over: exit_code 0) the keeper leaves;
+ * otherwise it stays, and takes over what our listener still holds once this process is gone,
+ * as after a crash. */
+static void teardown(struct daemon *d, int exit_code)
+{
 	if (exit_code == 0)
-		keeper_release(d.keeper);
-	if (d.hconn >= 0)
-		close(d.hconn); /* never READY: the old process keeps its listeners */
-	if (admin_fd >= 0)
-		close(admin_fd);
-	for (int i = 0; i < po.nlisten; i++)
-		if (po.listen_fd[i] >= 0)
-			close(po.listen_fd[i]);
-	handover_free(d.handover);
-	if (d.sig.fd >= 0) {
-		loop_del(d.loop, &d.sig);
-		close(d.sig.fd);
+		keeper_release(d->keeper);
+	if (d->hconn >= 0)
+		close(d->hconn); /* never READY: the old process keeps its listeners */
+	if (d->admin_fd >= 0)
+		close(d->admin_fd);
+	for (int i = 0; i < d->po.nlisten; i++)
+		if (d->po.listen_fd[i] >= 0)
+			close(d->po.listen_fd[i]);
+	handover_free(d->handover);
+	if (d->sig.fd >= 0) {
+		loop_del(d->loop, &d->sig);
+		close(d->sig.fd);
 	}
-	if (d.src_ev.fd >= 0)
-		loop_del(d.loop, &d.src_ev);
-	admin_free(d.admin);
-	proxy_free(d.proxy);
-	if (d.events) {
-		loop_del(d.loop, &d.events_ev);
-		events_free(d.events);
+	if (d->src_ev.fd >= 0)
+		loop_del(d->loop, &d->src_ev);
+	admin_free(d->admin);
+	proxy_free(d->proxy);
+	if (d->events) {
+		loop_del(d->loop, &d->events_ev);
+		events_free(d->events);
 	}
-	index_free(d.index);
-	node_exit(&d);
-	services_put(d.svcs);
-	if (d.src)
-		d.src->free(d.src);
-	router_free(d.router);
-	models_free(d.models);
-	metrics_free(d.metrics);
-	loop_free(d.loop);
+	index_free(d->index);
+	node_exit(d);
+	services_put(d->svcs);
+	if (d->src)
+		d->src->free(d->src);
+	router_free(d->router);
+	models_free(d->models);
+	metrics_free(d->metrics);
+	loop_free(d->loop);
+}
+
+/* STARTING up to serving (or DEGRADED), then the loop. Returns the exit code. */
+static int run(struct daemon *d)
+{
+	const struct daemon_cfg *c = d->cfg;
+	char why[256] = "";
+	int rc;
+
+	if (loop_new(&d->loop) < 0 || metrics_new(&d->metrics) < 0 || models_new(&d->models) < 0)
+		return 1;
+	d->node_ready =
+	    metrics_gauge(d->metrics, "kvsplice_node_ready", NULL,
+			  "1 when the node has what interception needs (kernel probe, "
+			  "node address); 0: kvsplice stays out of the way, /readyz says "
+			  "why.");
+	if (node_setup(d, !c->no_bpf, d->cgroup, sizeof(d->cgroup), c->pin_dir, c->node_addr,
+		       c->node_dev, why, sizeof(why)) < 0) {
+		enter(d, DAEMON_DEGRADED);
+		return run_degraded(d, &c->admin, &c->admin_opts, &d->mask, why);
+	}
+	metrics_gauge_set(d->node_ready, 1);
+	if ((rc = load_models(d)) != 0)
+		return rc;
+	d->reloads = metrics_counter(d->metrics, "kvsplice_services_reloads_total", NULL,
+				     "Services snapshots loaded.");
+	d->reload_errors =
+	    metrics_counter(d->metrics, "kvsplice_services_reload_errors_total", NULL,
+			    "Services reloads refused (the previous one is kept).");
+	d->nservices = metrics_gauge(d->metrics, "kvsplice_services", NULL, "Services served.");
+	d->nendpoints =
+	    metrics_gauge(d->metrics, "kvsplice_endpoints", NULL, "Endpoints over all Services.");
+	if ((rc = start_routing(d)) != 0 || (rc = start_services(d)) != 0 ||
+	    (rc = start_admin(d)) != 0)
+		return rc;
+	/* Interception starts now (or with the source's first snapshot): the listener goes into
+	 * BPF's sockmap. */
+	if (d->phase == DAEMON_SYNCING) {
+		syncing_start(d);
+		if (d->pending & PENDING_STOP)
+			return 1;
+	}
+	if ((rc = announce(d)) != 0)
+		return rc;
+	if (d->src->notify_fd) {
+		d->src_ev.fd = d->src->notify_fd(d->src);
+		d->src_ev.cb = src_cb;
+		if (loop_set(d->loop, &d->src_ev, EPOLLIN) < 0)
+			return 1;
+	}
+	admin_set_ready(d->admin, d->phase == DAEMON_SERVING);
+	return run_loop(d);
+}
+
+int daemon_run(const struct daemon_cfg *cfg)
+{
+	struct daemon d = {
+	    .cfg = cfg,
+	    .phase = DAEMON_STARTING,
+	    .sig.fd = -1,
+	    .src_ev.fd = -1,
+	    .hconn = -1,
+	    .admin_fd = -1,
+	};
+	int exit_code;
+
+	discovery_set_routes(&policy_routes);
+	log_set_level((enum log_level)cfg->log_level);
+	if (cfg->cgroup)
+		snprintf(d.cgroup, sizeof(d.cgroup), "%s", cfg->cgroup);
+	if (cfg->node_addr) {
+		struct in_addr a;
+		int p, i;
+
+		nodesetup_parse_address(cfg->node_addr, &a, &p);
+		for (i = 0;
+		     i < cfg->proxy.nlisten && cfg->proxy.listen[i].sin_addr.s_addr != a.s_addr;
+		     i++)
+			;
+		if (i == cfg->proxy.nlisten)
+			log_warn("main", "--node-address %s is no --listen address",
+				 cfg->node_addr);
+	}
+	d.po = cfg->proxy;
+	d.kopts.pin_dir = cfg->pin_dir;
+	d.kopts.own_mark = cfg->mark;
+	d.kopts.idle_ms = cfg->proxy.idle_timeout_ms;
+	d.kopts.hold_ms = cfg->keeper_hold_ms;
+	/* a supervised daemon is started again at once: connects wait for it (keeper.h) */
+	d.kopts.queue_ms = cfg->keeper_queue_ms >= 0 ? cfg->keeper_queue_ms
+			   : supervisor_child()	     ? KEEPER_QUEUE_MS
+						     : 0;
+	/* SIGPIPE off (writes to a closed peer fail with EPIPE); the others through signalfd */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&d.mask);
+	sigaddset(&d.mask, SIGTERM);
+	sigaddset(&d.mask, SIGINT);
+	sigaddset(&d.mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &d.mask, NULL);
+	exit_code = run(&d);
+	teardown(&d, exit_code);
 	return exit_code;
 }

@@ -14,6 +14,9 @@
 #include "core/buf.h"
 #include "discovery/discovery.h"
 
+/* Where the pinned state lives unless told otherwise (kvsplice --pin-dir). */
+#define BPFCTL_DEFAULT_PIN_DIR "/sys/fs/bpf/kvsplice"
+
 struct bpfctl;
 
 struct bpfctl_opts {

@@ -62,6 +62,39 @@ void policy_kv_defaults(struct policy_kv_opts *o)
 	o->backlog = 0.25;
 }
 
+/* Option tables name the leading fields and leave the rest zero. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#define KV(f) offsetof(struct policy_kv_opts, f)
+const struct opt policy_kv_options[POLICY_KV_NOPTIONS] = {
+    {"kv-spill-factor", OPT_DOUBLE, KV(spill_factor), "X", 1, 1e6,
+     "kv: a worker is under pressure past X times the average load ..."},
+    {"kv-spill-slack", OPT_DOUBLE, KV(spill_slack), "N", 0, 1e6, "... and N requests above it"},
+    {"kv-key-slack", OPT_DOUBLE, KV(key_slack), "N", 0, 1e6,
+     "kv: prefixes a worker may hold above its share when a new one is placed"},
+    {"kv-balance-slack", OPT_DOUBLE, KV(balance_slack), "N", 0, 1e6,
+     "kv: requests above the average a worker may have and still take a prefix it holds "
+     "before a replica is used"},
+    {"kv-replica-gap", OPT_DOUBLE, KV(replica_gap), "N", 0, 1e6,
+     "kv: a worker with room gets a new replica of a busy prefix when N requests below its "
+     "holders"},
+    {"kv-replica-room", OPT_DOUBLE, KV(replica_room), "F", 0, 1e6,
+     "kv: ... or an idle worker 1 below, while all workers' prefixes fill under F of their KV "
+     "caches (0: off)"},
+    {"kv-replica-all", OPT_DOUBLE, KV(replica_all), "F", 0, 1e6,
+     "kv: caches are rich when every prefix the cluster holds fits in F of every worker's KV "
+     "cache: any worker 1 below the holders then takes a replica, and the least loaded holder "
+     "is taken (0: off)"},
+    {"kv-spill-gap", OPT_DOUBLE, KV(spill_gap), "N", 0, 1e6,
+     "kv: a holder short of free KV blocks spills a request only to a worker N requests less "
+     "loaded"},
+    {"kv-spill-gap-remote", OPT_DOUBLE, KV(spill_gap_remote), "N", 0, 1e6,
+     "kv: ... plus N times the share of the load it knows only from the workers' metrics "
+     "(other nodes')"},
+    {"kv-backlog", OPT_DOUBLE, KV(backlog), "X", 0, 1e6,
+     "kv: a worker owing more than X times the request's prefill blocks beyond the best place "
+     "counts as busy (0: off)"},
+};
+
 uint64_t policy_hrw(uint64_t key, uint64_t id)
 {
 	return mix64(key ^ mix64(id + MIX_GOLDEN));

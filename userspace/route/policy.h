@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/options.h"
+
 struct discovery_routes;
 
 /* Why a worker was chosen. The names (policy_reason_name) appear in /debug/route and /metrics. */
@@ -147,6 +149,10 @@ const char *policy_names(void);
 extern const struct discovery_routes policy_routes;
 
 void policy_kv_defaults(struct policy_kv_opts *o);
+/* The kv tunables as options (core/options.h), offsets into struct policy_kv_opts: kvsplice and
+ * kvbench include this one table. */
+#define POLICY_KV_NOPTIONS 10
+extern const struct opt policy_kv_options[POLICY_KV_NOPTIONS];
 /* kv's operations, shared with policy_approx.c. */
 int policy_kv_create(const struct policy_kv_opts *o, void **state);
 void policy_kv_destroy(void *state);
