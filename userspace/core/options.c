@@ -16,7 +16,9 @@
 #define HELP_COL 30   /* where the help text starts */
 #define VAL_HELP 1    /* getopt values of the built-in options */
 #define VAL_PRINT 2
-#define VAL_BASE 256 /* getopt value of entry i: VAL_BASE + i */
+#define VAL_BASE 256   /* getopt value of entry i: VAL_BASE + i */
+#define SIZE_HI 0x1p50 /* the largest OPT_SIZE: no buffer of a petabyte */
+#define MS_HI 2e9      /* the largest OPT_MS (about 23 days): it must fit an int */
 
 static void *field(void *cfg, const struct opt *o)
 {
@@ -128,7 +130,8 @@ int opt_parse_size(const char *s, double min, double max, size_t *out)
 	if (*end == 'i' || *end == 'B')
 		end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
 	bytes = v * mul;
-	if (*end || bytes != floor(bytes) || !in_range(bytes, min, max, 1, 0x1p50))
+	if (*end || bytes != floor(bytes) || bytes > SIZE_HI ||
+	    !in_range(bytes, min, max, 1, SIZE_HI))
 		return -1;
 	*out = (size_t)bytes;
 	return 0;
@@ -147,7 +150,7 @@ int opt_parse_ms(const char *s, double min, double max, int *out)
 		ms = v * 1000;
 	else
 		return -1;
-	if (!in_range(ms, min, max, 0, 2e9))
+	if (!in_range(ms, min, max, 0, MS_HI) || ms > MS_HI)
 		return -1;
 	*out = (int)ms;
 	return 0;
@@ -281,7 +284,7 @@ int opt_show(const struct opt *o, const void *cfg, char *buf, size_t n)
 
 		if (!s)
 			return 0;
-		snprintf(buf, n, *s ? "%s" : "\"\"", s);
+		snprintf(buf, n, "%s", s);
 		return 1;
 	}
 	case OPT_INT:
@@ -297,7 +300,9 @@ int opt_show(const struct opt *o, const void *cfg, char *buf, size_t n)
 	case OPT_SIZE:
 		show_size(*(const size_t *)p, buf, n);
 		return 1;
-	case OPT_MS:
+	case OPT_MS: /* a negative duration: unset, the entry's dflt rule decides */
+		if (*(const int *)p < 0)
+			return 0;
 		show_ms(*(const int *)p, buf, n);
 		return 1;
 	case OPT_DOUBLE:
@@ -355,6 +360,8 @@ static void default_text(const struct opt *o, const void *def, char *buf, size_t
 	}
 	if (!opt_show(o, def, buf, n))
 		buf[0] = '\0';
+	else if (!buf[0])
+		snprintf(buf, n, "\"\""); /* an empty string */
 	for (char *c = buf; *c; c++)
 		if (*c == '\n')
 			*c = ',';
@@ -525,10 +532,14 @@ static void range_text(const struct opt *o, char *buf, size_t n)
 	case OPT_SIZE:
 		show_size((size_t)o->min, lo, sizeof(lo));
 		show_size((size_t)o->max, hi, sizeof(hi));
+		if (o->max >= SIZE_HI) /* no bound but the kind's */
+			hi[0] = '\0';
 		break;
 	case OPT_MS:
 		show_ms((int)o->min, lo, sizeof(lo));
 		show_ms((int)o->max, hi, sizeof(hi));
+		if (o->max >= MS_HI)
+			hi[0] = '\0';
 		break;
 	case OPT_INT:
 	case OPT_U32:
@@ -540,7 +551,10 @@ static void range_text(const struct opt *o, char *buf, size_t n)
 	default:
 		return;
 	}
-	snprintf(buf, n, "%s – %s", lo, hi);
+	if (hi[0])
+		snprintf(buf, n, "%s – %s", lo, hi);
+	else
+		snprintf(buf, n, "≥ %s", lo);
 }
 
 void opt_markdown(const struct opt_table *t, FILE *f)
@@ -568,8 +582,9 @@ void opt_markdown(const struct opt_table *t, FILE *f)
 		}
 		default_text(o, def, dv, sizeof(dv));
 		range_text(o, rv, sizeof(rv));
-		fprintf(f, "| `--%s%s%s` | ", o->name, takes_arg(o) ? " " : "",
-			takes_arg(o) ? arg_name(o) : "");
+		fprintf(f, "| `--%s%s", o->name, takes_arg(o) ? " " : "");
+		md_cell(f, takes_arg(o) ? arg_name(o) : "");
+		fputs("` | ", f);
 		if (dv[0]) {
 			fputc(o->dflt ? ' ' : '`', f);
 			md_cell(f, dv);
@@ -583,6 +598,21 @@ void opt_markdown(const struct opt_table *t, FILE *f)
 	}
 	free(def);
 	free(v);
+}
+
+/* Writes s as one shell word: as is when it is plain, else in single quotes. */
+static void shell_word(FILE *f, const char *s)
+{
+	if (*s &&
+	    strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=,@%+-") ==
+		strlen(s)) {
+		fputs(s, f);
+		return;
+	}
+	fputc('\'', f);
+	for (; *s; s++)
+		fputs(*s == '\'' ? "'\\''" : (char[]){*s, 0}, f);
+	fputc('\'', f);
 }
 
 void opt_print_config(const struct opt_table *t, const void *cfg, FILE *f)
@@ -609,7 +639,9 @@ void opt_print_config(const struct opt_table *t, const void *cfg, FILE *f)
 			nl = strchr(line, '\n');
 			if (nl)
 				*nl++ = '\0';
-			fprintf(f, "--%s %s\n", o->name, line);
+			fprintf(f, "--%s ", o->name);
+			shell_word(f, line);
+			fputc('\n', f);
 		}
 	}
 	free(all);

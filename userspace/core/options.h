@@ -9,7 +9,8 @@
  *
  * The values a kind takes:
  *   OPT_SIZE    bytes: "4096", "64K", "32M", "1.5G" (also "KiB", "MB"); "0" only when min is 0
- *   OPT_MS      a duration into an int of milliseconds: "1.5" or "1.5s" (seconds), "250ms"
+ *   OPT_MS      a duration into an int of milliseconds: "1.5" or "1.5s" (seconds), "250ms"; a
+ *               negative value in a config is unset (shown as none: the entry's dflt applies)
  *   OPT_INT, OPT_U32, OPT_U64   decimal ("0x" hexadecimal too for OPT_U32 and OPT_U64)
  *   OPT_DOUBLE  a decimal number
  *   OPT_CHOICE  one of choices[] into an int (its index)
@@ -95,7 +96,8 @@ void opt_usage(const struct opt_table *t, FILE *f);
 /* The reference page: one table row per option (flag, argument, default, range, help) under the
  * sections' headings. */
 void opt_markdown(const struct opt_table *t, FILE *f);
-/* cfg as flags, one "--name value" a line (flags that are set, lists one item a line). */
+/* cfg as flags, one "--name value" a line (flags that are set, lists one item a line), each
+ * value one shell word (quoted where it must be), so the lines pasted into a shell give cfg. */
 void opt_print_config(const struct opt_table *t, const void *cfg, FILE *f);
 
 /* The value option o holds in cfg, as its flag would take it ("64K", "30s", "0x6b76").
