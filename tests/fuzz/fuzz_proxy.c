@@ -33,7 +33,8 @@
  * same empty sockets; a crash found late in a run reproduces from its input alone (the first input
  * of a new process goes through the same steps). Where it may (root), the process runs in a
  * network namespace of its own, so neither its ports nor its TIME_WAIT sockets are shared.
- * What an input costs, and where the rest goes: docs/benchmarks.md, "Fuzzing: long runs". */
+ * What an input costs, and where the rest goes: docs/journal/fuzzing.md, "fuzz_proxy: what an
+ * input costs". */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>

@@ -19,7 +19,7 @@
 #     keep-alive clients told "Connection: close");
 #  7. kvsplice SIGKILLed under load: 0 failed connects, no request started once it was gone
 #     fails (only what it held is lost).
-# bench/faults.sh measures the same faults under kvbench load (docs/benchmarks.md).
+# bench/faults.sh measures the same faults under kvbench load (docs/benchmarks.md#faults).
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh

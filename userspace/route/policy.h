@@ -159,7 +159,7 @@ uint64_t policy_hrw(uint64_t key, uint64_t id);
 /* Leading blocks of the request's chain candidate c holds, or will hold once this router's
  * requests in flight there are scheduled (vLLM caches a block when it schedules its computation,
  * so a request sent after them hits): a copy made a moment ago holds before its events arrive
- * (docs/benchmarks.md, the start of a closed loop). */
+ * (docs/journal/routing.md, crowding at the start). */
 static inline uint32_t policy_held(const struct policy_cand *c)
 {
 	return c->flight > c->depth ? c->flight : c->depth;

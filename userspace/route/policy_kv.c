@@ -35,7 +35,7 @@
  *     metrics: one of several instances (a node among nodes) sees the others' requests and
  *     blocks a scrape late, so its "short of blocks" and "lighter" are weaker evidence, and a
  *     spill one well-informed router would not make costs a miss and an eviction (measured:
- *     docs/benchmarks.md, several nodes). Alone, that share is ~0 and the gap is spill_gap.
+ *     docs/journal/nodes.md). Alone, that share is ~0 and the gap is spill_gap.
  *     a. the first near holder in rendezvous order that is balanced and not pressed -> HOME when
  *        it is the first near holder, else REPLICA (a replica is used only while the home is
  *        busy, so it ages out of the LRU when the prefix cools);
@@ -52,7 +52,7 @@
  *        change a and b: b comes first and takes any worker 1 request below the holders, and a
  *        takes the least loaded balanced near holder; a copy then costs one miss and evicts
  *        nothing, and the cluster ends with every worker holding every prefix, as round-robin
- *        does, and balanced like it (P=2 on 6 workers: docs/benchmarks.md);
+ *        does, and balanced like it (P=2 on 6 workers: docs/journal/routing.md);
  *     c. else the least loaded holder not pressed (near ones first) -> HOME / REPLICA;
  *     d. else (every holder pressed) the least loaded candidate not pressed -> SPILL.
  *  2. k is new: its home is the first candidate in rendezvous order (highest policy_hrw(k, id))
@@ -125,7 +125,7 @@ static double first_token_work(const struct policy_view *v, const struct policy_
 /* The least first-token work among the candidates no more loaded than candidate i: a backlog
  * counts only against a worker the request could go to without crowding it (in a burst, every
  * worker that computes a new copy has a backlog, and the one warm holder without one would take
- * them all: docs/benchmarks.md, the start of a closed loop). */
+ * them all: docs/journal/routing.md, crowding at the start). */
 static double lighter_work(const struct policy_view *v, size_t i)
 {
 	double best = -1, li = policy_load(&v->c[i]);
@@ -182,7 +182,7 @@ static bool roomy(const struct policy_kv_opts *o, const struct policy_view *v)
  * decoding longer (they end sooner, and so it has less work left), then by rendezvous score hrw
  * (higher first). Spreading a closed loop's requests by what is left on each worker keeps every
  * worker's requests at different stages, where a fixed order piles fresh requests on the same
- * few (docs/benchmarks.md, P=2 at C=16). */
+ * few (docs/journal/routing.md, P=2 at C=16). */
 static bool before(const struct policy_view *v, const uint64_t *hrw, size_t a, size_t b)
 {
 	if (v->c[a].decode_ms != v->c[b].decode_ms)
@@ -331,7 +331,7 @@ static long pick_policy_held(const struct policy_kv_opts *o, const struct policy
 	/* rich caches: a copy evicts nothing and costs one miss, less than a request more on a
 	 * worker for a whole decode, so a lighter worker takes one before a balanced holder is
 	 * used (otherwise a worker that holds only the other prefixes sits a request or two below
-	 * the rest for the whole run: docs/benchmarks.md, P=2 at C=16 through the daemon) */
+	 * the rest for the whole run: docs/journal/routing.md, P=2 at C=16 through the daemon) */
 	if (rich && (pick = new_replica(o, v, t, rich, min_hold)) >= 0) {
 		*why = POLICY_SPILL;
 		return pick;
