@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# bench/faults.sh: faults under load (issue 12). The node testbed (tests/node/up.sh) with 3 kvsim
+# bench/faults.sh: faults under load (docs/benchmarks.md#faults). The node testbed (tests/node/up.sh) with 3 kvsim
 # workers and kvsplice (router kv, KV events); for each fault, kvbench from the client pod (the
 # seeds' workload: P=6 prefixes, C=6 streamed requests, a new connection per request, no warm-up)
 # and the fault injected FAULTS_AT seconds into the run:

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* libFuzzer target for the proxy's connection state machine (issue 12): a real proxy (proxy.h,
+/* libFuzzer target for the proxy's connection state machine: a real proxy (proxy.h,
  * round-robin or kv router, no BPF) on 127.0.0.1 with one client connection and a fake upstream
  * (a listening socket this harness accepts from), both fed bytes from the input, the loop driven
  * until quiescent after every step. No seam in userspace/: only the public API and real sockets.

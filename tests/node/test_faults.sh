@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Issue 12, faults under load: the node testbed (3 kvsim workers, kvsplice with KV events) under
+# Faults under load: the node testbed (3 kvsim workers, kvsplice with KV events) under
 # closed-loop load from the client pod (faultload.py: a strict client, no retry, a hang is a
 # failure), one fault at a time:
 #  1. a worker killed mid-stream: only the streams it was serving are cut, no other request fails,

@@ -6,8 +6,8 @@
  * small exact tables ({view, state} -> {worker, reason}), and the same code serves the daemon and
  * kvbench's client-side baselines.
  *
- *   kv           ours: capacity-aware prefix placement (policy_kv.c, ARCHITECTURE.md 3-4)
- *   dynamo       NVIDIA Dynamo's default cost (policy_dynamo.c, FACTS.md §3)
+ *   kv           ours: capacity-aware prefix placement (policy_kv.c; docs/design.md)
+ *   dynamo       NVIDIA Dynamo's default cost (policy_dynamo.c)
  *   round-robin  per request, per Service (policy_rr.c)
  *   random       per request (policy_random.c)
  *   approx       kv's placement over the approximate view, for clusters whose event ports

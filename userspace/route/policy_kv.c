@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-/* policy kv: capacity-aware prefix placement (ARCHITECTURE.md decisions 3-4, TARGETS.md).
+/* policy kv: capacity-aware prefix placement (docs/design.md, "The kv policy"; measured:
+ * docs/benchmarks.md, routing).
  *
  * Why not Dynamo's cost: it trades overlap against load request by request, so a busy prefix's
  * requests land on its owner's neighbours, which then cache it too and evict other prefixes: at 24
@@ -17,11 +18,11 @@
  * those are its backlog, below), or load + 1 > max(spill_factor x avg, avg + spill_slack).
  * Soft pressure: its free KV blocks (estimated) cannot take this request's new blocks, so it
  * would queue it for a moment. Free blocks and the queue come first: the in-flight count alone
- * spills too early and raises TTFT (TARGETS.md). Backlog: the blocks it would compute before this
- * request's first token (the prefill still owed to this router's requests there, plus this
- * request's blocks it does not hold) exceed the least over the candidates no busier than it by more
- * than backlog x the request's blocks, and so does the backlog alone (a miss is not a queue); a
- * backlogged worker counts as pressed like soft pressure, but is never waived in 1 (its queue is
+ * spills too early and raises TTFT. Backlog: the blocks it would compute
+ * before this request's first token (the prefill still owed to this router's requests there, plus
+ * this request's blocks it does not hold) exceed the least over the candidates no busier than it by
+ * more than backlog x the request's blocks, and so does the backlog alone (a miss is not a queue);
+ * a backlogged worker counts as pressed like soft pressure, but is never waived in 1 (its queue is
  * what makes the tail of the first-token time). Room: its cache could hold one more prefix of this
  * size, (keys + 1) x blocks <= capacity.
  *

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* router: the routing decision, in one module (ARCHITECTURE.md "The routing decision"). The proxy
+/* router: the routing decision, in one module (docs/design.md, "Exact tokens"). The proxy
  * asks one question per request — which endpoint? — and knows nothing of tokens. The answer:
  *
  *   body -> model -> tokenizer (models.h) -> prompt token ids (openai.h: every completions prompt
