@@ -10,8 +10,8 @@
 # hits (with their spread) and the median TTFT p99; the runs go to $AB_OUT/runs.jsonl (one
 # kvbench JSON per line, with "variant" and "round"). With several workload seeds (AB_SEEDS) each
 # round runs every seed, and a cell pools its rounds and seeds: a capacity-bound point's hit rate
-# depends on the request order more than on the machine (docs/benchmarks.md, 3 workers), and a
-# second table gives each seed's hit rate.
+# depends on the request order more than on the machine (docs/benchmarks.md#routing, 3
+# workers), and a second table gives each seed's hit rate.
 #   bash bench/ab.sh "old=kv,/tmp/old/kvsplice" "new=kv" "rr=round-robin"
 # Env: AB_POINTS ("2:16 7:16 12:16 24:16"), AB_ROUNDS (5), AB_TIME_SCALE (4), AB_WORKERS (6),
 #      AB_SEEDS (AB_SEED, else 1: kvbench's workload seeds), AB_KVBENCH_ARGS (extra kvbench

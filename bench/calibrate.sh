@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# kvsim calibration against the seeds (TARGETS.md): kvsim workers on 127.0.0.1 (ephemeral ports),
-# kvbench's per-connection spreads, no proxy. Prints the tables next to the seeds' numbers and
-# writes every kvbench result as JSON lines to $OUT (bench/out/calibrate.jsonl).
+# kvsim calibration against the seeds (docs/benchmarks.md#calibration): kvsim workers on 127.0.0.1
+# (ephemeral ports), kvbench's per-connection spreads, no proxy. Prints the tables next to the
+# seeds' numbers and writes every kvbench result as JSON lines to $OUT (bench/out/calibrate.jsonl).
 #   1. hit rates, C=8, P in {2,7,12,24}, 6 and 3 workers, spread random (the seeds' Service),
 #      round-robin, dynamo (Dynamo's cost, approximate mode) and dynamo-kv (Dynamo's cost with
 #      the overlap from kvsim's KV events, the seeds' "KV routing"), time-scaled (hit rates do not

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# bench/faults.sh: faults under load (issue 12). The node testbed (tests/node/up.sh) with 3 kvsim
-# workers and kvsplice (router kv, KV events); for each fault, kvbench from the client pod (the
-# seeds' workload: P=6 prefixes, C=6 streamed requests, a new connection per request, no warm-up)
-# and the fault injected FAULTS_AT seconds into the run:
+# bench/faults.sh: faults under load (docs/benchmarks.md#faults). The node testbed
+# (tests/node/up.sh) with 3 kvsim workers and kvsplice (router kv, KV events); for each fault,
+# kvbench from the client pod (the seeds' workload: P=6 prefixes, C=6 streamed requests, a new
+# connection per request, no warm-up) and the fault injected FAULTS_AT seconds into the run:
 #   none            no fault (the baseline)
 #   worker-kill     w1 SIGKILLed mid-stream, started again 2 s later
 #   worker-refuse   w2 killed just before the run (nothing in flight there) and left dead: its

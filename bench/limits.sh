@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# bench/limits.sh: kvsplice's limits under hostile load (issue 12, "Limits and soak"), in one run,
+# bench/limits.sh: kvsplice's limits under hostile load (docs/benchmarks.md#limits), in one run,
 # on loopback (--no-bpf, no root): kvsim workers behind one kvsplice with its default limits
 # (--header-timeout 30 s, --idle-timeout 300 s, --max-conns 16384, --max-conns-per-ip 4096, ...).
 #   1. baseline: a normal client (sequential requests, a new connection each) alone;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# bench/nodes.sh: one kvsplice per node, several nodes, the same workers (issue 9, "Several
-# nodes"). A testbed of 3 nodes (tests/node/up.sh --nodes 3) with 6 kvsim workers; the seeds'
-# workload, P=24, the same prefix set from every client pod (kvbench --prefix-seed):
+# bench/nodes.sh: one kvsplice per node, several nodes, the same workers (docs/benchmarks.md#nodes).
+# A testbed of 3 nodes (tests/node/up.sh --nodes 3) with 6 kvsim workers; the seeds' workload, P=24,
+# the same prefix set from every client pod (kvbench --prefix-seed):
 #   one node   node 1's client alone at C=9 (480 requests)
 #   3 nodes    the three client pods at once, C=3 each (160 requests each, their own --seed),
 #              after the same warm-up as the one-node run (one request per prefix, in turn)

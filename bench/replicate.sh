@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# bench/replicate.sh: the seeds' whole matrix in the node testbed, through the eBPF path (issue
-# 10): P in {2, 7, 12, 24}, C in {4, 8, 16}, 6 and 3 workers; the plain Service, kvsplice
-# round-robin, dynamo and kv, and the client-side Dynamo anchor; REPL_RUNS runs per point, the
-# medians reported (kvbench --runs). Writes bench/out/replicate/w6/ and w3/ (report.md, raw JSON,
-# PNG plots) and docs/replication.md (the tables and plots, the seeds' numbers beside ours; the
-# explanations in docs/replication.md's head are kept). Not part of `make test`: about two hours
-# at the default time scale.
+# bench/replicate.sh: the seeds' whole matrix in the node testbed, through the eBPF path
+# (docs/replication.md): P in {2, 7, 12, 24}, C in {4, 8, 16}, 6 and 3 workers; the plain
+# Service, kvsplice round-robin, dynamo and kv, and the client-side Dynamo anchor; REPL_RUNS runs
+# per point, the medians reported (kvbench --runs). Writes bench/out/replicate/w6/ and w3/
+# (report.md, raw JSON, PNG plots) and docs/replication.md (the tables and plots, the seeds'
+# numbers beside ours; the explanations in docs/replication.md's head are kept). Not part of `make
+# test`: about two hours at the default time scale.
 # Env: REPL_TIME_SCALE (4), REPL_RUNS (3), REPL_WORKERS ("6 3").
 set -euo pipefail
 cd "$(dirname "$0")/.."

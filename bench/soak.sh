@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# bench/soak.sh: kvsplice under steady kvbench load for a long time (issue 12, "Limits and soak"),
+# bench/soak.sh: kvsplice under steady kvbench load for a long time (docs/benchmarks.md#soak),
 # to show that its memory and descriptors stay flat. On loopback (--no-bpf, no root needed):
 # SOAK_WORKERS kvsim workers with KV events, one kvsplice (kv policy, events followed) in front,
 # kvbench run after run through it until the duration ends. Each kvbench run takes a new workload

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # bench/trace.sh: a production-style trace (Mooncake format) replayed through the eBPF path of
-# the node testbed (issue 9, "Trace replay"): 6 kvsim workers behind the Service, one node, the
+# the node testbed (docs/benchmarks.md#trace): 6 kvsim workers behind the Service, one node, the
 # trace open-loop from the client pod (kvbench --trace), for the plain Service and kvsplice's
 # round-robin, dynamo and kv, each beside the trace's own ideal reuse (an infinite cache on one
 # worker). Per variant: cached-token ratio, request hits, TTFT p50/p99, end-to-end p99, requests

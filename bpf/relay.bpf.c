@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Kernel relay paths between sockets, measured by bench/bpfrelay against the proxy's userspace
- * relays (copy loop, splice(2)). Not used by the daemon: FACTS §5 found the sk_skb splice slower
+ * relays (copy loop, splice(2)). Not used by the daemon: measured, the sk_skb splice is slower
  * than userspace and lossy on half-close, and neither path has backpressure; the bench keeps that
  * finding reproducible on the machine at hand.
  *   sk_skb/stream_verdict  bytes arriving on a socket of skb_src are sent out of skb_dst[0]

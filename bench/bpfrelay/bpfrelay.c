@@ -1,20 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 /* bench/bpfrelay: the relay paths a proxy can use between an upstream connection and a local
- * client, side by side in one run (issue 2: copy loop vs splice(2) vs sk_skb verdict splice vs
- * sk_msg fast path). An upstream server sends --mib MiB; a client reads them through a relay:
- *   direct   client connected to the server (no relay: the ceiling)
- *   copy     the relay reads the upstream socket and writes the client socket (64 KiB buffer)
- *   splice   the relay moves the bytes with splice(2) through a pipe
- *   sk_skb   the upstream socket's received bytes are redirected in the kernel to the client-facing
- *            socket's send side (bpf/relay.bpf.c, stream verdict); the relay thread only waits
- *   sk_msg   copy loop, but what the relay writes to the client-facing socket goes straight into
- *            the client socket's receive queue (sk_msg ingress redirect), skipping the TCP stack
- *   sk_skb_hc sk_skb, but as a proxy would end it: the server closes after its last byte and the
- *            relay half-closes the client side as soon as it sees the upstream FIN (bytes still
- *            queued in the kernel redirect are then lost: counted as incomplete)
- * Runs are interleaved (path after path, rep after rep) in a private network namespace on lo; the
- * median MiB/s per path is reported, and whether every byte arrived. Prints a table, writes JSON.
- * usage: bpfrelay [--mib N] [--reps N] [--json FILE]     (root) */
+ * client, side by side in one run (copy loop vs splice(2) vs sk_skb verdict splice vs sk_msg fast
+ * path; docs/benchmarks.md#relay). An upstream server sends --mib MiB; a client reads them through
+ * a relay: direct   client connected to the server (no relay: the ceiling) copy     the relay reads
+ * the upstream socket and writes the client socket (64 KiB buffer) splice   the relay moves the
+ * bytes with splice(2) through a pipe sk_skb   the upstream socket's received bytes are redirected
+ * in the kernel to the client-facing socket's send side (bpf/relay.bpf.c, stream verdict); the
+ * relay thread only waits sk_msg   copy loop, but what the relay writes to the client-facing socket
+ * goes straight into the client socket's receive queue (sk_msg ingress redirect), skipping the TCP
+ * stack sk_skb_hc sk_skb, but as a proxy would end it: the server closes after its last byte and
+ * the relay half-closes the client side as soon as it sees the upstream FIN (bytes still queued in
+ * the kernel redirect are then lost: counted as incomplete) Runs are interleaved (path after path,
+ * rep after rep) in a private network namespace on lo; the median MiB/s per path is reported, and
+ * whether every byte arrived. Prints a table, writes JSON. usage: bpfrelay [--mib N] [--reps N]
+ * [--json FILE]     (root) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -11,9 +11,9 @@
  *     user/assistant turns, a last user message; the text of bench/tokenizer/prompt.mjs), the
  *     last message numbered per request so no cache could flatter it. kvsplice parses it,
  *     renders the chat template, tokenizes, hashes the blocks, looks them up and scores the
- *     workers: the full routing decision of TARGETS.md. After each chat case the bench reads
- *     kvsplice's /debug/route and /metrics (routecheck.h) and fails when the requests were not
- *     decided on tokens; it prints the decision's own cost beside the added latency.
+ *     workers: the full routing decision (docs/benchmarks.md#overhead). After each chat case the
+ * bench reads kvsplice's /debug/route and /metrics (routecheck.h) and fails when the requests were
+ * not decided on tokens; it prints the decision's own cost beside the added latency.
  *   - chat 10 KB, new text: the same conversation with the words of every message shuffled
  *     anew for each request (at spaces, inside the JSON strings: the length and the language stay,
  *     no message is ever seen twice). kvsplice's encoding cache then finds no message it read
@@ -553,7 +553,8 @@ int main(int argc, char **argv)
 			continue;
 		if (first)
 			printf("\nkvsplice decided the chat requests on tokens (its default router "
-			       "and tokenizer); goal (TARGETS.md): full decision <= 100 µs p50, <= "
+			       "and tokenizer); goal (docs/benchmarks.md): full decision <= 100 µs "
+			       "p50, <= "
 			       "500 µs "
 			       "p99 added vs direct\n");
 		first = 0;

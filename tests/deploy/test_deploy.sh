@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# deploy/ checked offline (no cluster, no container runtime here), issue 11 must show 3:
+# deploy/ checked offline (no cluster, no container runtime here):
 #  - kustomize: deploy/ and deploy/examples/ render with `kubectl kustomize` (when kubectl is
 #    installed), every resource listed exists and parses; yamllint passes on deploy/;
 #  - RBAC: exactly get/list/watch on Services and discovery.k8s.io EndpointSlices, bound to the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Least privilege, shown rather than assumed (issue 11): the real daemon runs in the netns node
+# Least privilege, shown rather than assumed: the real daemon runs in the netns node
 # testbed with exactly the capabilities deploy/daemonset.yaml adds to the kvsplice container (read
 # from the manifest), every other one out of its bounding set, as uid 0 with no_new_privs (the
 # container's allowPrivilegeEscalation: false), the cgroup2 directory it attaches to mounted

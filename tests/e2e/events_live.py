@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """Live KV-event test: Python plays vLLM workers (XPUB publisher + ROUTER replay endpoint,
-written from FACTS.md §1 with python3-zmq and python3-msgpack) against `kvevents watch` (the C
+written from vLLM's format with python3-zmq and python3-msgpack) against `kvevents watch` (the C
 events module and index on real ZMQ sockets over 127.0.0.1). Checks, against an independent
 model of what each worker holds: in-order ingest in both encodings and every hash encoding, a
 dropped batch recovered through replay (with and without a delimiter frame in the answers), a

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Kubernetes discovery end to end (issue 11, must show 1, up to the snapshot): the real source
+# Kubernetes discovery end to end (up to the snapshot): the real source
 # (userspace/discovery/k8s.c, run by build/tests/node/discdump as the daemon runs it) against
 # tests/e2e/k8s_api.py, the test API server (HTTPS on 127.0.0.1, certificates made at test time).
 # Each change made on the server must reach the snapshot the source hands over: endpoint added,

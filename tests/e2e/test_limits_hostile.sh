@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Hostile clients do not starve the others (issue 12, "Limits and soak"; the full-size run is
-# bench/limits.sh): kvsplice (--no-bpf, loopback) in front of tests/e2e/upstream.py holds a few
-# hundred idle connections and a few slowloris clients (a head dribbled a byte at a time) while a
-# normal client's requests all succeed; the slowloris clients and the silent connections are cut
-# at --header-timeout (not before); bodies over --max-body are refused with 413 without being
+# Hostile clients do not starve the others (the full-size run is bench/limits.sh,
+# docs/benchmarks.md#limits): kvsplice (--no-bpf, loopback) in front of tests/e2e/upstream.py holds
+# a few hundred idle connections and a few slowloris clients (a head dribbled a byte at a time)
+# while a normal client's requests all succeed; the slowloris clients and the silent connections are
+# cut at --header-timeout (not before); bodies over --max-body are refused with 413 without being
 # read whole (Content-Length and chunked); afterwards every connection is gone.
 set -u
 cd "$(dirname "$0")/../.."

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* libFuzzer target for the proxy's connection state machine (issue 12): a real proxy (proxy.h,
+/* libFuzzer target for the proxy's connection state machine: a real proxy (proxy.h,
  * round-robin or kv router, no BPF) on 127.0.0.1 with one client connection and a fake upstream
  * (a listening socket this harness accepts from), both fed bytes from the input, the loop driven
  * until quiescent after every step. No seam in userspace/: only the public API and real sockets.
@@ -33,7 +33,8 @@
  * same empty sockets; a crash found late in a run reproduces from its input alone (the first input
  * of a new process goes through the same steps). Where it may (root), the process runs in a
  * network namespace of its own, so neither its ports nor its TIME_WAIT sockets are shared.
- * What an input costs, and where the rest goes: docs/benchmarks.md, "Fuzzing: long runs". */
+ * What an input costs, and where the rest goes: docs/journal/fuzzing.md, "fuzz_proxy: what an
+ * input costs". */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Independent golden vectors for kvsplice's KV-event decoder and own block hash.
 
-Written from the project's FACTS.md section 1 (vLLM's KV event wire format) and the own-hash
+Written from vLLM's KV event wire format (as tools/kvsim/kvevents.h states it) and the own-hash
 definition in userspace/kv/blockhash.h, with Debian's python3-msgpack and python3-xxhash; it does not
 read or reuse kvsplice's C code. Usage:
   kv_events_golden.py gen DIR        writes DIR/NNN_*.msgpack payloads and DIR/expected.json
@@ -37,7 +37,7 @@ def root_of(lora_name, lora_id):
     return 0
 
 
-# ---- wire encodings (FACTS §1) ----------------------------------------------------------------
+# ---- wire encodings ---------------------------------------------------------------------------
 def enc_hash(v, how):
     """v: the engine's 64-bit value. uint: as is; sint: as a signed int (old engines);
     bytes16/bytes32: a raw digest whose last 8 bytes, big-endian, are v."""

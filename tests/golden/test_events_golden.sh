@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Golden vectors: KV event payloads encoded by an independent Python encoder (python3-msgpack,
-# python3-xxhash, written from FACTS.md §1) decode, through build/kvevents (the C decoder and
+# python3-xxhash, written from vLLM's wire format) decode, through build/kvevents (the C decoder and
 # index), to exactly the events and the per-worker block state the encoder expects.
 set -u
 cd "$(dirname "$0")/../.."

@@ -10,8 +10,8 @@ import shutil
 import subprocess
 import sys
 
-# The seeds' published numbers, 6 workers (002_a7ece122ee7be345.txt: the Service;
-# 000_e1d619d3006ec42e.txt: round-robin and Dynamo). Hit rate at C=8 (and the C=16 points they
+# The seeds' published numbers, 6 workers (their run of the plain Service, and their run of
+# round-robin and Dynamo). Hit rate at C=8 (and the C=16 points they
 # give), cached-token ratio at C=8, TTFT p50/p99 and req/s where published.
 SEEDS_HIT = {
     "service": {(2, 8): 95.0, (7, 8): 55.5, (12, 8): 32.1, (24, 8): 17.5, (24, 16): 16.7},

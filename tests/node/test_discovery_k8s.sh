@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Issue 11, must show 1 in the node testbed: kvsplice --kubernetes (BPF on) follows the test API
+# Kubernetes discovery in the node testbed: kvsplice --kubernetes (BPF on) follows the test API
 # server (tests/e2e/k8s_api.py, run inside the node's namespace) and each change reaches the BPF
 # selection and the routing, with a request from the client pod served after each: the Service
 # opted in (intercepted, served by its one endpoint), an endpoint added (both serve), one
 # terminating (kept: 2 endpoints; still served), one removed (only the other serves), the
 # annotation removed (no longer intercepted: the kube-proxy way), added back (intercepted again);
-# and across a restart (must show 2): the annotation removed while kvsplice is down, the new
+# and across a restart: the annotation removed while kvsplice is down, the new
 # process drops the stale BPF entry once it has listed, and until then does not intercept.
 # Needs root and kvsplice with --kubernetes; skipped otherwise.
 set -u

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Issue 12, faults under load: the node testbed (3 kvsim workers, kvsplice with KV events) under
+# Faults under load: the node testbed (3 kvsim workers, kvsplice with KV events) under
 # closed-loop load from the client pod (faultload.py: a strict client, no retry, a hang is a
 # failure), one fault at a time:
 #  1. a worker killed mid-stream: only the streams it was serving are cut, no other request fails,
@@ -19,7 +19,7 @@
 #     keep-alive clients told "Connection: close");
 #  7. kvsplice SIGKILLed under load: 0 failed connects, no request started once it was gone
 #     fails (only what it held is lost).
-# bench/faults.sh measures the same faults under kvbench load (docs/benchmarks.md).
+# bench/faults.sh measures the same faults under kvbench load (docs/benchmarks.md#faults).
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Issue 12, "kvsplice killed with SIGKILL: 0 failed new connections" (userspace/node/keeper.h), with the
-# real daemon in the netns node:
+# kvsplice killed with SIGKILL: 0 failed new connections (userspace/node/keeper.h,
+# docs/internals/keeper.md), with the real daemon in the netns node:
 #  1. kvsplice starts a keeper, a small child holding a second reference to its listener;
 #  2. connections BPF handed to a kvsplice that then dies (frozen with SIGSTOP so that they are
 #     certainly queued on its listener, then SIGKILLed) are all answered: the keeper takes the

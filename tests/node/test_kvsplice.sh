@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Issue 2, must show 1, 3 and 4, with the real daemon (build/kvsplice) in the netns node:
+# The real daemon (build/kvsplice) in the netns node:
 #  1. curl http://10.96.0.50:8000/... from the client pod is served through kvsplice (BPF counters
 #     and kvsplice's /metrics move) and getpeername() in the client shows 10.96.0.50:8000;
 #  3. a client connecting in a loop while kvsplice is SIGKILLed sees 0 failed connects (they go
@@ -8,7 +8,7 @@
 #     and maps;
 #  4. two requests on one keep-alive connection can go to two different workers.
 # Also: the pinned Service selection reconciled at start and a stale entry's connection closed
-# (issue 11); kvsplice's own connects never intercepted.
+# kvsplice's own connects never intercepted.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh
@@ -120,7 +120,7 @@ kvs_stop_kvsplice TERM
 
 # --- the pinned Service selection is reconciled at start; a stale entry's connection is closed ---
 # A second Service is selected, kvsplice is SIGKILLed (its map entries stay pinned), the Service is
-# removed meanwhile: the next kvsplice must unselect it (issue 11), and a connection intercepted
+# removed meanwhile: the next kvsplice must unselect it, and a connection intercepted
 # for an address no current Service has must be closed, never served by another Service.
 other_ip=10.96.0.60
 python3 -c '

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Issue 11, node setup done by the daemon and undone on exit (must show 4: nothing left behind),
+# Node setup done by the daemon and undone on exit (nothing left behind),
 # with the real daemon in the netns node testbed, whose node namespace has no proxy address of its
 # own here: kvsplice --node-address puts it there.
 #  - started: the address is on the node (on kvsplice0, or lo on a kernel without dummy devices)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Issue 2, must show 2: the official `openai` npm client (tests/js, pinned 6.x because the latest
+# The official `openai` npm client (tests/js, pinned 6.x because the latest
 # major needs Node.js 22), unmodified, pointed at http://10.96.0.50:8000/v1 from the client pod,
 # completes a streaming chat completion through kvsplice. Workers: kvsim when built, else
 # tests/node/testworker.py (up.sh's default).

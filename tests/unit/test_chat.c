@@ -106,7 +106,7 @@ static void test_basics(void)
 	char req[512];
 
 	snprintf(req, sizeof(req), "{\"messages\":%s}", su);
-	expect("system + user, defaults (FACTS.md example)", req, SYS_USER GEN);
+	expect("system + user, defaults (vLLM's rendering of it)", req, SYS_USER GEN);
 	snprintf(req, sizeof(req),
 		 "{\"messages\":%s,\"chat_template_kwargs\":{\"enable_thinking\":false}}", su);
 	expect("enable_thinking false appends the empty think block", req, SYS_USER GEN NOTHINK);

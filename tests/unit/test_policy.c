@@ -122,7 +122,7 @@ static const struct row rows[] = {
      POLICY_HOME,
      "full caches (no room for a replica), the only holder 4 requests busier than a worker but "
      "not pressed: stay home (a copy there is a miss that evicts another prefix; measured: "
-     "docs/benchmarks.md, the load gap)",
+     "docs/journal/routing.md, a load gap tried and not kept)",
      7},
     /* kv: a new prefix */
     {"kv",

@@ -2,8 +2,8 @@
 /* router: the whole decision on real requests (tokenizer, chat template, chain, index, policy),
  * fallbacks and their causes, retries, load accounting, the decision log; and that two routers
  * fed the same events place the same new prefixes on the same workers whatever order their
- * requests come in (ARCHITECTURE.md decision 3). The index is fed directly (this test is its
- * writer); an events runtime only names the workers (its sockets connect nowhere useful). */
+ * requests come in (docs/design.md, "One kvsplice per node"). The index is fed directly (this test
+ * is its writer); an events runtime only names the workers (its sockets connect nowhere useful). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-/* kvbench: the seeds' workload (TARGETS.md), or a Mooncake-format trace replayed open-loop at its
- * own timestamps (--trace, trace.h), against one URL or a list of URLs. Everything runs on one
- * epoll loop: the seeds' workload as closed-loop clients, a trace as one request per row sent when
- * its time comes (a timerfd wakes the loop), whether or not earlier ones have finished. A new
+/* kvbench: the seeds' workload (docs/benchmarks.md), or a Mooncake-format trace replayed open-loop
+ * at its own timestamps (--trace, trace.h), against one URL or a list of URLs. Everything runs on
+ * one epoll loop: the seeds' workload as closed-loop clients, a trace as one request per row sent
+ * when its time comes (a timerfd wakes the loop), whether or not earlier ones have finished. A new
  * connection per request (unless --keep-alive), streaming /v1/completions to measure TTFT;
  * hit = usage.prompt_tokens_details.cached_tokens > 0. See `kvbench --help`. Table on stdout,
  * progress on stderr, --json for machines. */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* workload: the seeds' request set (TARGETS.md), reproducible from a seed. Each prefix type and
+/* workload: the seeds' request set (docs/benchmarks.md, the seeds' workload), reproducible from a
+ * seed. Each prefix type and
  * each request's unique suffix is a run of words that are each exactly one token of the model's
  * tokenizer (" word" pieces are split apart by the pre-tokenizer, so their ids simply concatenate):
  * the prompt of request k has exactly prefix_tokens + suffix_tokens tokens, checked with the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kvcache: kvsim's model of vLLM v1's paged KV cache with prefix caching (block_pool.py and
- * kv_cache_manager.py), rule for rule (FACTS.md §1-2):
+ * kv_cache_manager.py), rule for rule (each rule has its test in tests/unit/test_kvcache.c):
  * - blocks of block_size tokens; block 0 is vLLM's reserved null block, never handed out;
  * - only full blocks are hashed, in a chain: h_i = sha256(h_{i-1} || le32 tokens || extra), with
  *   h_{-1} = sha256(seed bytes) (a random per-process seed unless one is given);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kvevents: kvsim's KV event publisher, on the wire exactly as vLLM's ZmqEventPublisher
- * (vllm/distributed/kv_events.py, FACTS.md §1):
+ * (vllm/distributed/kv_events.py):
  * - PUB socket, one message per engine step that produced events:
  *   [topic][seq u64 big-endian, from 0][msgpack batch];
  * - batch: array [ts float64, [events...], data_parallel_rank 0] (format ARRAY, older vLLM) or

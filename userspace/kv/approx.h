@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* approx: what each worker probably holds when no KV event says so. Every routed request's block
  * chain is assumed cached on the worker it was sent to for ttl seconds from its last use (NVIDIA
- * Dynamo's "approximate mode", FACTS.md §3). The router keeps one for the `approx` policy (no
+ * Dynamo's "approximate mode"). The router keeps one for the `approx` policy (no
  * event ports reachable) and for requests that cannot be tokenized exactly (chains over raw text
  * chunks: blockhash_bytes_chain). It never sees evictions, so it over-estimates a busy worker's
  * cache and under-estimates nothing it routed itself: a view, not the truth.

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* blockhash: kvsplice's own KV-block chain hash, computed from token ids (ARCHITECTURE.md
- * decision 1). The router hashes a request's tokens and the index hashes each BlockStored event's
- * token_ids with these same functions, so matching never depends on the engine's hash algorithm,
- * its PYTHONHASHSEED or its wire encoding of hashes.
+/* blockhash: kvsplice's own KV-block chain hash, computed from token ids (docs/design.md, "Our
+ * own block hash"). The router hashes a request's tokens and the index hashes each BlockStored
+ * event's token_ids with these same functions, so matching never depends on the engine's hash
+ * algorithm, its PYTHONHASHSEED or its wire encoding of hashes.
  *
  * Definition (all integers little-endian on the wire to XXH3):
  *   h_i = XXH3_64bits_withSeed(le64(h_{i-1}) || le32(t_{i*B}) .. le32(t_{i*B+B-1}) || extra_i,

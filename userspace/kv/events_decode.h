@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* events_decode: one vLLM KV-event batch payload (msgpack, FACTS.md §1) into events, no sockets.
+/* events_decode: one vLLM KV-event batch payload (msgpack; the wire format below and in
+ * tools/kvsim/kvevents.h) into events, no sockets.
  * Used by the events runtime (events.h), the golden tests, the fuzzer and tools/kvevents.
  *
  * Shapes: the batch as an array [ts, events, rank?] or a map {ts, events}; events array-tagged

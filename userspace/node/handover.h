@@ -5,16 +5,7 @@
  * registers the proxy listener in BPF's sockmap, and says so; only then does the old one stop
  * accepting, drain what it holds, and exit.
  *
- * Why fd passing rather than an SO_REUSEPORT pair: BPF intercepts connects while the proxy's
- * listening SOCKET is in a one-entry sockmap, and the kernel takes it out when that socket is
- * destroyed (bpfctl.h). Passed, it is the same socket in both processes: it stays in the map all
- * along (nothing is swapped, so there is no instant at which connects are neither intercepted
- * nor left to the Service's DNAT), and what is queued in its accept backlog is accepted by
- * whichever process is still there. With a reuseport pair each socket has its own backlog,
- * closing the old one resets the connections queued on it (unless net.ipv4.tcp_migrate_req,
- * a node-wide sysctl, is set), and the map entry would have to move from one socket to the other.
- * The admin listener goes along, so the new process answers the probes at once and the old one
- * does not hold its port through a drain.
+ * Why the socket itself is passed (rather than an SO_REUSEPORT pair): docs/internals/keeper.md.
  *
  * The unix socket is in the abstract namespace (no file left behind by a crash, no volume to
  * mount; it is per network namespace, as kvsplice's own address is), named after the first proxy

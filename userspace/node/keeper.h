@@ -1,37 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* keeper: fail-open across a crash of the daemon (SIGKILL, OOM kill, abort), with nothing reset.
- *
- * Why: BPF intercepts connects while the proxy's listening socket is in the one-entry sockmap,
- * and the kernel takes it out only when the socket is destroyed. A process killed with SIGKILL
- * frees its memory before its files are closed, so for that while (milliseconds, longer with a
- * large heap) connects are still rewritten to a listener nobody accepts on; when the files close,
- * what was queued in its backlog is reset and SYNs in flight are refused. The clients see errors
- * although the Service itself is fine.
- *
- * What: once the listener is registered, the daemon starts a keeper: a small separate process
- * (this binary run again as `kvsplice --keeper ...`: a fresh image, none of the daemon's memory or
- * threads) that holds a second reference to the same listening socket and the read end of a pipe
- * whose write end only the daemon has. While the daemon lives, the keeper only waits.
- *   - The daemon exits in order (drained, or handed over): it writes "q" first and the keeper
- *     leaves quietly (keeper_release).
- *   - The pipe ends without "q" (the daemon died): the listener is still open (the keeper's
- *     reference), so nothing queued is lost. If a successor is expected at once (queue_ms: by
- *     default when the daemon runs under the PID 1 supervisor, supervisor.h, which starts it again
- *     after 200 ms) the listener stays registered for that long: connects keep queueing and the
- *     successor routes them as before, with no spell of random DNAT routing that would evict
- *     prefixes on every worker. Then (or at once) the keeper falls open: it takes the listener
- *     out of the sockmap (only if it is still this socket: new connects go the Service's DNAT
- *     way from now on), accepts what was
- *     queued or is still arriving, and relays each connection byte for byte to its original
- *     destination (the ClusterIP:port BPF recorded by client address, as the daemon reads it), so
- *     kube-proxy serves it as if kvsplice had never been there. It offers the listener to a
- *     restarted kvsplice through the handover socket (handover.h: the keeper answers as the old
- *     process would), so the restart binds nothing and resets nothing; if none comes within the
- *     hold time it closes the listener (nothing can be queued any more) and exits once its relays
- *     end (both sides closed, or silent for the idle timeout).
- * A kill of the keeper itself, or of both at once (a pod's whole PID namespace), is the old
- * window again: the keeper is small and does nothing while the daemon lives, so it is not what the
- * OOM killer picks.
+ * A small separate process (this binary run again as `kvsplice --keeper ...`) holds a second
+ * reference to the registered proxy listener and the read end of a pipe only the daemon writes.
+ *   - The daemon exits in order (drained, or handed over): it writes "q" and the keeper leaves
+ *     (keeper_release).
+ *   - The pipe ends without "q" (the daemon died): the keeper keeps the listener registered for
+ *     queue_ms (connects queue for a successor), then falls open: it takes the listener out of
+ *     the sockmap (only if it is still this socket), accepts what is queued or arriving and
+ *     relays each connection byte for byte to its original destination (the ClusterIP:port BPF
+ *     recorded), at most KEEPER_MAX_RELAYS at once. It offers the listener to the next kvsplice
+ *     on the handover socket (handover.h); with no successor within hold_ms it closes the
+ *     listener and exits once its relays end.
+ * Why, and the whole crash path with supervisor.h and handover.h: docs/internals/keeper.md.
  *
  * Threads: the daemon calls keeper_spawn/keeper_release from its main thread. In the keeper, the
  * main thread runs a loop (the pipe, then the listener and the handover socket); each relayed

@@ -20,13 +20,9 @@
  *
  * Fail-open: when the probe or the address setup fails, the daemon stays up but out of the way:
  * nothing attached, nothing listening on the proxy address, /healthz 200, /readyz 503 with the
- * reason, kvsplice_node_ready 0, until SIGTERM. It does not exit non-zero, because in a DaemonSet
- * that is a crash loop: the same failure retried with growing back-off, restart events and
- * repeated log lines burying the one that says why, and the node touched at every restart; a
- * running pod that is not ready shows the same thing in `kubectl get pods` (0/1, and a rolling
- * update stops at that node), keeps the reason one `curl /readyz` away and costs nothing.
- * Connects on that node go the kube-proxy way, as whenever kvsplice is not running. Flag errors
- * (bad values) still exit 2: they are not a property of the node.
+ * reason, kvsplice_node_ready 0, until SIGTERM. Connects on that node go the kube-proxy way. Flag
+ * errors (bad values) still exit 2: they are not a property of the node. Why it does not exit
+ * non-zero (a DaemonSet's crash loop): docs/design.md, "Fail-open".
  *
  * Not thread-safe; the daemon's main thread only. Needs CAP_NET_ADMIN for the address. */
 #ifndef KVS_NODESETUP_H

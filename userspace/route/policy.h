@@ -6,8 +6,8 @@
  * small exact tables ({view, state} -> {worker, reason}), and the same code serves the daemon and
  * kvbench's client-side baselines.
  *
- *   kv           ours: capacity-aware prefix placement (policy_kv.c, ARCHITECTURE.md 3-4)
- *   dynamo       NVIDIA Dynamo's default cost (policy_dynamo.c, FACTS.md §3)
+ *   kv           ours: capacity-aware prefix placement (policy_kv.c; docs/design.md)
+ *   dynamo       NVIDIA Dynamo's default cost (policy_dynamo.c)
  *   round-robin  per request, per Service (policy_rr.c)
  *   random       per request (policy_random.c)
  *   approx       kv's placement over the approximate view, for clusters whose event ports
@@ -165,7 +165,7 @@ uint64_t policy_hrw(uint64_t key, uint64_t id);
 /* Leading blocks of the request's chain candidate c holds, or will hold once this router's
  * requests in flight there are scheduled (vLLM caches a block when it schedules its computation,
  * so a request sent after them hits): a copy made a moment ago holds before its events arrive
- * (docs/benchmarks.md, the start of a closed loop). */
+ * (docs/journal/routing.md, crowding at the start). */
 static inline uint32_t policy_held(const struct policy_cand *c)
 {
 	return c->flight > c->depth ? c->flight : c->depth;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* policy dynamo: NVIDIA Dynamo's default KV router cost (FACTS.md §3), the side-by-side baseline.
+/* policy dynamo: NVIDIA Dynamo's default KV router cost (as below), the side-by-side baseline.
  * Cost of worker w, lowest wins, ties broken at random (temperature 0):
  *   prefill_load_scale * max(0, request_blocks - overlap_credit * overlap_blocks(w))
  *     + decode_blocks(w)

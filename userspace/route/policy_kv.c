@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-/* policy kv: capacity-aware prefix placement (ARCHITECTURE.md decisions 3-4, TARGETS.md).
+/* policy kv: capacity-aware prefix placement (docs/design.md, "The kv policy"; measured:
+ * docs/benchmarks.md, routing).
  *
  * Why not Dynamo's cost: it trades overlap against load request by request, so a busy prefix's
  * requests land on its owner's neighbours, which then cache it too and evict other prefixes: at 24
@@ -17,11 +18,11 @@
  * those are its backlog, below), or load + 1 > max(spill_factor x avg, avg + spill_slack).
  * Soft pressure: its free KV blocks (estimated) cannot take this request's new blocks, so it
  * would queue it for a moment. Free blocks and the queue come first: the in-flight count alone
- * spills too early and raises TTFT (TARGETS.md). Backlog: the blocks it would compute before this
- * request's first token (the prefill still owed to this router's requests there, plus this
- * request's blocks it does not hold) exceed the least over the candidates no busier than it by more
- * than backlog x the request's blocks, and so does the backlog alone (a miss is not a queue); a
- * backlogged worker counts as pressed like soft pressure, but is never waived in 1 (its queue is
+ * spills too early and raises TTFT. Backlog: the blocks it would compute
+ * before this request's first token (the prefill still owed to this router's requests there, plus
+ * this request's blocks it does not hold) exceed the least over the candidates no busier than it by
+ * more than backlog x the request's blocks, and so does the backlog alone (a miss is not a queue);
+ * a backlogged worker counts as pressed like soft pressure, but is never waived in 1 (its queue is
  * what makes the tail of the first-token time). Room: its cache could hold one more prefix of this
  * size, (keys + 1) x blocks <= capacity.
  *
@@ -35,7 +36,7 @@
  *     metrics: one of several instances (a node among nodes) sees the others' requests and
  *     blocks a scrape late, so its "short of blocks" and "lighter" are weaker evidence, and a
  *     spill one well-informed router would not make costs a miss and an eviction (measured:
- *     docs/benchmarks.md, several nodes). Alone, that share is ~0 and the gap is spill_gap.
+ *     docs/journal/nodes.md). Alone, that share is ~0 and the gap is spill_gap.
  *     a. the first near holder in rendezvous order that is balanced and not pressed -> HOME when
  *        it is the first near holder, else REPLICA (a replica is used only while the home is
  *        busy, so it ages out of the LRU when the prefix cools);
@@ -52,7 +53,7 @@
  *        change a and b: b comes first and takes any worker 1 request below the holders, and a
  *        takes the least loaded balanced near holder; a copy then costs one miss and evicts
  *        nothing, and the cluster ends with every worker holding every prefix, as round-robin
- *        does, and balanced like it (P=2 on 6 workers: docs/benchmarks.md);
+ *        does, and balanced like it (P=2 on 6 workers: docs/journal/routing.md);
  *     c. else the least loaded holder not pressed (near ones first) -> HOME / REPLICA;
  *     d. else (every holder pressed) the least loaded candidate not pressed -> SPILL.
  *  2. k is new: its home is the first candidate in rendezvous order (highest policy_hrw(k, id))
@@ -125,7 +126,7 @@ static double first_token_work(const struct policy_view *v, const struct policy_
 /* The least first-token work among the candidates no more loaded than candidate i: a backlog
  * counts only against a worker the request could go to without crowding it (in a burst, every
  * worker that computes a new copy has a backlog, and the one warm holder without one would take
- * them all: docs/benchmarks.md, the start of a closed loop). */
+ * them all: docs/journal/routing.md, crowding at the start). */
 static double lighter_work(const struct policy_view *v, size_t i)
 {
 	double best = -1, li = policy_load(&v->c[i]);
@@ -182,7 +183,7 @@ static bool roomy(const struct policy_kv_opts *o, const struct policy_view *v)
  * decoding longer (they end sooner, and so it has less work left), then by rendezvous score hrw
  * (higher first). Spreading a closed loop's requests by what is left on each worker keeps every
  * worker's requests at different stages, where a fixed order piles fresh requests on the same
- * few (docs/benchmarks.md, P=2 at C=16). */
+ * few (docs/journal/routing.md, P=2 at C=16). */
 static bool before(const struct policy_view *v, const uint64_t *hrw, size_t a, size_t b)
 {
 	if (v->c[a].decode_ms != v->c[b].decode_ms)
@@ -331,7 +332,7 @@ static long pick_policy_held(const struct policy_kv_opts *o, const struct policy
 	/* rich caches: a copy evicts nothing and costs one miss, less than a request more on a
 	 * worker for a whole decode, so a lighter worker takes one before a balanced holder is
 	 * used (otherwise a worker that holds only the other prefixes sits a request or two below
-	 * the rest for the whole run: docs/benchmarks.md, P=2 at C=16 through the daemon) */
+	 * the rest for the whole run: docs/journal/routing.md, P=2 at C=16 through the daemon) */
 	if (rich && (pick = new_replica(o, v, t, rich, min_hold)) >= 0) {
 		*why = POLICY_SPILL;
 		return pick;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* router: the routing decision, in one module (ARCHITECTURE.md "The routing decision"). The proxy
+/* router: the routing decision, in one module (docs/design.md, "Exact tokens"). The proxy
  * asks one question per request — which endpoint? — and knows nothing of tokens. The answer:
  *
  *   body -> model -> tokenizer (models.h) -> prompt token ids (openai.h: every completions prompt
@@ -20,9 +20,7 @@
  * response's usage, read as it streams past). /metrics counts decisions by policy and reason,
  * fallbacks by cause, predicted / best possible / reported cached tokens and the outcome matrix
  * (predicted hit or miss x reported hit or miss), the decision latency, and per worker its load.
- * With them an operator tells "the workload has no reuse" (best possible ~ 0) from "the router
- * is wrong" (chosen < best possible without pressure) from "the index is stale" (predicted hits
- * the workers report as misses).
+ * How an operator reads them (no reuse, a wrong router, a stale index): docs/operating.md.
  *
  * Threading: one router per loop thread; every function runs on it. The index is written by the
  * events module on this same thread (index.h's single-writer rule); the router only reads it, and

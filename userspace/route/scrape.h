@@ -2,7 +2,7 @@
 /* scrape: the worker metrics the router's load model reads from each vLLM worker's /metrics
  * (Prometheus text format 0.0.4), fetched over non-blocking HTTP/1.1 on the daemon's loop.
  *
- * What is read (FACTS.md §2; vLLM v1 names, older names accepted where noted). A pod running
+ * What is read (vLLM v1's metric names, older names accepted where noted). A pod running
  * several engines (data parallelism) exposes one series per engine label: gauges of requests and
  * counters are summed, kv usage is averaged weighted by each engine's blocks when known:
  *   vllm:num_requests_running, vllm:num_requests_waiting         (sum)

@@ -415,7 +415,7 @@ void workers_load(const struct workers *ws, const struct worker *w, uint64_t now
 	/* the queue others' requests make: this router's own queued requests are already counted
 	 * by their prefill backlog, and a queue of its own read at the scrape may have been
 	 * scheduled since (counting it made kv spill requests off their prefix's worker for
-	 * nothing: docs/benchmarks.md, the trace through the daemon) */
+	 * nothing: docs/journal/trace.md, the queue change) */
 	*waiting = m->running >= 0 && m->waiting > *remote ? *remote : m->waiting;
 	if (m->kv_usage >= 0 && *capacity > 0) {
 		double used_theirs = m->kv_usage * *capacity - (double)w->active_at_metrics;
