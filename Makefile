@@ -5,7 +5,7 @@
 # Layout it discovers by itself, so a new module needs no edit here:
 #   userspace/LAYER/*.c (but daemon/main.c) -> $(BUILD)/libkvs.a, linked into everything
 #   userspace/daemon/main.c     -> $(BUILD)/kvsplice
-#   tools/NAME/*.c              -> $(BUILD)/NAME        (kvsim, kvbench, kvtok)
+#   tools/NAME/*.c              -> $(BUILD)/NAME        (kvsim, kvbench, kvtok, kvref)
 #   bench/NAME/*.c              -> $(BUILD)/bench/NAME
 #   bpf/*.bpf.c                 -> $(BUILD)/bpf/*.bpf.o and *.skel.h
 #   tests/unit/test_*.c         -> $(BUILD)/tests/test_*
@@ -51,7 +51,7 @@ FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 KVSPLICE   := $(if $(wildcard userspace/daemon/main.c),$(BUILD)/kvsplice)
 
-.PHONY: all deps test tests asan fuzz bench demo clean format format-list
+.PHONY: all deps test tests asan fuzz bench demo clean format format-list reference
 all: $(KVSPLICE) $(TOOLS:%=$(BUILD)/%) $(BENCHES:%=$(BUILD)/bench/%) $(BPF_OBJS)
 
 # Every Debian and npm package the build, tests and demo need; idempotent and quiet.
@@ -90,6 +90,15 @@ format:
 	$(Q)clang-format -i $(FORMAT_SRCS)
 format-list:
 	@echo $(FORMAT_SRCS)
+
+# docs/reference/PAGE.md for every page build/kvref lists (`kvref --list`), printed from the
+# tables the daemon itself uses; tests/style/test_reference.sh fails on a page that differs.
+reference: $(BUILD)/kvref
+	$(Q)mkdir -p docs/reference
+	$(Q)for p in $$($(BUILD)/kvref --list); do \
+		printf '  %-7s %s\n' GEN docs/reference/$$p.md; \
+		$(BUILD)/kvref $$p >docs/reference/$$p.md.tmp && mv docs/reference/$$p.md.tmp docs/reference/$$p.md || exit 1; \
+	done
 
 clean:
 	$(Q)rm -rf build build-asan

@@ -843,6 +843,48 @@ static void test_new_args(void)
 	loop_free(l);
 }
 
+/* scraper_metrics: the bounds in force, as the router's collector has always written them
+ * (defaults when the options leave them 0). */
+static void test_limits_text(void)
+{
+	static const char want[] =
+	    "# HELP kvsplice_scrape_limit_body_bytes Largest worker /metrics body read; a "
+	    "larger one fails the scrape (--scrape-max-body).\n"
+	    "# TYPE kvsplice_scrape_limit_body_bytes gauge\n"
+	    "kvsplice_scrape_limit_body_bytes 12345\n"
+	    "# HELP kvsplice_scrape_limit_head_bytes Longest worker /metrics answer head "
+	    "read; a longer one fails the scrape (--scrape-max-head).\n"
+	    "# TYPE kvsplice_scrape_limit_head_bytes gauge\n"
+	    "kvsplice_scrape_limit_head_bytes 678\n"
+	    "# HELP kvsplice_scrape_limit_timeout_seconds Deadline of one scrape, connect "
+	    "to last byte (--scrape-timeout).\n"
+	    "# TYPE kvsplice_scrape_limit_timeout_seconds gauge\n"
+	    "kvsplice_scrape_limit_timeout_seconds 1.5\n";
+	struct scraper_opts o = {.max_body = 12345, .max_head = 678, .timeout_ms = 1500};
+	struct loop *l;
+	struct scraper *s;
+	struct rec r = {0};
+	struct buf b = {0};
+	char line[128];
+
+	if (!CHECK(loop_new(&l) == 0 && scraper_new(l, &o, on_scrape, &r, &s) == 0,
+		   "limits: set-up"))
+		return;
+	CHECK(scraper_metrics(s, &b) == 0 && b.len == sizeof(want) - 1 &&
+		  memcmp(b.data, want, b.len) == 0,
+	      "scraper_metrics: the bounds given, in the router's text");
+	scraper_free(s);
+	buf_free(&b);
+	CHECK(scraper_new(l, NULL, on_scrape, &r, &s) == 0 && scraper_metrics(s, &b) == 0,
+	      "scraper_metrics with the default options");
+	snprintf(line, sizeof(line), "\nkvsplice_scrape_limit_body_bytes %u\n",
+		 (unsigned)SCRAPE_DEFAULT_MAX_BODY);
+	CHECK(b.data && strstr(b.data, line), "the default body bound: %s", line + 1);
+	scraper_free(s);
+	buf_free(&b);
+	loop_free(l);
+}
+
 int main(void)
 {
 	test_parse_table();
@@ -855,5 +897,6 @@ int main(void)
 	test_replace();
 	test_max_body();
 	test_max_head();
+	test_limits_text();
 	return tap_done();
 }

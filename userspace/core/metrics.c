@@ -8,8 +8,6 @@
 
 #define HIST_MAX_BOUNDS 32
 
-enum series_kind { S_COUNTER, S_GAUGE, S_HIST };
-
 struct metrics_hist {
 	int nb;
 	double bounds[HIST_MAX_BOUNDS];
@@ -19,7 +17,7 @@ struct metrics_hist {
 };
 
 struct series {
-	enum series_kind kind;
+	enum metrics_type kind;
 	char *name, *labels, *help;
 	union {
 		uint64_t counter;
@@ -63,7 +61,7 @@ void metrics_free(struct metrics *m)
 	free(m);
 }
 
-static struct series *series_add(struct metrics *m, enum series_kind kind, const char *name,
+static struct series *series_add(struct metrics *m, enum metrics_type kind, const char *name,
 				 const char *labels, const char *help)
 {
 	struct series *s;
@@ -97,7 +95,7 @@ static struct series *series_add(struct metrics *m, enum series_kind kind, const
 
 uint64_t *metrics_counter(struct metrics *m, const char *name, const char *labels, const char *help)
 {
-	struct series *s = series_add(m, S_COUNTER, name, labels, help);
+	struct series *s = series_add(m, METRICS_COUNTER, name, labels, help);
 
 	m->failed += !s;
 	return s ? &s->v.counter : NULL;
@@ -105,7 +103,7 @@ uint64_t *metrics_counter(struct metrics *m, const char *name, const char *label
 
 int64_t *metrics_gauge(struct metrics *m, const char *name, const char *labels, const char *help)
 {
-	struct series *s = series_add(m, S_GAUGE, name, labels, help);
+	struct series *s = series_add(m, METRICS_GAUGE, name, labels, help);
 
 	m->failed += !s;
 	return s ? &s->v.gauge : NULL;
@@ -127,7 +125,7 @@ struct metrics_hist *metrics_histogram(struct metrics *m, const char *name, cons
 		return NULL;
 	}
 	h = calloc(1, sizeof(*h));
-	s = h ? series_add(m, S_HIST, name, labels, help) : NULL;
+	s = h ? series_add(m, METRICS_HISTOGRAM, name, labels, help) : NULL;
 	if (!s) {
 		m->failed++;
 		free(h);
@@ -137,6 +135,55 @@ struct metrics_hist *metrics_histogram(struct metrics *m, const char *name, cons
 	memcpy(h->bounds, bounds, (size_t)nb * sizeof(*bounds));
 	s->hist = h;
 	return h;
+}
+
+uint64_t *metrics_counter_of(struct metrics *m, const struct metrics_family *f, const char *labels)
+{
+	if (f->type != METRICS_COUNTER) {
+		m->failed++;
+		return NULL;
+	}
+	return metrics_counter(m, f->name, labels, f->help);
+}
+
+int64_t *metrics_gauge_of(struct metrics *m, const struct metrics_family *f, const char *labels)
+{
+	if (f->type != METRICS_GAUGE) {
+		m->failed++;
+		return NULL;
+	}
+	return metrics_gauge(m, f->name, labels, f->help);
+}
+
+struct metrics_hist *metrics_histogram_of(struct metrics *m, const struct metrics_family *f,
+					  const char *labels, const double *bounds, int nb)
+{
+	if (f->type != METRICS_HISTOGRAM) {
+		m->failed++;
+		return NULL;
+	}
+	return metrics_histogram(m, f->name, labels, f->help, bounds, nb);
+}
+
+const char *metrics_type_name(enum metrics_type t)
+{
+	switch (t) {
+	case METRICS_COUNTER:
+		return "counter";
+	case METRICS_GAUGE:
+		return "gauge";
+	case METRICS_HISTOGRAM:
+		return "histogram";
+	}
+	return "untyped";
+}
+
+int metrics_head(struct buf *out, const struct metrics_family *f)
+{
+	return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help ? f->help : "",
+			  f->name, metrics_type_name(f->type))
+		   ? -ENOMEM
+		   : 0;
 }
 
 void metrics_observe(struct metrics_hist *h, double v)
@@ -192,7 +239,6 @@ static int render_hist(struct buf *out, const struct series *s)
 
 int metrics_render(struct metrics *m, struct buf *out)
 {
-	static const char *const type[] = {"counter", "gauge", "histogram"};
 	int rc = 0;
 
 	/* Series are grouped by name (HELP/TYPE once), in the order names were first registered. */
@@ -205,18 +251,18 @@ int metrics_render(struct metrics *m, struct buf *out)
 		if (seen)
 			continue;
 		rc |= buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", s->name, s->help, s->name,
-				 type[s->kind]);
+				 metrics_type_name(s->kind));
 		for (size_t j = i; j < m->n; j++) {
 			const struct series *t = m->s[j];
 			const char *lb = t->labels[0] ? "{" : "", *rb = t->labels[0] ? "}" : "";
 
 			if (strcmp(t->name, s->name) != 0)
 				continue;
-			if (t->kind == S_COUNTER)
+			if (t->kind == METRICS_COUNTER)
 				rc |= buf_printf(out, "%s%s%s%s %llu\n", t->name, lb, t->labels, rb,
 						 (unsigned long long)__atomic_load_n(
 						     &t->v.counter, __ATOMIC_RELAXED));
-			else if (t->kind == S_GAUGE)
+			else if (t->kind == METRICS_GAUGE)
 				rc |= buf_printf(
 				    out, "%s%s%s%s %lld\n", t->name, lb, t->labels, rb,
 				    (long long)__atomic_load_n(&t->v.gauge, __ATOMIC_RELAXED));

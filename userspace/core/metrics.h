@@ -21,7 +21,37 @@ int metrics_new(struct metrics **out);
 /* Frees the registry and every series (pointers handed out become invalid). */
 void metrics_free(struct metrics *m);
 
-/* Registers one series of a counter: name (e.g. "kvsplice_requests_total"), labels in Prometheus
+/* A family: every series of one name, declared once in a static table next to the code that
+ * updates it. The registrations below and a collector's text take their name, type and help from
+ * it; daemon/catalog.c lists every module's table, and tools/kvref prints docs/reference/metrics.md
+ * from that list. */
+enum metrics_type { METRICS_COUNTER, METRICS_GAUGE, METRICS_HISTOGRAM };
+
+struct metrics_family {
+	const char *name; /* "kvsplice_requests_total" */
+	enum metrics_type type;
+	const char *help;   /* the HELP text, one line */
+	const char *labels; /* label names for the reference ("worker,tier"), NULL: none */
+};
+
+/* Registers one series of family f (labels in Prometheus form without braces, or NULL), as
+ * metrics_counter, metrics_gauge and metrics_histogram below do. NULL (counted by metrics_failed)
+ * when f is not of the function's type. */
+uint64_t *metrics_counter_of(struct metrics *m, const struct metrics_family *f, const char *labels);
+int64_t *metrics_gauge_of(struct metrics *m, const struct metrics_family *f, const char *labels);
+struct metrics_hist *metrics_histogram_of(struct metrics *m, const struct metrics_family *f,
+					  const char *labels, const double *bounds, int nb);
+
+/* Appends f's "# HELP" and "# TYPE" lines, for a collector that then prints f's samples.
+ * Returns 0 or -ENOMEM. */
+int metrics_head(struct buf *out, const struct metrics_family *f);
+
+/* "counter", "gauge" or "histogram". */
+const char *metrics_type_name(enum metrics_type t);
+
+/* The calls below predate families and stay until every module registers by family.
+ *
+ * Registers one series of a counter: name (e.g. "kvsplice_requests_total"), labels in Prometheus
  * form without braces (e.g. "code=\"2xx\"", or NULL), help text (used once per name). Returns a
  * stable pointer to its value, or NULL on ENOMEM. Series of one name are rendered together. */
 uint64_t *metrics_counter(struct metrics *m, const char *name, const char *labels,

@@ -323,24 +323,32 @@ fail:
 	return rc;
 }
 
+enum { AF_CONNS, AF_HEAD, AF_TIMEOUT, AF_COUNT };
+
+const struct metrics_family admin_families[] = {
+    [AF_CONNS] = {"kvsplice_admin_limit_connections", METRICS_GAUGE,
+		  "Admin connections open at once; a new one beyond closes the oldest "
+		  "(--admin-max-conns).",
+		  NULL},
+    [AF_HEAD] = {"kvsplice_admin_limit_head_bytes", METRICS_GAUGE,
+		 "Largest admin request head, larger: 431 (--admin-max-head).", NULL},
+    [AF_TIMEOUT] = {"kvsplice_admin_limit_timeout_seconds", METRICS_GAUGE,
+		    "An admin connection is closed after this long (--admin-timeout).", NULL},
+};
+const size_t admin_nfamilies = AF_COUNT;
+_Static_assert(sizeof(admin_families) / sizeof(admin_families[0]) == AF_COUNT,
+	       "a family per AF_ entry");
+
 int admin_metrics(const struct admin *a, struct buf *out)
 {
-	int rc = buf_printf(
-	    out,
-	    "# HELP kvsplice_admin_limit_connections Admin connections open at once; a new one "
-	    "beyond closes the oldest (--admin-max-conns).\n"
-	    "# TYPE kvsplice_admin_limit_connections gauge\n"
-	    "kvsplice_admin_limit_connections %d\n"
-	    "# HELP kvsplice_admin_limit_head_bytes Largest admin request head, larger: 431 "
-	    "(--admin-max-head).\n"
-	    "# TYPE kvsplice_admin_limit_head_bytes gauge\n"
-	    "kvsplice_admin_limit_head_bytes %zu\n"
-	    "# HELP kvsplice_admin_limit_timeout_seconds An admin connection is closed after "
-	    "this long (--admin-timeout).\n"
-	    "# TYPE kvsplice_admin_limit_timeout_seconds gauge\n"
-	    "kvsplice_admin_limit_timeout_seconds %g\n",
-	    a->o.max_conns, a->o.max_head, a->o.timeout_ms / 1000.0);
+	int rc = 0;
 
+	rc |= metrics_head(out, &admin_families[AF_CONNS]);
+	rc |= buf_printf(out, "%s %d\n", admin_families[AF_CONNS].name, a->o.max_conns);
+	rc |= metrics_head(out, &admin_families[AF_HEAD]);
+	rc |= buf_printf(out, "%s %zu\n", admin_families[AF_HEAD].name, a->o.max_head);
+	rc |= metrics_head(out, &admin_families[AF_TIMEOUT]);
+	rc |= buf_printf(out, "%s %g\n", admin_families[AF_TIMEOUT].name, a->o.timeout_ms / 1000.0);
 	return rc < 0 ? -ENOMEM : 0;
 }
 

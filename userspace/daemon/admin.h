@@ -69,8 +69,11 @@ void admin_set_not_ready_reason(struct admin *a, const char *why);
 void admin_before_read(struct admin *a, void (*fn)(void *arg), void *arg);
 /* Registers path (exact match, e.g. "/debug/route"). Returns 0, -EEXIST or -ENOMEM. */
 int admin_handle(struct admin *a, const char *path, admin_handler_fn fn, void *arg);
-/* Appends the bounds in force as Prometheus text (kvsplice_admin_limit_*, for a metrics
- * collector). Returns 0 or -ENOMEM. */
+/* The series admin_metrics writes (daemon/catalog.c lists them for docs/reference/metrics.md). */
+extern const struct metrics_family admin_families[];
+extern const size_t admin_nfamilies;
+/* Appends the bounds in force as Prometheus text (admin_families: kvsplice_admin_limit_*, for a
+ * metrics collector). Returns 0 or -ENOMEM. */
 int admin_metrics(const struct admin *a, struct buf *out);
 /* Frees closed connections and times out slow ones: call after every loop_run. */
 void admin_tick(struct admin *a);

@@ -794,49 +794,91 @@ static const char *wname(const char *const *names, size_t nnames, uint32_t w)
 	return names && w < nnames ? names[w] : NULL;
 }
 
+/* index_metrics' families, in the order it writes them; the scalars first (IF_BLOCKS is last). */
+enum {
+	IF_BYTES,
+	IF_UNIQUE,
+	IF_ENTRIES,
+	IF_STORED,
+	IF_DUPLICATES,
+	IF_ORPHANS,
+	IF_ALIASES,
+	IF_CONFLICTS,
+	IF_REMOVED,
+	IF_UNKNOWN_REMOVES,
+	IF_CLEARED,
+	IF_EVICTIONS,
+	IF_REJECTED,
+	IF_BLOCKS,
+	IF_COUNT
+};
+
+const struct metrics_family index_families[] = {
+    [IF_BYTES] = {"kvsplice_index_bytes", METRICS_GAUGE, "Heap bytes held by the block index.",
+		  NULL},
+    [IF_UNIQUE] = {"kvsplice_index_unique_blocks", METRICS_GAUGE,
+		   "Distinct blocks held by any worker.", NULL},
+    [IF_ENTRIES] = {"kvsplice_index_entries", METRICS_GAUGE, "(worker, block) pairs held.", NULL},
+    [IF_STORED] = {"kvsplice_index_blocks_stored_total", METRICS_COUNTER,
+		   "Blocks added to the index.", NULL},
+    [IF_DUPLICATES] = {"kvsplice_index_duplicate_blocks_total", METRICS_COUNTER,
+		       "Blocks stored again (no-ops).", NULL},
+    [IF_ORPHANS] = {"kvsplice_index_orphan_blocks_total", METRICS_COUNTER,
+		    "Stored blocks dropped because their parent was unknown.", NULL},
+    [IF_ALIASES] = {"kvsplice_index_alias_blocks_total", METRICS_COUNTER,
+		    "Engine hashes of one worker that gave an already held block.", NULL},
+    [IF_CONFLICTS] = {"kvsplice_index_conflict_blocks_total", METRICS_COUNTER,
+		      "Engine hashes re-stored with other tokens.", NULL},
+    [IF_REMOVED] = {"kvsplice_index_blocks_removed_total", METRICS_COUNTER,
+		    "Blocks removed by BlockRemoved.", NULL},
+    [IF_UNKNOWN_REMOVES] = {"kvsplice_index_unknown_removes_total", METRICS_COUNTER,
+			    "BlockRemoved for blocks the index did not hold.", NULL},
+    [IF_CLEARED] = {"kvsplice_index_worker_clears_total", METRICS_COUNTER, "Whole-worker clears.",
+		    NULL},
+    [IF_EVICTIONS] = {"kvsplice_index_evictions_total", METRICS_COUNTER,
+		      "Entries evicted by the memory bound.", NULL},
+    [IF_REJECTED] = {"kvsplice_index_rejected_events_total", METRICS_COUNTER,
+		     "Events refused (block size, token count, worker id).", NULL},
+    [IF_BLOCKS] = {"kvsplice_index_blocks", METRICS_GAUGE, "Blocks a worker holds, per tier.",
+		   "worker,tier"},
+};
+const size_t index_nfamilies = IF_COUNT;
+_Static_assert(sizeof(index_families) / sizeof(index_families[0]) == IF_COUNT,
+	       "a family per IF_ entry");
+
 int index_metrics(struct index *idx, const char *const *names, size_t nnames, struct buf *out)
 {
 	struct index_stats st;
+	uint64_t v[IF_BLOCKS];
 	int rc = 0;
 
 	pthread_rwlock_rdlock(&idx->lock);
 	stats_locked(idx, &st);
-	rc |= buf_printf(out,
-			 "# HELP kvsplice_index_bytes Heap bytes held by the block index.\n"
-			 "# TYPE kvsplice_index_bytes gauge\nkvsplice_index_bytes %llu\n"
-			 "# HELP kvsplice_index_unique_blocks Distinct blocks held by any worker.\n"
-			 "# TYPE kvsplice_index_unique_blocks gauge\n"
-			 "kvsplice_index_unique_blocks %llu\n"
-			 "# HELP kvsplice_index_entries (worker, block) pairs held.\n"
-			 "# TYPE kvsplice_index_entries gauge\nkvsplice_index_entries %llu\n",
-			 (unsigned long long)st.bytes, (unsigned long long)st.unique_blocks,
-			 (unsigned long long)st.entries);
-#define CTR(name, field, help)                                                                     \
-	rc |= buf_printf(out,                                                                      \
-			 "# HELP kvsplice_index_" name "_total " help "\n"                         \
-			 "# TYPE kvsplice_index_" name "_total counter\n"                          \
-			 "kvsplice_index_" name "_total %llu\n",                                   \
-			 (unsigned long long)st.field)
-	CTR("blocks_stored", stored, "Blocks added to the index.");
-	CTR("duplicate_blocks", duplicates, "Blocks stored again (no-ops).");
-	CTR("orphan_blocks", orphans, "Stored blocks dropped because their parent was unknown.");
-	CTR("alias_blocks", aliases,
-	    "Engine hashes of one worker that gave an already held block.");
-	CTR("conflict_blocks", conflicts, "Engine hashes re-stored with other tokens.");
-	CTR("blocks_removed", removed, "Blocks removed by BlockRemoved.");
-	CTR("unknown_removes", unknown_removes, "BlockRemoved for blocks the index did not hold.");
-	CTR("worker_clears", cleared, "Whole-worker clears.");
-	CTR("evictions", evictions, "Entries evicted by the memory bound.");
-	CTR("rejected_events", rejected, "Events refused (block size, token count, worker id).");
-#undef CTR
-	rc |= buf_puts(out, "# HELP kvsplice_index_blocks Blocks a worker holds, per tier.\n"
-			    "# TYPE kvsplice_index_blocks gauge\n");
+	v[IF_BYTES] = st.bytes;
+	v[IF_UNIQUE] = st.unique_blocks;
+	v[IF_ENTRIES] = st.entries;
+	v[IF_STORED] = st.stored;
+	v[IF_DUPLICATES] = st.duplicates;
+	v[IF_ORPHANS] = st.orphans;
+	v[IF_ALIASES] = st.aliases;
+	v[IF_CONFLICTS] = st.conflicts;
+	v[IF_REMOVED] = st.removed;
+	v[IF_UNKNOWN_REMOVES] = st.unknown_removes;
+	v[IF_CLEARED] = st.cleared;
+	v[IF_EVICTIONS] = st.evictions;
+	v[IF_REJECTED] = st.rejected;
+	for (int k = 0; k < IF_BLOCKS; k++) {
+		rc |= metrics_head(out, &index_families[k]);
+		rc |=
+		    buf_printf(out, "%s %llu\n", index_families[k].name, (unsigned long long)v[k]);
+	}
+	rc |= metrics_head(out, &index_families[IF_BLOCKS]);
 	for (uint32_t w = 0; w < idx->max_workers; w++) {
 		const char *nm = wname(names, nnames, w);
 		if (!nm && !idx->w[w].n)
 			continue;
 		for (int tier = 0; tier < 2; tier++) {
-			rc |= buf_printf(out, "kvsplice_index_blocks{worker=\"");
+			rc |= buf_printf(out, "%s{worker=\"", index_families[IF_BLOCKS].name);
 			rc |= nm ? put_label(out, nm) : buf_printf(out, "%u", w);
 			rc |= buf_printf(
 			    out, "\",tier=\"%s\"} %llu\n", tier ? "cpu" : "gpu",

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "core/metrics.h"
 
 /* Largest max_workers accepted. */
 #ifndef INDEX_MAX_WORKERS
@@ -157,7 +158,11 @@ int index_worker_foreach(struct index *idx, uint32_t w,
 /* Counters and sizes. */
 void index_stats(struct index *idx, struct index_stats *st);
 
-/* Appends Prometheus text for the index (kvsplice_index_*) to out. names[w] (may be NULL, or
+/* The series index_metrics writes (daemon/catalog.c lists them for docs/reference/metrics.md). */
+extern const struct metrics_family index_families[];
+extern const size_t index_nfamilies;
+
+/* Appends Prometheus text for the index (index_families) to out. names[w] (may be NULL, or
  * NULL entries) labels worker w; only workers with blocks or a name are listed. 0 or -ENOMEM. */
 int index_metrics(struct index *idx, const char *const *names, size_t nnames, struct buf *out);
 

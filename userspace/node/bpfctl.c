@@ -410,6 +410,22 @@ int bpfctl_sync_services(struct bpfctl *b, const struct services *s)
 	return rc ? rc : deleted;
 }
 
+enum { BF_EVENTS, BF_LISTENER, BF_SERVICES, BF_COUNT };
+
+const struct metrics_family bpfctl_families[] = {
+    [BF_EVENTS] = {"kvsplice_bpf_events_total", METRICS_COUNTER,
+		   "BPF interception decisions, by reason (node-wide, since the programs were "
+		   "first loaded).",
+		   "reason"},
+    [BF_LISTENER] = {"kvsplice_bpf_listener_registered", METRICS_GAUGE,
+		     "1 when the proxy listener is in the BPF sockmap (interception on).", NULL},
+    [BF_SERVICES] = {"kvsplice_bpf_services", METRICS_GAUGE,
+		     "ClusterIP:port entries in the BPF Service selection.", NULL},
+};
+const size_t bpfctl_nfamilies = BF_COUNT;
+_Static_assert(sizeof(bpfctl_families) / sizeof(bpfctl_families[0]) == BF_COUNT,
+	       "a family per BF_ entry");
+
 void bpfctl_metrics(struct bpfctl *b, struct buf *out)
 {
 	uint64_t v[64];
@@ -421,17 +437,13 @@ void bpfctl_metrics(struct bpfctl *b, struct buf *out)
 		return;
 	n = bpfctl_stats(b, v, 64);
 	if (n > 0) {
-		buf_puts(out, "# HELP kvsplice_bpf_events_total BPF interception decisions, by "
-			      "reason (node-wide, since the programs were first loaded).\n"
-			      "# TYPE kvsplice_bpf_events_total counter\n");
+		metrics_head(out, &bpfctl_families[BF_EVENTS]);
 		for (int i = 0; i < n && i < 64; i++)
-			buf_printf(out, "kvsplice_bpf_events_total{reason=\"%s\"} %llu\n",
+			buf_printf(out, "%s{reason=\"%s\"} %llu\n", bpfctl_families[BF_EVENTS].name,
 				   bpfctl_stat_name(i), (unsigned long long)v[i]);
 	}
-	buf_printf(out,
-		   "# HELP kvsplice_bpf_listener_registered 1 when the proxy listener is in the "
-		   "BPF sockmap (interception on).\n# TYPE kvsplice_bpf_listener_registered "
-		   "gauge\nkvsplice_bpf_listener_registered %d\n",
+	metrics_head(out, &bpfctl_families[BF_LISTENER]);
+	buf_printf(out, "%s %d\n", bpfctl_families[BF_LISTENER].name,
 		   bpfctl_listener_registered(b) == 1);
 	while (nsvc < KVS_MAX_SERVICES &&
 	       bpf_map_get_next_key(bpf_map__fd(b->skel->maps.services), prev, &next) == 0) {
@@ -439,10 +451,8 @@ void bpfctl_metrics(struct bpfctl *b, struct buf *out)
 		prev = &key;
 		nsvc++;
 	}
-	buf_printf(out,
-		   "# HELP kvsplice_bpf_services ClusterIP:port entries in the BPF Service "
-		   "selection.\n# TYPE kvsplice_bpf_services gauge\nkvsplice_bpf_services %d\n",
-		   nsvc);
+	metrics_head(out, &bpfctl_families[BF_SERVICES]);
+	buf_printf(out, "%s %d\n", bpfctl_families[BF_SERVICES].name, nsvc);
 }
 
 int bpfctl_origdst_take(struct bpfctl *b, const struct sockaddr_in *peer, struct sockaddr_in *orig)

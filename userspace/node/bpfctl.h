@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "core/metrics.h"
 #include "discovery/discovery.h"
 
 /* Where the pinned state lives unless told otherwise (kvsplice --pin-dir). */
@@ -72,8 +73,12 @@ int bpfctl_stats(struct bpfctl *b, uint64_t *out, int n);
 int bpfctl_stats_pinned(const char *pin_dir, uint64_t *out, int n);
 /* The name of counter i ("rewritten", "not_service", "proxy_absent", ...). */
 const char *bpfctl_stat_name(int i);
+/* The series bpfctl_metrics writes (daemon/catalog.c lists them for docs/reference/metrics.md). */
+extern const struct metrics_family bpfctl_families[];
+extern const size_t bpfctl_nfamilies;
 /* Appends the Prometheus text of the counters and of the listener registration to out
- * (kvsplice_bpf_events_total{reason}, kvsplice_bpf_listener_registered, kvsplice_bpf_services). */
+ * (bpfctl_families: kvsplice_bpf_events_total{reason}, kvsplice_bpf_listener_registered,
+ * kvsplice_bpf_services); nothing when b is NULL. */
 void bpfctl_metrics(struct bpfctl *b, struct buf *out);
 
 /* Closes the daemon's handles; pinned programs, maps and links stay (interception falls open

@@ -1013,3 +1013,34 @@ void scraper_counts(const struct scraper *s, uint64_t *ok, uint64_t *failed)
 	*ok = s->ok;
 	*failed = s->failed;
 }
+
+enum { SF_BODY, SF_HEAD, SF_TIMEOUT, SF_COUNT };
+
+const struct metrics_family scrape_families[] = {
+    [SF_BODY] = {"kvsplice_scrape_limit_body_bytes", METRICS_GAUGE,
+		 "Largest worker /metrics body read; a larger one fails the scrape "
+		 "(--scrape-max-body).",
+		 NULL},
+    [SF_HEAD] = {"kvsplice_scrape_limit_head_bytes", METRICS_GAUGE,
+		 "Longest worker /metrics answer head read; a longer one fails the scrape "
+		 "(--scrape-max-head).",
+		 NULL},
+    [SF_TIMEOUT] = {"kvsplice_scrape_limit_timeout_seconds", METRICS_GAUGE,
+		    "Deadline of one scrape, connect to last byte (--scrape-timeout).", NULL},
+};
+const size_t scrape_nfamilies = SF_COUNT;
+_Static_assert(sizeof(scrape_families) / sizeof(scrape_families[0]) == SF_COUNT,
+	       "a family per SF_ entry");
+
+int scraper_metrics(const struct scraper *s, struct buf *out)
+{
+	int rc = 0;
+
+	rc |= metrics_head(out, &scrape_families[SF_BODY]);
+	rc |= buf_printf(out, "%s %zu\n", scrape_families[SF_BODY].name, s->max_body);
+	rc |= metrics_head(out, &scrape_families[SF_HEAD]);
+	rc |= buf_printf(out, "%s %zu\n", scrape_families[SF_HEAD].name, s->max_head);
+	rc |= metrics_head(out, &scrape_families[SF_TIMEOUT]);
+	rc |= buf_printf(out, "%s %g\n", scrape_families[SF_TIMEOUT].name, s->timeout_ms / 1000.0);
+	return rc < 0 ? -ENOMEM : 0;
+}

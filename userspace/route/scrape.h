@@ -26,7 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/buf.h"
 #include "core/loop.h"
+#include "core/metrics.h"
 
 /* Default time between two scrapes of one worker, ms. */
 #ifndef SCRAPE_DEFAULT_INTERVAL_MS
@@ -110,5 +112,13 @@ void scraper_tick(struct scraper *s);
 
 /* Scrapes done, and failed, since creation. */
 void scraper_counts(const struct scraper *s, uint64_t *ok, uint64_t *failed);
+
+/* The series scraper_metrics writes: the bounds in force, each named after its flag
+ * (daemon/catalog.c lists them for docs/reference/metrics.md). */
+extern const struct metrics_family scrape_families[];
+extern const size_t scrape_nfamilies;
+/* Appends the bounds in force as Prometheus text (scrape_families: kvsplice_scrape_limit_*, for
+ * the router's metrics collector). Returns 0 or -ENOMEM. */
+int scraper_metrics(const struct scraper *s, struct buf *out);
 
 #endif
