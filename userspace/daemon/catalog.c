@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "daemon/catalog.h"
 #include "daemon/admin.h"
+#include "daemon/daemon.h"
 #include "kv/index.h"
 #include "node/bpfctl.h"
 #include "route/scrape.h"
@@ -38,11 +39,14 @@ const struct catalog_metrics catalog_metrics[] = {
     {"route/scrape.c", scrape_families, &scrape_nfamilies, CATALOG_SCRAPE},
     {"node/bpfctl.c", bpfctl_families, &bpfctl_nfamilies, CATALOG_BPF},
     {"daemon/admin.c", admin_families, &admin_nfamilies, CATALOG_ALWAYS},
+    {"daemon/daemon.c", daemon_always_families, &daemon_always_nfamilies, CATALOG_ALWAYS},
+    {"daemon/daemon.c", daemon_serving_families, &daemon_serving_nfamilies, CATALOG_SERVING},
+    {"daemon/daemon.c", daemon_file_families, &daemon_file_nfamilies, CATALOG_FILE},
+    {"daemon/daemon.c", daemon_k8s_families, &daemon_k8s_nfamilies, CATALOG_K8S},
 };
 const size_t catalog_nmetrics = sizeof(catalog_metrics) / sizeof(catalog_metrics[0]);
 
 /* The modules that still register by name. Once each has its table above, empty this list and
  * set catalog_metrics_complete. */
 const bool catalog_metrics_complete = false;
-const char *const catalog_metrics_pending[] = {"kv/events.c", "route/router.c", "proxy/",
-					       "daemon/main.c", NULL};
+const char *const catalog_metrics_pending[] = {"kv/events.c", "route/router.c", "proxy/", NULL};

@@ -113,6 +113,45 @@ bool daemon_phase_allowed(enum daemon_phase a, enum daemon_phase b)
 	       (allowed[a] & BIT(b));
 }
 
+/* The daemon's own /metrics families (the catalog lists them), one table per condition. */
+enum { DA_NODE_READY, DA_COUNT };
+const struct metrics_family daemon_always_families[DA_COUNT] = {
+    [DA_NODE_READY] = {"kvsplice_node_ready", METRICS_GAUGE,
+		       "1 when the node has what interception needs (kernel probe, node address); "
+		       "0: kvsplice stays out of the way, /readyz says why.",
+		       NULL},
+};
+const size_t daemon_always_nfamilies = DA_COUNT;
+enum { DS_RELOADS, DS_RELOAD_ERRORS, DS_SERVICES, DS_ENDPOINTS, DS_COUNT };
+const struct metrics_family daemon_serving_families[DS_COUNT] = {
+    [DS_RELOADS] = {"kvsplice_services_reloads_total", METRICS_COUNTER,
+		    "Services snapshots loaded.", NULL},
+    [DS_RELOAD_ERRORS] = {"kvsplice_services_reload_errors_total", METRICS_COUNTER,
+			  "Services reloads refused (the previous one is kept).", NULL},
+    [DS_SERVICES] = {"kvsplice_services", METRICS_GAUGE, "Services served.", NULL},
+    [DS_ENDPOINTS] = {"kvsplice_endpoints", METRICS_GAUGE, "Endpoints over all Services.", NULL},
+};
+const size_t daemon_serving_nfamilies = DS_COUNT;
+enum { DF_LIMIT, DF_COUNT };
+const struct metrics_family daemon_file_families[DF_COUNT] = {
+    [DF_LIMIT] = {"kvsplice_services_limit_bytes", METRICS_GAUGE,
+		  "Largest --services file read; a larger one is refused (--services-max-bytes).",
+		  NULL},
+};
+const size_t daemon_file_nfamilies = DF_COUNT;
+enum { DK_LIST_LIMIT, DK_EVENT_LIMIT, DK_COUNT };
+const struct metrics_family daemon_k8s_families[DK_COUNT] = {
+    [DK_LIST_LIMIT] = {"kvsplice_k8s_limit_list_bytes", METRICS_GAUGE,
+		       "Largest list response page read from the API server; a larger one is "
+		       "abandoned and listed again (--k8s-list-max-bytes).",
+		       NULL},
+    [DK_EVENT_LIMIT] = {"kvsplice_k8s_limit_event_bytes", METRICS_GAUGE,
+			"Largest watch event read from the API server; a larger one is abandoned "
+			"and listed again (--k8s-event-max-bytes).",
+			NULL},
+};
+const size_t daemon_k8s_nfamilies = DK_COUNT;
+
 /* The one place the phase changes. */
 static void enter(struct daemon *d, enum daemon_phase p)
 {
@@ -138,24 +177,18 @@ static bool selection_ours(const struct daemon *d)
 static int discovery_limit_gauges(struct daemon *d, const struct discovery_k8s_cfg *k,
 				  size_t file_max)
 {
-	static const char *const help[] = {
-	    "Largest --services file read; a larger one is refused (--services-max-bytes).",
-	    "Largest list response page read from the API server; a larger one is abandoned "
-	    "and listed again (--k8s-list-max-bytes).",
-	    "Largest watch event read from the API server; a larger one is abandoned and "
-	    "listed again (--k8s-event-max-bytes)."};
 	int64_t *g[3] = {NULL};
 
 	if (!k) {
-		g[0] = metrics_gauge(d->metrics, "kvsplice_services_limit_bytes", NULL, help[0]);
+		g[0] = metrics_gauge_of(d->metrics, &daemon_file_families[DF_LIMIT], NULL);
 		if (!g[0])
 			return -ENOMEM;
 		metrics_gauge_set(g[0],
 				  (int64_t)(file_max ? file_max : DISCOVERY_FILE_DEFAULT_MAX));
 		return 0;
 	}
-	g[1] = metrics_gauge(d->metrics, "kvsplice_k8s_limit_list_bytes", NULL, help[1]);
-	g[2] = metrics_gauge(d->metrics, "kvsplice_k8s_limit_event_bytes", NULL, help[2]);
+	g[1] = metrics_gauge_of(d->metrics, &daemon_k8s_families[DK_LIST_LIMIT], NULL);
+	g[2] = metrics_gauge_of(d->metrics, &daemon_k8s_families[DK_EVENT_LIMIT], NULL);
 	if (!g[1] || !g[2])
 		return -ENOMEM;
 	metrics_gauge_set(g[1], (int64_t)(k->list_max_bytes ? k->list_max_bytes
@@ -893,11 +926,7 @@ static int run(struct daemon *d)
 
 	if (loop_new(&d->loop) < 0 || metrics_new(&d->metrics) < 0 || models_new(&d->models) < 0)
 		return 1;
-	d->node_ready =
-	    metrics_gauge(d->metrics, "kvsplice_node_ready", NULL,
-			  "1 when the node has what interception needs (kernel probe, "
-			  "node address); 0: kvsplice stays out of the way, /readyz says "
-			  "why.");
+	d->node_ready = metrics_gauge_of(d->metrics, &daemon_always_families[DA_NODE_READY], NULL);
 	if (node_setup(d, !c->no_bpf, d->cgroup, sizeof(d->cgroup), c->pin_dir, c->node_addr,
 		       c->node_dev, why, sizeof(why)) < 0) {
 		enter(d, DAEMON_DEGRADED);
@@ -906,14 +935,11 @@ static int run(struct daemon *d)
 	metrics_gauge_set(d->node_ready, 1);
 	if ((rc = load_models(d)) != 0)
 		return rc;
-	d->reloads = metrics_counter(d->metrics, "kvsplice_services_reloads_total", NULL,
-				     "Services snapshots loaded.");
+	d->reloads = metrics_counter_of(d->metrics, &daemon_serving_families[DS_RELOADS], NULL);
 	d->reload_errors =
-	    metrics_counter(d->metrics, "kvsplice_services_reload_errors_total", NULL,
-			    "Services reloads refused (the previous one is kept).");
-	d->nservices = metrics_gauge(d->metrics, "kvsplice_services", NULL, "Services served.");
-	d->nendpoints =
-	    metrics_gauge(d->metrics, "kvsplice_endpoints", NULL, "Endpoints over all Services.");
+	    metrics_counter_of(d->metrics, &daemon_serving_families[DS_RELOAD_ERRORS], NULL);
+	d->nservices = metrics_gauge_of(d->metrics, &daemon_serving_families[DS_SERVICES], NULL);
+	d->nendpoints = metrics_gauge_of(d->metrics, &daemon_serving_families[DS_ENDPOINTS], NULL);
 	if ((rc = start_routing(d)) != 0 || (rc = start_services(d)) != 0 ||
 	    (rc = start_admin(d)) != 0)
 		return rc;

@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 
+#include "core/metrics.h"
 #include "daemon/config.h"
 
 enum daemon_phase {
@@ -39,6 +40,13 @@ enum daemon_phase {
 const char *daemon_phase_name(enum daemon_phase p);
 /* Whether the daemon may go from phase a to phase b (the arrows above). */
 bool daemon_phase_allowed(enum daemon_phase a, enum daemon_phase b);
+
+/* The daemon's own /metrics families (daemon/catalog.c lists them): always there, once serving,
+ * with a --services file, with --kubernetes. */
+extern const struct metrics_family daemon_always_families[], daemon_serving_families[],
+    daemon_file_families[], daemon_k8s_families[];
+extern const size_t daemon_always_nfamilies, daemon_serving_nfamilies, daemon_file_nfamilies,
+    daemon_k8s_nfamilies;
 
 /* Runs the daemon with cfg until it exits. Returns the process exit code: 0 after a drain (or a
  * handover), 1 on a failure, 2 when a file cfg names cannot be used (a tokenizer, --services). */
