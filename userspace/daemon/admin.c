@@ -235,7 +235,7 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 			}
 			return;
 		}
-		if (a->nconns >= a->o.max_conns)
+		if (a->o.max_conns && a->nconns >= a->o.max_conns)
 			ac_evict_oldest(a);
 		c = calloc(1, sizeof(*c));
 		if (!c) {
@@ -245,7 +245,7 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 		c->a = a;
 		c->ev.fd = fd;
 		c->ev.cb = ac_cb;
-		c->deadline = clock_ms() + (uint64_t)a->o.timeout_ms;
+		c->deadline = a->o.timeout_ms ? clock_ms() + (uint64_t)a->o.timeout_ms : UINT64_MAX;
 		c->next = a->conns;
 		a->conns = c;
 		a->nconns++;
@@ -269,26 +269,33 @@ static int bind_retry(int fd, const struct sockaddr_in *addr)
 	}
 }
 
+void admin_opts_default(struct admin_opts *o)
+{
+	o->max_conns = ADMIN_DEFAULT_MAX_CONNS;
+	o->max_head = ADMIN_DEFAULT_MAX_HEAD;
+	o->timeout_ms = ADMIN_DEFAULT_TIMEOUT_MS;
+}
+
 int admin_new(struct loop *l, const struct sockaddr_in *addr, int listen_fd,
 	      const struct admin_opts *o, struct metrics *m, struct admin **out)
 {
-	static const struct admin_opts dflt = {0};
+	struct admin_opts dflt;
 	struct admin *a;
 	socklen_t alen;
 	char s[INET_ADDRSTRLEN];
 	int one = 1, rc;
 
-	if (!o)
+	if (!o) {
+		admin_opts_default(&dflt);
 		o = &dflt;
-	if (o->max_conns < 0 || o->timeout_ms < 0)
+	}
+	if (o->max_conns < 0 || o->timeout_ms < 0 || !o->max_head)
 		return -EINVAL;
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
 	alen = sizeof(a->addr);
-	a->o.max_conns = o->max_conns ? o->max_conns : ADMIN_DEFAULT_MAX_CONNS;
-	a->o.max_head = o->max_head ? o->max_head : ADMIN_DEFAULT_MAX_HEAD;
-	a->o.timeout_ms = o->timeout_ms ? o->timeout_ms : ADMIN_DEFAULT_TIMEOUT_MS;
+	a->o = *o;
 	a->loop = l;
 	a->m = m;
 	a->lev.cb = accept_cb;

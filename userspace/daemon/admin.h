@@ -34,12 +34,15 @@
 
 struct admin;
 
-/* The bounds; a field left 0 takes its ADMIN_DEFAULT_*. */
+/* The bounds: admin_opts_default gives the ADMIN_DEFAULT_* ones; 0 is off where a bound can be. */
 struct admin_opts {
-	int max_conns;	 /* connections open at once */
-	size_t max_head; /* request head, bytes */
-	int timeout_ms;	 /* per connection, ms */
+	int max_conns;	 /* connections open at once (0: no bound) */
+	size_t max_head; /* request head, bytes (never 0) */
+	int timeout_ms;	 /* per connection, ms (0: none) */
 };
+
+/* Fills o with the defaults. */
+void admin_opts_default(struct admin_opts *o);
 
 /* A handler appends the response body to body and returns the HTTP status; query is the text
  * after '?' (or ""). It may set *content_type to a static string (default text/plain). */

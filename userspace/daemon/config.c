@@ -54,9 +54,7 @@ void daemon_cfg_default(struct daemon_cfg *c)
 	c->keeper_hold_ms = KEEPER_HOLD_MS;
 	c->keeper_queue_ms = -1;
 	opt_parse_addr(DAEMON_DEFAULT_ADMIN, &c->admin);
-	c->admin_opts.max_conns = ADMIN_DEFAULT_MAX_CONNS;
-	c->admin_opts.max_head = ADMIN_DEFAULT_MAX_HEAD;
-	c->admin_opts.timeout_ms = ADMIN_DEFAULT_TIMEOUT_MS;
+	admin_opts_default(&c->admin_opts);
 	c->log_level = LOG_INFO;
 }
 
