@@ -344,7 +344,7 @@ static const char *const api_names[] = {"completions", "chat", NULL};
 
 /* Option tables name the leading fields and leave the rest zero. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-static const struct opt kvbench_opts[] = {
+static const struct opt kvbench_flags[] = {
     {"Targets", OPT_SECTION},
     {"url", OPT_FUNC, 0, "URL[,URL...]", 0, 0,
      "http://host:port[/base] targets, one worker or Service each", OPT_NO_DEFAULT,
@@ -461,8 +461,8 @@ const struct opt_table kvbench_options = {
 	      "\n"
 	      "Exit status: 0, 1 when a request (or the setup) failed, 2 for bad arguments or a\n"
 	      "trace refused before anything was sent, 130 when interrupted.\n",
-    .v = kvbench_opts,
-    .n = sizeof(kvbench_opts) / sizeof(kvbench_opts[0]),
+    .v = kvbench_flags,
+    .n = sizeof(kvbench_flags) / sizeof(kvbench_flags[0]),
     .cfg_size = sizeof(struct kvbench_opts),
     .defaults = defaults,
 };

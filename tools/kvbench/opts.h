@@ -3,8 +3,9 @@
  * table (core/options.h). main() fills a kvbench_opts with kvbench_opts_default, parses the flags
  * into it with kvbench_options, then kvbench_opts_finish checks what no single flag can and fills
  * the defaults that depend on other flags. `kvbench --help`, `--print-config` and the reference
- * come from the same table. This file and opts.c use nothing of the rest of kvbench (a generator
- * of the reference links them alone, with libkvs). */
+ * come from the same table. opts.c calls nothing else of kvbench (it includes workload.h and
+ * trace.h for their types and constants only): a generator of the reference links opts.o alone,
+ * with libkvs. */
 #ifndef KVS_KVBENCH_OPTS_H
 #define KVS_KVBENCH_OPTS_H
 

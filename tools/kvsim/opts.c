@@ -83,7 +83,7 @@ static const char *const log_names[] = {"error", "warn", "info", "debug", NULL};
 
 /* Option tables name the leading fields and leave the rest zero. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-static const struct opt kvsim_opts[] = {
+static const struct opt kvsim_flags[] = {
     {"The worker", OPT_SECTION},
     {"host", OPT_STR, F(host), "ADDR", 0, 0, "listen address"},
     {"port", OPT_INT, F(port), "N", 0, 65535,
@@ -151,8 +151,8 @@ const struct opt_table kvsim_options = {
     .epilog = "Test hooks: POST /debug/events?drop=N drops the next N event batches from the PUB\n"
 	      "(kept for replay), as a PUB past its high-water mark does; ?replay=off leaves\n"
 	      "replay requests unanswered (a dead replay endpoint), ?replay=on answers again.\n",
-    .v = kvsim_opts,
-    .n = sizeof(kvsim_opts) / sizeof(kvsim_opts[0]),
+    .v = kvsim_flags,
+    .n = sizeof(kvsim_flags) / sizeof(kvsim_flags[0]),
     .cfg_size = sizeof(struct kvsim_opts),
     .defaults = defaults,
 };

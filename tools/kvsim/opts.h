@@ -2,8 +2,8 @@
 /* opts: everything kvsim's flags set, in one struct, with its defaults function and its option
  * table (core/options.h). main() fills a kvsim_opts with kvsim_opts_default and parses the flags
  * into it with kvsim_options; `kvsim --help`, `--print-config` and the reference come from the
- * same table. This file and opts.c use nothing of the rest of kvsim (a generator of the
- * reference links them alone, with libkvs). */
+ * same table. opts.c calls nothing else of kvsim (it includes kvevents.h and sched.h for their
+ * types only): a generator of the reference links opts.o alone, with libkvs. */
 #ifndef KVS_KVSIM_OPTS_H
 #define KVS_KVSIM_OPTS_H
 
