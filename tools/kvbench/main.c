@@ -4,12 +4,11 @@
  * one epoll loop: the seeds' workload as closed-loop clients, a trace as one request per row sent
  * when its time comes (a timerfd wakes the loop), whether or not earlier ones have finished. A new
  * connection per request (unless --keep-alive), streaming /v1/completions to measure TTFT;
- * hit = usage.prompt_tokens_details.cached_tokens > 0. See `kvbench --help`. Table on stdout,
- * progress on stderr, --json for machines. */
+ * hit = usage.prompt_tokens_details.cached_tokens > 0. Table on stdout, progress on stderr,
+ * --json for machines. Its flags and defaults: opts.h (`kvbench --help`). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <getopt.h>
 #include <malloc.h>
 #include <math.h>
 #include <netdb.h>
@@ -42,60 +41,15 @@
 #include "route/router.h"
 #include "route/scrape.h"
 #include "prompt/tokenizer.h"
+#include "opts.h"
 #include "trace.h"
 #include "workload.h"
 
-#define MAX_TARGETS 64
 #define MAX_WORKERS 256
 /* tokens per KV block of the workers (vLLM's default): the unit of the trace's ideal ratio */
 #ifndef KVBENCH_KV_BLOCK
 #define KVBENCH_KV_BLOCK 16
 #endif
-
-/* How a request picks its URL: kube-proxy's per-connection random choice or round-robin (the
- * Service baselines), or a kvsplice routing policy run client-side through the same router code
- * the daemon runs (dynamo, kv, approx). */
-enum spread { SPREAD_RANDOM, SPREAD_RR, SPREAD_ROUTER };
-
-struct target {
-	char hostport[128];
-	char host[100];
-	struct sockaddr_in addr;
-	char base[256]; /* path prefix, no trailing slash */
-};
-
-struct opts {
-	struct target t[MAX_TARGETS];
-	int nt;
-	struct target m[MAX_TARGETS]; /* metrics/reset URLs */
-	int nm;
-	char *events[MAX_TARGETS]; /* KV event endpoints, one per --url (dynamo with events) */
-	int nev;
-	enum spread spread;
-	const char *policy; /* SPREAD_ROUTER: the policy */
-	uint32_t concurrency;
-	uint32_t runs;
-	uint32_t output_tokens;
-	bool keep_alive, json, reset, chat, warmup, quiet, route_stats;
-	const char *tokenizer;
-	const char *model;
-	const char *label;
-	const char *route_log;	  /* --route-log FILE */
-	const char *request_log;  /* --request-log FILE */
-	struct policy_kv_opts kv; /* --kv-* */
-	double timeout_s;
-	double time_scale; /* the workers' --time-scale: times are reported in model time */
-	struct wl_opts wl;
-	bool requests_set;
-	/* --trace: replay a trace instead of the seeds' workload */
-	const char *trace;
-	uint32_t trace_bt;	    /* --trace-block-tokens: tokens per hash id (512) */
-	size_t trace_start;	    /* --trace-start: rows skipped (0) */
-	size_t trace_limit;	    /* --trace-limit: rows replayed at most (0: all) */
-	double trace_speedup;	    /* --trace-speedup: the schedule runs this much faster (1) */
-	uint64_t max_prompt_tokens; /* --max-prompt-tokens: refuse longer prompts (0: no limit) */
-	uint32_t trace_max_output;  /* --trace-max-output: max_tokens cap (0: none) */
-};
 
 enum cstate { S_CONNECT, S_SEND, S_HEAD, S_BODY };
 
@@ -144,7 +98,7 @@ struct run_stats {
 };
 
 struct bench {
-	struct opts o;
+	struct kvbench_opts o;
 	struct workload wl;
 	struct trace tr;	  /* --trace: the replayed rows */
 	double *offset;		  /* trace: each row's send time, s after the run's start (wall) */
@@ -162,7 +116,7 @@ struct bench {
 	struct router *router;
 	struct metrics *metrics; /* --route-stats */
 	struct service svc;	 /* the URLs as one Service of endpoints w0, w1, ... */
-	struct endpoint eps[MAX_TARGETS];
+	struct endpoint eps[KVBENCH_MAX_TARGETS];
 	struct services svcs;
 	char *wnames[MAX_WORKERS];
 	int nw;
@@ -194,61 +148,9 @@ static uint64_t rng_next(uint64_t *s)
 	return x ^ (x >> 31);
 }
 
-/* "http://host:port/base" (http only). */
-static int parse_url(const char *u, size_t len, struct target *t)
-{
-	char tmp[96], *hp, *slash, *colon;
-	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
-	int port = 80;
-
-	if (len >= sizeof(tmp))
-		return -1;
-	memcpy(tmp, u, len);
-	tmp[len] = '\0';
-	if (strncmp(tmp, "http://", 7) != 0)
-		return -1;
-	hp = tmp + 7;
-	slash = strchr(hp, '/');
-	snprintf(t->base, sizeof(t->base), "%.90s", slash ? slash : "");
-	if (slash)
-		*slash = '\0';
-	size_t bl = strlen(t->base);
-	while (bl > 0 && t->base[bl - 1] == '/')
-		t->base[--bl] = '\0';
-	snprintf(t->hostport, sizeof(t->hostport), "%.90s", hp);
-	colon = strrchr(hp, ':');
-	if (colon) {
-		*colon = '\0';
-		port = atoi(colon + 1);
-		if (port <= 0 || port > 65535)
-			return -1;
-	}
-	snprintf(t->host, sizeof(t->host), "%.90s", hp);
-	if (getaddrinfo(hp, NULL, &hints, &ai) != 0)
-		return -1;
-	memcpy(&t->addr, ai->ai_addr, sizeof(t->addr));
-	t->addr.sin_port = htons((uint16_t)port);
-	freeaddrinfo(ai);
-	return 0;
-}
-
-static int parse_url_list(const char *s, struct target *t, int *n)
-{
-	*n = 0;
-	while (*s) {
-		const char *e = strchr(s, ',');
-		size_t len = e ? (size_t)(e - s) : strlen(s);
-
-		if (len && (*n >= MAX_TARGETS || parse_url(s, len, &t[(*n)++])))
-			return -1;
-		s += len + (e ? 1 : 0);
-	}
-	return *n ? 0 : -1;
-}
-
 /* --- blocking helpers for /metrics and /reset_prefix_cache ----------------------------------- */
 
-static int http_simple(const struct target *t, const char *method, const char *path,
+static int http_simple(const struct kvbench_target *t, const char *method, const char *path,
 		       struct buf *resp)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
@@ -412,7 +314,8 @@ static int pick_target(struct bench *b, const char *body, size_t blen, struct cc
 	case SPREAD_RR:
 		return (int)(b->rr++ % (uint64_t)b->o.nt);
 	case SPREAD_ROUTER: {
-		const char *path = b->o.chat ? "/v1/chat/completions" : "/v1/completions";
+		const char *path =
+		    b->o.api == API_CHAT ? "/v1/chat/completions" : "/v1/completions";
 		struct router_request rq = {.method = "POST",
 					    .method_len = 4,
 					    .target = path,
@@ -469,7 +372,7 @@ static void request_start(struct bench *b, struct cconn *c, long k)
 	const char *body;
 	size_t blen;
 	struct epoll_event e = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
-	const struct target *t;
+	const struct kvbench_target *t;
 
 	if (k >= 0 && b->o.trace) {
 		if (trace_body(b, (size_t)k, &b->tbody)) {
@@ -516,8 +419,8 @@ static void request_start(struct bench *b, struct cconn *c, long k)
 	buf_printf(&c->out,
 		   "POST %s%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
 		   "Accept: text/event-stream\r\nContent-Length: %zu\r\n%s\r\n",
-		   t->base, b->o.chat ? "/v1/chat/completions" : "/v1/completions", t->hostport,
-		   blen, b->o.keep_alive ? "" : "Connection: close\r\n");
+		   t->base, b->o.api == API_CHAT ? "/v1/chat/completions" : "/v1/completions",
+		   t->hostport, blen, b->o.keep_alive ? "" : "Connection: close\r\n");
 	buf_append(&c->out, body, blen);
 }
 
@@ -1030,13 +933,6 @@ cleanup:
 	free(seen);
 }
 
-static const char *spread_name(const struct opts *o)
-{
-	return o->spread == SPREAD_RR	    ? "round-robin"
-	       : o->spread == SPREAD_ROUTER ? o->policy
-					    : "random";
-}
-
 static double median_of(struct run_stats *rs, size_t n, size_t off)
 {
 	double v[64];
@@ -1117,397 +1013,13 @@ static void json_trace_stats(cJSON *o, const struct run_stats *s, char *const *n
 		cJSON_AddNumberToObject(pw, names[w], s->per_worker[w]);
 }
 
-/* The --help text (clang-format off: one line of text per source line reads best). */
-/* clang-format off */
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: kvbench --url URL[,URL...] --prefix-types P --concurrency C --seed S "
-		"--tokenizer PATH [options]\n"
-		"       kvbench --url URL[,URL...] --trace FILE --tokenizer PATH [trace options]\n"
-		"The seeds' workload: P shared prefixes of --prefix-tokens + a unique suffix of\n"
-		"--suffix-tokens per request, --output-tokens generated, streamed, a new connection\n"
-		"per request, one warm-up request per prefix first (not counted).\n"
-		"--trace: a Mooncake / aiperf mooncake_trace JSONL file replayed open-loop, each row\n"
-		"sent at its timestamp (ms after the first replayed row) / --time-scale /\n"
-		"--trace-speedup, finished or not the rows before. Each hash id becomes B fixed token\n"
-		"ids (equal ids, equal tokens, on every worker and run), input_length scales by B/512\n"
-		"with the last block cut to it; the prompt goes out as token ids, max_tokens =\n"
-		"max(1, round(output_length * B/512)). No warm-up. Reports the trace's own ideal\n"
-		"cached ratio (an infinite cache on one worker), the send lag (wall ms: how late rows\n"
-		"went out) and the requests each worker answered (x-kvsim-worker, else the URL).\n"
-		"  --url URL[,URL...]          http://host:port[/base] targets\n"
-		"  --spread S                  how each request picks its URL: random or round-robin\n"
-		"                              per connection (a Service), or a kvsplice policy run\n"
-		"                              client-side: dynamo, kv, approx (random)\n"
-		"  --prefix-types P            prefix types (7)\n"
-		"  --popularity uniform|zipf:S prefix popularity (uniform)\n"
-		"  --concurrency C             closed-loop clients (8)\n"
-		"  --requests N                measured requests (max(200, 20*P))\n"
-		"  --runs R                    runs; the table's last row and the JSON are medians (1)\n"
-		"  --seed S                    workload seed (1)\n"
-		"  --prefix-seed S             the prefix texts' own seed (default: --seed): clients with\n"
-		"                              different --seed then share one prefix set\n"
-		"  --tokenizer PATH            tokenizer.json (models/qwen3/tokenizer.json)\n"
-		"  --prefix-tokens N           (2032)   --suffix-tokens N (339)   --output-tokens N (64)\n"
-		"  --mixed-lengths PCT         vary prefix and suffix lengths by +-PCT %% (0)\n"
-		"  --model NAME                model field (Qwen/Qwen3-0.6B)\n"
-		"  --api completions|chat      endpoint (completions)\n"
-		"  --keep-alive                reuse connections (pins a client to a worker)\n"
-		"  --metrics-urls URL[,...]    worker base URLs: vllm:prefix_cache_* deltas per run\n"
-		"  --events EP[,EP...]         the workers' KV event endpoints (tcp://IP:PORT), one per\n"
-		"                              --url in order: a policy --spread then takes what the\n"
-		"                              workers hold from their events (Dynamo's KV routing)\n"
-		"                              instead of its own routing history (approximate mode)\n"
-		"  --reset                     POST /reset_prefix_cache to the metrics URLs (or the\n"
-		"                              --url list) before each run\n"
-		"  --no-warmup                 skip the warm-up requests\n"
-		"  --timeout S                 give up on a run after S seconds (600)\n"
-		"  --time-scale S              the workers' --time-scale: TTFT and req/s are\n"
-		"                              reported in model time (1)\n"
-		"  --label NAME                name shown in progress lines and the JSON\n"
-		"  --json                      JSON on stdout instead of the table\n"
-		"  --quiet                     no progress on stderr\n"
-		"  --route-stats               with a policy --spread: the router's decision counters\n"
-		"                              (kvsplice_route_* of /metrics) on stderr after each run\n"
-		"  --route-log FILE            with a policy --spread: the router's last decisions\n"
-		"                              (/debug/route JSON) written to FILE after each run\n"
-		"  --request-log FILE          one JSON line per measured request appended to FILE:\n"
-		"                              run, k, prefix, worker, start, ttft, total (model ms),\n"
-		"                              cached and prompt tokens, ok\n"
-		"  --kv-spill-factor X, --kv-spill-slack N, --kv-key-slack N,\n"
-		"  --kv-balance-slack N, --kv-replica-gap N, --kv-replica-room F, --kv-replica-all F,\n"
-		"  --kv-spill-gap N, --kv-spill-gap-remote N, --kv-backlog X\n"
-		"                              the kv policy's tunables (kvsplice --help)\n"
-		"Trace replay (--concurrency, --requests, --keep-alive, --api chat do not apply):\n"
-		"  --trace FILE                the trace (one JSON object a line: timestamp,\n"
-		"                              input_length, output_length, hash_ids; rows sorted\n"
-		"                              by time; a bad line is refused with its number)\n"
-		"  --trace-block-tokens B      tokens per hash id, 1..512 (512: as recorded)\n"
-		"  --trace-start N             skip the first N rows (0)\n"
-		"  --trace-limit N             replay at most N rows (0: all)\n"
-		"  --trace-speedup X           play the schedule X times faster (1)\n"
-		"  --trace-max-output N        cap max_tokens at N (0: no cap)\n"
-		"  --max-prompt-tokens N       refuse, before sending anything, a trace with a prompt\n"
-		"                              longer than N tokens after scaling (0: no limit)\n"
-		"  --timeout S                 with --trace: counted from the last row's time\n"
-		"Exit status: 0, 1 when a request (or the setup) failed, 2 for bad arguments or a\n"
-		"trace refused before anything was sent, 130 when interrupted.\n");
-}
-/* clang-format on */
-
-/* Reads s as a count: decimal digits only (strtoull would take "-1" for its maximum), at most
- * max, into *v. Returns false, or true when s is not such a count. */
-static bool parse_count(const char *s, uint64_t max, uint64_t *v)
-{
-	char *end = NULL;
-
-	if (!s[0] || strspn(s, "0123456789") != strlen(s))
-		return true;
-	errno = 0;
-	*v = strtoull(s, &end, 10);
-	return errno || *end || *v > max;
-}
-
-/* Reads the command line into *o (defaults set by the caller). Returns 0, or -1 for a bad or
- * conflicting option (a message on stderr for most; the caller prints the usage). */
-static int parse_opts(int argc, char **argv, struct opts *o)
-{
-	/* clang-format off */
-	enum { O_URL = 256, O_SPREAD, O_P, O_POP, O_C, O_N, O_R, O_SEED, O_PSEED, O_TOK, O_PT, O_ST, O_OT,
-	       O_MIX, O_MODEL, O_API, O_KA, O_MURL, O_RESET, O_NOWARM, O_TO, O_LABEL, O_JSON, O_TS, O_EVENTS,
-	       O_QUIET, O_ROUTE_STATS, O_ROUTE_LOG, O_REQUEST_LOG, O_KV_SF, O_KV_SS, O_KV_KS, O_KV_BS, O_KV_RG, O_KV_RR, O_KV_RA, O_KV_SG, O_KV_SGR, O_KV_BL,
-	       O_TRACE, O_TBT, O_TSTART, O_TLIMIT, O_TSPEED, O_TMAXOUT, O_MAXPROMPT, O_HELP };
-	static const struct option lo[] = {
-		{"url", 1, 0, O_URL},
-		{"spread", 1, 0, O_SPREAD},
-		{"prefix-types", 1, 0, O_P},
-		{"popularity", 1, 0, O_POP},
-		{"concurrency", 1, 0, O_C},
-		{"requests", 1, 0, O_N},
-		{"runs", 1, 0, O_R},
-		{"seed", 1, 0, O_SEED},
-		{"prefix-seed", 1, 0, O_PSEED},
-		{"tokenizer", 1, 0, O_TOK},
-		{"prefix-tokens", 1, 0, O_PT},
-		{"suffix-tokens", 1, 0, O_ST},
-		{"output-tokens", 1, 0, O_OT},
-		{"mixed-lengths", 1, 0, O_MIX},
-		{"model", 1, 0, O_MODEL},
-		{"api", 1, 0, O_API},
-		{"keep-alive", 0, 0, O_KA},
-		{"metrics-urls", 1, 0, O_MURL},
-		{"reset", 0, 0, O_RESET},
-		{"no-warmup", 0, 0, O_NOWARM},
-		{"timeout", 1, 0, O_TO},
-		{"label", 1, 0, O_LABEL},
-		{"time-scale", 1, 0, O_TS},
-		{"events", 1, 0, O_EVENTS},
-		{"json", 0, 0, O_JSON},
-		{"quiet", 0, 0, O_QUIET},
-		{"route-stats", 0, 0, O_ROUTE_STATS},
-		{"route-log", 1, 0, O_ROUTE_LOG},
-		{"request-log", 1, 0, O_REQUEST_LOG},
-		{"kv-spill-factor", 1, 0, O_KV_SF},
-		{"kv-spill-slack", 1, 0, O_KV_SS},
-		{"kv-key-slack", 1, 0, O_KV_KS},
-		{"kv-balance-slack", 1, 0, O_KV_BS},
-		{"kv-replica-gap", 1, 0, O_KV_RG},
-		{"kv-replica-room", 1, 0, O_KV_RR},
-		{"kv-replica-all", 1, 0, O_KV_RA},
-		{"kv-spill-gap", 1, 0, O_KV_SG},
-		{"kv-spill-gap-remote", 1, 0, O_KV_SGR},
-		{"kv-backlog", 1, 0, O_KV_BL},
-		{"trace", 1, 0, O_TRACE},
-		{"trace-block-tokens", 1, 0, O_TBT},
-		{"trace-start", 1, 0, O_TSTART},
-		{"trace-limit", 1, 0, O_TLIMIT},
-		{"trace-speedup", 1, 0, O_TSPEED},
-		{"trace-max-output", 1, 0, O_TMAXOUT},
-		{"max-prompt-tokens", 1, 0, O_MAXPROMPT},
-		{"help", 0, 0, O_HELP},
-		{0, 0, 0, 0},
-	};
-	/* clang-format on */
-	int c;
-	char *end = NULL;
-	uint64_t u = 0;
-	bool bad;
-
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		errno = 0;
-		end = NULL;
-		bad = false;
-		switch (c) {
-		case O_URL:
-			if (parse_url_list(optarg, o->t, &o->nt)) {
-				fprintf(stderr, "kvbench: bad --url %s\n", optarg);
-				return -1;
-			}
-			break;
-		case O_MURL:
-			if (parse_url_list(optarg, o->m, &o->nm)) {
-				fprintf(stderr, "kvbench: bad --metrics-urls %s\n", optarg);
-				return -1;
-			}
-			break;
-		case O_SPREAD:
-			if (!strcmp(optarg, "random"))
-				o->spread = SPREAD_RANDOM;
-			else if (!strcmp(optarg, "round-robin"))
-				o->spread = SPREAD_RR;
-			else if (policy_find(optarg)) {
-				o->spread = SPREAD_ROUTER;
-				o->policy = optarg;
-			} else
-				return -1;
-			break;
-		case O_P:
-			o->wl.prefix_types = (uint32_t)strtoul(optarg, &end, 10);
-			break;
-		case O_POP:
-			if (!strcmp(optarg, "uniform"))
-				o->wl.zipf_s = 0;
-			else if (!strncmp(optarg, "zipf:", 5))
-				o->wl.zipf_s = strtod(optarg + 5, &end);
-			else
-				return -1;
-			break;
-		case O_C:
-			o->concurrency = (uint32_t)strtoul(optarg, &end, 10);
-			break;
-		case O_N:
-			o->wl.requests = strtoul(optarg, &end, 10);
-			o->requests_set = true;
-			break;
-		case O_R:
-			o->runs = (uint32_t)strtoul(optarg, &end, 10);
-			break;
-		case O_SEED:
-			o->wl.seed = strtoull(optarg, &end, 10);
-			break;
-		case O_PSEED:
-			o->wl.prefix_seed = strtoull(optarg, &end, 10);
-			o->wl.prefix_seed_set = true;
-			break;
-		case O_TOK:
-			o->tokenizer = optarg;
-			break;
-		case O_PT:
-			o->wl.prefix_tokens = (uint32_t)strtoul(optarg, &end, 10);
-			break;
-		case O_ST:
-			o->wl.suffix_tokens = (uint32_t)strtoul(optarg, &end, 10);
-			break;
-		case O_OT:
-			o->output_tokens = (uint32_t)strtoul(optarg, &end, 10);
-			break;
-		case O_MIX:
-			o->wl.mixed_pct = (uint32_t)strtoul(optarg, &end, 10);
-			break;
-		case O_MODEL:
-			o->model = optarg;
-			break;
-		case O_API:
-			if (!strcmp(optarg, "chat"))
-				o->chat = true;
-			else if (strcmp(optarg, "completions"))
-				return -1;
-			break;
-		case O_KA:
-			o->keep_alive = true;
-			break;
-		case O_RESET:
-			o->reset = true;
-			break;
-		case O_NOWARM:
-			o->warmup = false;
-			break;
-		case O_TO:
-			o->timeout_s = strtod(optarg, &end);
-			break;
-		case O_LABEL:
-			o->label = optarg;
-			break;
-		case O_TS:
-			o->time_scale = strtod(optarg, &end);
-			break;
-		case O_EVENTS: {
-			char *dup = strdup(optarg), *save = NULL, *tk;
-
-			for (tk = strtok_r(dup, ",", &save); tk && o->nev < MAX_TARGETS;
-			     tk = strtok_r(NULL, ",", &save))
-				o->events[o->nev++] = strdup(tk);
-			free(dup);
-			break;
-		}
-		case O_JSON:
-			o->json = true;
-			break;
-		case O_QUIET:
-			o->quiet = true;
-			break;
-		case O_ROUTE_STATS:
-			o->route_stats = true;
-			break;
-		case O_ROUTE_LOG:
-			o->route_log = optarg;
-			break;
-		case O_REQUEST_LOG:
-			o->request_log = optarg;
-			break;
-		case O_KV_SF:
-			o->kv.spill_factor = strtod(optarg, &end);
-			break;
-		case O_KV_SS:
-			o->kv.spill_slack = strtod(optarg, &end);
-			break;
-		case O_KV_KS:
-			o->kv.key_slack = strtod(optarg, &end);
-			break;
-		case O_KV_BS:
-			o->kv.balance_slack = strtod(optarg, &end);
-			break;
-		case O_KV_RG:
-			o->kv.replica_gap = strtod(optarg, &end);
-			break;
-		case O_KV_RR:
-			o->kv.replica_room = strtod(optarg, &end);
-			break;
-		case O_KV_RA:
-			o->kv.replica_all = strtod(optarg, &end);
-			break;
-		case O_KV_SG:
-			o->kv.spill_gap = strtod(optarg, &end);
-			break;
-		case O_KV_SGR:
-			o->kv.spill_gap_remote = strtod(optarg, &end);
-			break;
-		case O_KV_BL:
-			o->kv.backlog = strtod(optarg, &end);
-			break;
-		case O_TRACE:
-			o->trace = optarg;
-			break;
-		case O_TBT:
-			bad = parse_count(optarg, TRACE_FORMAT_BLOCK, &u);
-			o->trace_bt = (uint32_t)u;
-			break;
-		case O_TSTART:
-			bad = parse_count(optarg, SIZE_MAX, &u);
-			o->trace_start = (size_t)u;
-			break;
-		case O_TLIMIT:
-			bad = parse_count(optarg, SIZE_MAX, &u);
-			o->trace_limit = (size_t)u;
-			break;
-		case O_TMAXOUT:
-			bad = parse_count(optarg, UINT32_MAX, &u);
-			o->trace_max_output = (uint32_t)u;
-			break;
-		case O_MAXPROMPT:
-			bad = parse_count(optarg, UINT64_MAX, &o->max_prompt_tokens);
-			break;
-		case O_TSPEED:
-			o->trace_speedup = strtod(optarg, &end);
-			break;
-		case O_HELP:
-			usage(stdout);
-			exit(0);
-		default:
-			return -1;
-		}
-		if (bad || errno || (end && *end)) {
-			fprintf(stderr, "kvbench: bad value '%s'\n", optarg);
-			return -1;
-		}
-	}
-	if (o->trace) {
-		const char *bad = o->chat ? "--api chat (a token-id prompt needs /v1/completions)"
-				  : o->keep_alive
-				      ? "--keep-alive (each row opens its own connection)"
-				  : o->requests_set ? "--requests (use --trace-limit)"
-						    : NULL;
-
-		if (bad) {
-			fprintf(stderr, "kvbench: --trace does not take %s\n", bad);
-			return -1;
-		}
-		if (o->trace_bt < 1 || o->trace_bt > TRACE_FORMAT_BLOCK ||
-		    !(o->trace_speedup > 0) || !isfinite(o->trace_speedup)) {
-			fprintf(stderr,
-				"kvbench: --trace-block-tokens must be 1..%u and "
-				"--trace-speedup above 0\n",
-				TRACE_FORMAT_BLOCK);
-			return -1;
-		}
-	}
-	if (optind != argc || !o->nt || o->time_scale <= 0 || !o->wl.prefix_types ||
-	    !o->concurrency || !o->runs || o->runs > 64 || !o->output_tokens ||
-	    o->wl.mixed_pct > 90 || (o->spread == SPREAD_ROUTER && o->nt > MAX_TARGETS))
-		return -1;
-	if (o->nev && (o->nev != o->nt || o->spread != SPREAD_ROUTER)) {
-		fprintf(stderr,
-			"kvbench: --events needs a policy --spread (dynamo, kv, approx) and "
-			"one endpoint per --url\n");
-		return -1;
-	}
-	if (!o->requests_set)
-		o->wl.requests = o->wl.prefix_types * 20 > 200 ? o->wl.prefix_types * 20 : 200;
-	if (!o->nm && o->reset) {
-		memcpy(o->m, o->t, sizeof(o->t));
-		o->nm = o->nt;
-	}
-	return 0;
-}
-
-static char *make_body(const struct opts *o, const struct wl_req *r)
+static char *make_body(const struct kvbench_opts *o, const struct wl_req *r)
 {
 	struct buf b = {0};
 
 	buf_puts(&b, "{\"model\":");
 	buf_json_str(&b, o->model, strlen(o->model));
-	if (o->chat) {
+	if (o->api == API_CHAT) {
 		buf_puts(&b, ",\"messages\":[{\"role\":\"user\",\"content\":");
 		buf_json_str(&b, r->text, r->text_len);
 		buf_puts(&b, "}]");
@@ -1528,7 +1040,7 @@ static char *make_body(const struct opts *o, const struct wl_req *r)
  * for a system failure. */
 static int trace_prepare(struct bench *b)
 {
-	struct opts *o = &b->o;
+	struct kvbench_opts *o = &b->o;
 	uint64_t longest = 0;
 	char err[512];
 	double t0;
@@ -1611,32 +1123,25 @@ static void on_sig(int s)
 int main(int argc, char **argv)
 {
 	struct bench b = {0};
-	struct opts *o = &b.o;
+	struct kvbench_opts *o = &b.o;
 	struct tokenizer *tok = NULL;
 	struct run_stats rs[64], med;
 	char err[256];
 	int rc = 1;
 	cJSON *root = NULL, *runs = NULL;
 
-	o->spread = SPREAD_RANDOM;
-	policy_kv_defaults(&o->kv);
-	o->concurrency = 8;
-	o->runs = 1;
-	o->output_tokens = 64;
-	o->warmup = true;
-	o->tokenizer = "models/qwen3/tokenizer.json";
-	o->model = "Qwen/Qwen3-0.6B";
-	o->timeout_s = 600;
-	o->time_scale = 1;
-	o->wl = (struct wl_opts){
-	    .prefix_types = 7, .prefix_tokens = 2032, .suffix_tokens = 339, .seed = 1};
-	o->trace_bt = TRACE_FORMAT_BLOCK;
-	o->trace_speedup = 1;
 	b.tfd = -1;
-	if (parse_opts(argc, argv, o)) {
-		usage(stderr);
+	kvbench_opts_default(o);
+	switch (opt_parse(&kvbench_options, argc, argv, o)) {
+	case OPT_RUN:
+		break;
+	case OPT_EXIT:
+		return 0;
+	case OPT_ERROR:
 		return 2;
 	}
+	if (kvbench_opts_finish(o))
+		return 2;
 	log_set_level(LOG_WARN); /* the events module's per-worker notices are not news here */
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, on_sig);
@@ -1734,15 +1239,15 @@ int main(int argc, char **argv)
 			"tokens per hash id, span %.1f s (model time), offered %.2f req/s, ideal "
 			"cached ratio %.3f, %zu row(s) whose lengths do not fit their hash ids, "
 			"%u run(s)\n",
-			o->nt, (o->nt > 1 ? spread_name(o) : "none"), o->trace, o->trace_start,
-			o->trace_start + b.tr.n - 1, b.tr.rows[0].line, b.tr.rows[b.tr.n - 1].line,
-			o->trace_bt, trace_span_s(&b), trace_offered(&b), b.ideal.ratio, b.clamped,
-			o->runs);
+			o->nt, (o->nt > 1 ? kvbench_spread_name(o) : "none"), o->trace,
+			o->trace_start, o->trace_start + b.tr.n - 1, b.tr.rows[0].line,
+			b.tr.rows[b.tr.n - 1].line, o->trace_bt, trace_span_s(&b),
+			trace_offered(&b), b.ideal.ratio, b.clamped, o->runs);
 	else if (!o->quiet)
 		fprintf(stderr,
 			"kvbench: %d URL(s), spread %s, P=%u, C=%u, %zu requests (+%u warm-up), "
 			"%u+%u tokens in, %u out, seed %" PRIu64 ", %u run(s)\n",
-			o->nt, (o->nt > 1 ? spread_name(o) : "none"), o->wl.prefix_types,
+			o->nt, (o->nt > 1 ? kvbench_spread_name(o) : "none"), o->wl.prefix_types,
 			o->concurrency, o->wl.requests, o->warmup ? o->wl.prefix_types : 0,
 			o->wl.prefix_tokens, o->wl.suffix_tokens, o->output_tokens, o->wl.seed,
 			o->runs);
@@ -1864,7 +1369,8 @@ int main(int argc, char **argv)
 		root = cJSON_CreateObject();
 		cJSON_AddStringToObject(root, "mode", "trace");
 		cJSON_AddStringToObject(root, "label", o->label ? o->label : "");
-		cJSON_AddStringToObject(root, "spread", (o->nt > 1 ? spread_name(o) : "none"));
+		cJSON_AddStringToObject(root, "spread",
+					(o->nt > 1 ? kvbench_spread_name(o) : "none"));
 		cJSON_AddBoolToObject(root, "kv_events", o->nev > 0);
 		cJSON_AddNumberToObject(root, "urls", o->nt);
 		cJSON_AddStringToObject(root, "trace", o->trace);
@@ -1899,7 +1405,7 @@ int main(int argc, char **argv)
 		printf(
 		    "kvbench: %d URL(s) spread %s, trace %s, rows %zu..%zu, %u tokens per hash id, "
 		    "speedup %g%s%s\n",
-		    o->nt, (o->nt > 1 ? spread_name(o) : "none"), o->trace, o->trace_start,
+		    o->nt, (o->nt > 1 ? kvbench_spread_name(o) : "none"), o->trace, o->trace_start,
 		    o->trace_start + b.tr.n - 1, o->trace_bt, o->trace_speedup,
 		    o->label ? ", " : "", o->label ? o->label : "");
 		printf("trace: %zu rows over %.1f s (model time), offered %.2f req/s, %" PRIu64
@@ -1932,7 +1438,8 @@ int main(int argc, char **argv)
 	} else if (o->json) {
 		root = cJSON_CreateObject();
 		cJSON_AddStringToObject(root, "label", o->label ? o->label : "");
-		cJSON_AddStringToObject(root, "spread", (o->nt > 1 ? spread_name(o) : "none"));
+		cJSON_AddStringToObject(root, "spread",
+					(o->nt > 1 ? kvbench_spread_name(o) : "none"));
 		cJSON_AddBoolToObject(root, "kv_events", o->nev > 0);
 		cJSON_AddNumberToObject(root, "urls", o->nt);
 		cJSON_AddNumberToObject(root, "prefix_types", o->wl.prefix_types);
@@ -1959,8 +1466,8 @@ int main(int argc, char **argv)
 		free(s);
 	} else {
 		printf("kvbench: %d URL(s) spread %s, P=%u, C=%u, seed %" PRIu64 "%s%s\n", o->nt,
-		       (o->nt > 1 ? spread_name(o) : "none"), o->wl.prefix_types, o->concurrency,
-		       o->wl.seed, o->label ? ", " : "", o->label ? o->label : "");
+		       (o->nt > 1 ? kvbench_spread_name(o) : "none"), o->wl.prefix_types,
+		       o->concurrency, o->wl.seed, o->label ? ", " : "", o->label ? o->label : "");
 		printf("%-7s %5s %4s %6s %7s %7s %8s %8s %7s %7s %6s %6s\n", "run", "reqs", "err",
 		       "hit%", "cached", "metrics", "ttft_p50", "ttft_p99", "hit_p50", "miss_p50",
 		       "req/s", "w/pfx");

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /* kvsim: one simulated vLLM worker. OpenAI HTTP API (vLLM's responses, errors and metrics), a
  * vLLM v1 prefix cache and scheduler model (kvcache.c, sched.c) timed by a step-cost model, and
- * vLLM's KV events (kvevents.c). See `kvsim --help`. One thread, one epoll loop. */
+ * vLLM's KV events (kvevents.c). Its flags and defaults: opts.h (`kvsim --help`). One thread,
+ * one epoll loop. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -27,31 +27,12 @@
 #include "kvcache.h"
 #include "kvevents.h"
 #include "core/log.h"
+#include "opts.h"
 #include "prompt/openai.h"
 #include "sched.h"
 #include "prompt/tokenizer.h"
 
 #define MAX_HEAD 65536
-
-struct opts {
-	const char *host;
-	int port;
-	const char *worker_id;
-	const char *tokenizer;
-	const char *model;
-	double time_scale;
-	uint64_t kv_bytes;
-	uint64_t kv_bytes_per_token;
-	uint32_t num_blocks;
-	uint32_t block_size;
-	uint32_t max_model_len;
-	size_t max_body;
-	uint64_t seed;
-	const char *hash_seed;
-	struct kvev_opts ev;
-	struct sched_cfg sc;
-	double api_overhead_ms;
-};
 
 enum conn_state { C_HEAD, C_BODY, C_BUSY, C_CLOSING };
 
@@ -84,7 +65,7 @@ struct job {
 };
 
 struct sim {
-	struct opts o;
+	struct kvsim_opts o;
 	struct tokenizer *tok;
 	struct kvcache *kv;
 	struct sched *s;
@@ -1054,230 +1035,10 @@ static int build_nice(struct sim *sm)
 	return 0;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: kvsim --port N --worker-id ID --tokenizer PATH [options]\n"
-	    "One simulated vLLM worker: OpenAI API, vLLM v1 prefix cache, KV events.\n"
-	    "  --host ADDR                 listen address (0.0.0.0)\n"
-	    "  --port N                    listen port (0: any; the port is printed on stderr)\n"
-	    "  --worker-id ID              x-kvsim-worker header value (w0)\n"
-	    "  --tokenizer PATH            tokenizer.json (models/qwen3/tokenizer.json)\n"
-	    "  --model NAME                served model name (Qwen/Qwen3-0.6B)\n"
-	    "  --time-scale S              run the same schedule S times faster (1)\n"
-	    "  --kv-cache-memory-bytes B   KV capacity (1073741824)\n"
-	    "  --kv-bytes-per-token B      KV bytes per token (114688, Qwen3-0.6B)\n"
-	    "  --num-blocks N              blocks, overriding the two above\n"
-	    "  --block-size N              tokens per block (16)\n"
-	    "  --max-model-len N           longest prompt + completion (4096)\n"
-	    "  --max-num-batched-tokens N  chunked-prefill token budget per step (2048)\n"
-	    "  --max-num-seqs N            running requests at most (256)\n"
-	    "  --step-fixed-ms X           step time: fixed part (%.1f)\n"
-	    "  --step-prefill-fixed-ms X   step time: extra when the step has prefill (%.1f)\n"
-	    "  --prefill-us-per-token X    step time: per prefill token (%.1f)\n"
-	    "  --decode-us-per-seq X       step time: per decoding sequence (%.1f)\n"
-	    "  --api-overhead-ms X         API server time before a request reaches the engine "
-	    "(%.1f)\n"
-	    "  --seed N                    output-token seed (0)\n"
-	    "  --hash-seed STR             engine block-hash seed (default: random per process)\n"
-	    "  --events-endpoint EP        ZMQ PUB bind, e.g. tcp://127.0.0.1:5557 or "
-	    "tcp://127.0.0.1:*\n"
-	    "                              (the bound endpoint is printed on stderr) (none)\n"
-	    "  --replay-endpoint EP        ZMQ ROUTER replay bind (none)\n"
-	    "  --topic T                   event topic (\"\")\n"
-	    "  --events-format array|map   event encoding (array: vLLM before PR 42892)\n"
-	    "  --int-block-hashes 0|1      hashes as u64 ints (1) or 32 raw bytes (0)\n"
-	    "  --buffer-steps N            replay ring, in batches (10000)\n"
-	    "  --log-level L               error|warn|info|debug\n"
-	    "Test hooks: POST /debug/events?drop=N drops the next N event batches from the PUB\n"
-	    "(kept for replay), as a PUB past its high-water mark does; ?replay=off leaves\n"
-	    "replay requests unanswered (a dead replay endpoint), ?replay=on answers again.\n",
-	    10.0, 11.8, 23.8, 1000.0, 4.0);
-}
-
-static int parse_opts(int argc, char **argv, struct opts *o)
-{
-	enum {
-		O_HOST = 256,
-		O_PORT,
-		O_WID,
-		O_TOK,
-		O_MODEL,
-		O_TS,
-		O_KVB,
-		O_KVBT,
-		O_NB,
-		O_BS,
-		O_MML,
-		O_MNBT,
-		O_MNS,
-		O_SF,
-		O_SPF,
-		O_PPT,
-		O_DPS,
-		O_API,
-		O_SEED,
-		O_HSEED,
-		O_EV,
-		O_RP,
-		O_TOP,
-		O_EF,
-		O_IBH,
-		O_BUF,
-		O_LOG,
-		O_HELP
-	};
-	static const struct option lo[] = {
-	    {"host", 1, 0, O_HOST},
-	    {"port", 1, 0, O_PORT},
-	    {"worker-id", 1, 0, O_WID},
-	    {"tokenizer", 1, 0, O_TOK},
-	    {"model", 1, 0, O_MODEL},
-	    {"time-scale", 1, 0, O_TS},
-	    {"kv-cache-memory-bytes", 1, 0, O_KVB},
-	    {"kv-bytes-per-token", 1, 0, O_KVBT},
-	    {"num-blocks", 1, 0, O_NB},
-	    {"block-size", 1, 0, O_BS},
-	    {"max-model-len", 1, 0, O_MML},
-	    {"max-num-batched-tokens", 1, 0, O_MNBT},
-	    {"max-num-seqs", 1, 0, O_MNS},
-	    {"step-fixed-ms", 1, 0, O_SF},
-	    {"step-prefill-fixed-ms", 1, 0, O_SPF},
-	    {"prefill-us-per-token", 1, 0, O_PPT},
-	    {"decode-us-per-seq", 1, 0, O_DPS},
-	    {"api-overhead-ms", 1, 0, O_API},
-	    {"seed", 1, 0, O_SEED},
-	    {"hash-seed", 1, 0, O_HSEED},
-	    {"events-endpoint", 1, 0, O_EV},
-	    {"replay-endpoint", 1, 0, O_RP},
-	    {"topic", 1, 0, O_TOP},
-	    {"events-format", 1, 0, O_EF},
-	    {"int-block-hashes", 1, 0, O_IBH},
-	    {"buffer-steps", 1, 0, O_BUF},
-	    {"log-level", 1, 0, O_LOG},
-	    {"help", 0, 0, O_HELP},
-	    {0, 0, 0, 0},
-	};
-	int c, lvl;
-	char *end;
-
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		errno = 0;
-		end = NULL;
-		switch (c) {
-		case O_HOST:
-			o->host = optarg;
-			break;
-		case O_PORT:
-			o->port = (int)strtol(optarg, &end, 10);
-			break;
-		case O_WID:
-			o->worker_id = optarg;
-			break;
-		case O_TOK:
-			o->tokenizer = optarg;
-			break;
-		case O_MODEL:
-			o->model = optarg;
-			break;
-		case O_TS:
-			o->time_scale = strtod(optarg, &end);
-			break;
-		case O_KVB:
-			o->kv_bytes = strtoull(optarg, &end, 10);
-			break;
-		case O_KVBT:
-			o->kv_bytes_per_token = strtoull(optarg, &end, 10);
-			break;
-		case O_NB:
-			o->num_blocks = (uint32_t)strtoul(optarg, &end, 10);
-			break;
-		case O_BS:
-			o->block_size = (uint32_t)strtoul(optarg, &end, 10);
-			break;
-		case O_MML:
-			o->max_model_len = (uint32_t)strtoul(optarg, &end, 10);
-			break;
-		case O_MNBT:
-			o->sc.max_num_batched_tokens = (uint32_t)strtoul(optarg, &end, 10);
-			break;
-		case O_MNS:
-			o->sc.max_num_seqs = (uint32_t)strtoul(optarg, &end, 10);
-			break;
-		case O_SF:
-			o->sc.step_fixed_ms = strtod(optarg, &end);
-			break;
-		case O_SPF:
-			o->sc.step_prefill_fixed_ms = strtod(optarg, &end);
-			break;
-		case O_PPT:
-			o->sc.prefill_us_per_token = strtod(optarg, &end);
-			break;
-		case O_DPS:
-			o->sc.decode_us_per_seq = strtod(optarg, &end);
-			break;
-		case O_API:
-			o->api_overhead_ms = strtod(optarg, &end);
-			break;
-		case O_SEED:
-			o->seed = strtoull(optarg, &end, 10);
-			break;
-		case O_HSEED:
-			o->hash_seed = optarg;
-			break;
-		case O_EV:
-			o->ev.endpoint = optarg;
-			break;
-		case O_RP:
-			o->ev.replay_endpoint = optarg;
-			break;
-		case O_TOP:
-			o->ev.topic = optarg;
-			break;
-		case O_EF:
-			if (!strcmp(optarg, "array"))
-				o->ev.format = KVEV_ARRAY;
-			else if (!strcmp(optarg, "map"))
-				o->ev.format = KVEV_MAP;
-			else
-				return -1;
-			break;
-		case O_IBH:
-			if (strcmp(optarg, "0") && strcmp(optarg, "1"))
-				return -1;
-			o->ev.int_hashes = optarg[0] == '1';
-			break;
-		case O_BUF:
-			o->ev.buffer_steps = strtoul(optarg, &end, 10);
-			break;
-		case O_LOG:
-			if ((lvl = log_parse_level(optarg)) < 0)
-				return -1;
-			log_set_level((enum log_level)lvl);
-			break;
-		case O_HELP:
-			usage(stdout);
-			exit(0);
-		default:
-			return -1;
-		}
-		if (errno || (end && *end)) {
-			fprintf(stderr, "kvsim: bad value '%s'\n", optarg);
-			return -1;
-		}
-	}
-	if (optind != argc || o->time_scale <= 0 || o->block_size == 0 || o->port < 0 ||
-	    o->port > 65535 || o->sc.max_num_batched_tokens == 0 || o->sc.max_num_seqs == 0 ||
-	    o->kv_bytes_per_token == 0 || o->max_model_len == 0)
-		return -1;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	struct sim sm = {0};
-	struct opts *o = &sm.o;
+	struct kvsim_opts *o = &sm.o;
 	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t salen = sizeof(sa);
 	struct epoll_event e;
@@ -1285,29 +1046,16 @@ int main(int argc, char **argv)
 	int one = 1, rc = 1, evfd = -1;
 	uint32_t nblocks;
 
-	*o = (struct opts){
-	    .host = "0.0.0.0",
-	    .worker_id = "w0",
-	    .tokenizer = "models/qwen3/tokenizer.json",
-	    .model = "Qwen/Qwen3-0.6B",
-	    .time_scale = 1,
-	    .kv_bytes = 1073741824ull,
-	    .kv_bytes_per_token = 114688,
-	    .block_size = 16,
-	    .max_model_len = 4096,
-	    .max_body = 64u << 20,
-	    .ev = {.topic = "", .format = KVEV_ARRAY, .int_hashes = true, .buffer_steps = 10000},
-	    .sc = {.max_num_batched_tokens = 2048,
-		   .max_num_seqs = 256,
-		   .step_fixed_ms = 10.0,
-		   .step_prefill_fixed_ms = 11.8,
-		   .prefill_us_per_token = 23.8,
-		   .decode_us_per_seq = 1000.0},
-	    .api_overhead_ms = 4.0};
-	if (parse_opts(argc, argv, o)) {
-		usage(stderr);
+	kvsim_opts_default(o);
+	switch (opt_parse(&kvsim_options, argc, argv, o)) {
+	case OPT_RUN:
+		break;
+	case OPT_EXIT:
+		return 0;
+	case OPT_ERROR:
 		return 2;
 	}
+	log_set_level((enum log_level)o->log_level);
 	nblocks = o->num_blocks ? o->num_blocks
 				: (uint32_t)(o->kv_bytes / o->kv_bytes_per_token / o->block_size);
 	if ((uint64_t)(o->max_model_len + o->block_size - 1) / o->block_size > nblocks - 1) {

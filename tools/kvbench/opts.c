@@ -1,0 +1,468 @@
+// SPDX-License-Identifier: Apache-2.0
+/* opts: kvbench's flags, defaults and checks (opts.h). */
+#include "opts.h"
+
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace.h"
+
+/* size_t counts are read as OPT_U64: the same type on the 64-bit targets. */
+_Static_assert(sizeof(size_t) == sizeof(uint64_t), "size_t counts are read as uint64_t");
+
+void kvbench_opts_default(struct kvbench_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->spread = SPREAD_RANDOM;
+	o->wl = (struct wl_opts){
+	    .prefix_types = 7, .prefix_tokens = 2032, .suffix_tokens = 339, .seed = 1};
+	o->concurrency = 8;
+	o->runs = 1;
+	o->output_tokens = 64;
+	o->warmup = true;
+	o->tokenizer = "models/qwen3/tokenizer.json";
+	o->model = "Qwen/Qwen3-0.6B";
+	o->api = API_COMPLETIONS;
+	o->timeout_s = 600;
+	o->time_scale = 1;
+	policy_kv_defaults(&o->kv);
+	o->trace_bt = TRACE_FORMAT_BLOCK;
+	o->trace_speedup = 1;
+}
+
+const char *kvbench_spread_name(const struct kvbench_opts *o)
+{
+	return o->spread == SPREAD_RR	    ? "round-robin"
+	       : o->spread == SPREAD_ROUTER ? o->policy
+					    : "random";
+}
+
+int kvbench_opts_finish(struct kvbench_opts *o)
+{
+	if (o->trace) {
+		const char *bad =
+		    o->api == API_CHAT ? "--api chat (a token-id prompt needs /v1/completions)"
+		    : o->keep_alive    ? "--keep-alive (each row opens its own connection)"
+		    : o->requests_set  ? "--requests (use --trace-limit)"
+				       : NULL;
+
+		if (bad) {
+			fprintf(stderr, "kvbench: --trace does not take %s\n", bad);
+			return -1;
+		}
+	}
+	if (!o->nt) {
+		fprintf(stderr, "kvbench: give --url URL[,URL...] (see --help)\n");
+		return -1;
+	}
+	if (o->nev && (o->nev != o->nt || o->spread != SPREAD_ROUTER)) {
+		fprintf(stderr,
+			"kvbench: --events needs a policy --spread (dynamo, kv, approx) and "
+			"one endpoint per --url\n");
+		return -1;
+	}
+	if (!o->requests_set)
+		o->wl.requests = o->wl.prefix_types * 20 > 200 ? o->wl.prefix_types * 20 : 200;
+	if (!o->nm && o->reset) {
+		memcpy(o->m, o->t, sizeof(o->t));
+		o->nm = o->nt;
+	}
+	return 0;
+}
+
+/* Reads s as a count: decimal digits only (strtoull would take "-1" for its maximum), at most
+ * max, into *v. Returns 0, or -1 when s is not such a count. */
+static int parse_count(const char *s, uint64_t max, uint64_t *v)
+{
+	char *end = NULL;
+
+	if (!s[0] || strspn(s, "0123456789") != strlen(s))
+		return -1;
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	return errno || *end || *v > max ? -1 : 0;
+}
+
+/* A number above 0 and finite. 0 or -1. */
+static int parse_above0(const char *s, double *v)
+{
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(s, &end);
+	if (end == s || *end || errno || !(x > 0) || !isfinite(x))
+		return -1;
+	*v = x;
+	return 0;
+}
+
+/* "http://host:port/base" (http only), the first len bytes of u. */
+static int parse_url(const char *u, size_t len, struct kvbench_target *t)
+{
+	char tmp[96], *hp, *slash, *colon;
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
+	int port = 80;
+
+	if (len >= sizeof(tmp))
+		return -1;
+	memcpy(tmp, u, len);
+	tmp[len] = '\0';
+	if (strncmp(tmp, "http://", 7) != 0)
+		return -1;
+	hp = tmp + 7;
+	slash = strchr(hp, '/');
+	snprintf(t->base, sizeof(t->base), "%.90s", slash ? slash : "");
+	if (slash)
+		*slash = '\0';
+	size_t bl = strlen(t->base);
+	while (bl > 0 && t->base[bl - 1] == '/')
+		t->base[--bl] = '\0';
+	snprintf(t->hostport, sizeof(t->hostport), "%.90s", hp);
+	colon = strrchr(hp, ':');
+	if (colon) {
+		*colon = '\0';
+		port = atoi(colon + 1);
+		if (port <= 0 || port > 65535)
+			return -1;
+	}
+	snprintf(t->host, sizeof(t->host), "%.90s", hp);
+	if (getaddrinfo(hp, NULL, &hints, &ai) != 0)
+		return -1;
+	memcpy(&t->addr, ai->ai_addr, sizeof(t->addr));
+	t->addr.sin_port = htons((uint16_t)port);
+	freeaddrinfo(ai);
+	return 0;
+}
+
+/* "URL[,URL...]" into t[0..*n): replaces the list. */
+static int parse_url_list(const char *s, struct kvbench_target *t, int *n)
+{
+	*n = 0;
+	while (*s) {
+		const char *e = strchr(s, ',');
+		size_t len = e ? (size_t)(e - s) : strlen(s);
+
+		if (len && (*n >= KVBENCH_MAX_TARGETS || parse_url(s, len, &t[(*n)++])))
+			return -1;
+		s += len + (e ? 1 : 0);
+	}
+	return *n ? 0 : -1;
+}
+
+/* A URL list as the flag takes it, comma-separated (0 when empty). */
+static int show_url_list(const struct kvbench_target *t, int n, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < n && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%shttp://%s%s", i ? "," : "",
+				       t[i].hostport, t[i].base);
+	return n > 0;
+}
+
+static int parse_url_opt(void *cfg, const char *arg)
+{
+	struct kvbench_opts *o = cfg;
+
+	return parse_url_list(arg, o->t, &o->nt);
+}
+
+static int show_url_opt(const void *cfg, char *buf, size_t n)
+{
+	const struct kvbench_opts *o = cfg;
+
+	return show_url_list(o->t, o->nt, buf, n);
+}
+
+static int parse_metrics_urls(void *cfg, const char *arg)
+{
+	struct kvbench_opts *o = cfg;
+
+	return parse_url_list(arg, o->m, &o->nm);
+}
+
+static int show_metrics_urls(const void *cfg, char *buf, size_t n)
+{
+	const struct kvbench_opts *o = cfg;
+
+	return show_url_list(o->m, o->nm, buf, n);
+}
+
+/* --events EP[,EP...]: appended to those already given (empty items skipped, at most
+ * KVBENCH_MAX_TARGETS kept). */
+static int parse_events(void *cfg, const char *arg)
+{
+	struct kvbench_opts *o = cfg;
+	char *dup = strdup(arg), *save = NULL, *tk;
+
+	if (!dup)
+		return -1;
+	for (tk = strtok_r(dup, ",", &save); tk && o->nev < KVBENCH_MAX_TARGETS;
+	     tk = strtok_r(NULL, ",", &save))
+		o->events[o->nev++] = strdup(tk);
+	free(dup);
+	return 0;
+}
+
+static int show_events(const void *cfg, char *buf, size_t n)
+{
+	const struct kvbench_opts *o = cfg;
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < o->nev && at < n; i++)
+		at += (size_t)snprintf(buf + at, n - at, "%s%s", i ? "," : "", o->events[i]);
+	return o->nev > 0;
+}
+
+/* --spread random|round-robin|POLICY. */
+static int parse_spread(void *cfg, const char *arg)
+{
+	struct kvbench_opts *o = cfg;
+
+	if (!strcmp(arg, "random")) {
+		o->spread = SPREAD_RANDOM;
+	} else if (!strcmp(arg, "round-robin")) {
+		o->spread = SPREAD_RR;
+	} else if (policy_find(arg)) {
+		o->spread = SPREAD_ROUTER;
+		o->policy = arg;
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+static int show_spread(const void *cfg, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s", kvbench_spread_name(cfg));
+	return 1;
+}
+
+/* --popularity uniform|zipf:S. */
+static int parse_popularity(void *cfg, const char *arg)
+{
+	struct kvbench_opts *o = cfg;
+	char *end;
+	double s;
+
+	if (!strcmp(arg, "uniform")) {
+		o->wl.zipf_s = 0;
+		return 0;
+	}
+	if (strncmp(arg, "zipf:", 5))
+		return -1;
+	errno = 0;
+	s = strtod(arg + 5, &end);
+	if (errno || *end)
+		return -1;
+	o->wl.zipf_s = s;
+	return 0;
+}
+
+static int show_popularity(const void *cfg, char *buf, size_t n)
+{
+	const struct kvbench_opts *o = cfg;
+
+	if (o->wl.zipf_s == 0)
+		snprintf(buf, n, "uniform");
+	else
+		snprintf(buf, n, "zipf:%g", o->wl.zipf_s);
+	return 1;
+}
+
+static int parse_requests(void *cfg, const char *arg)
+{
+	struct kvbench_opts *o = cfg;
+	uint64_t v;
+
+	if (parse_count(arg, SIZE_MAX, &v))
+		return -1;
+	o->wl.requests = (size_t)v;
+	o->requests_set = true;
+	return 0;
+}
+
+static int show_requests(const void *cfg, char *buf, size_t n)
+{
+	const struct kvbench_opts *o = cfg;
+
+	snprintf(buf, n, "%zu", o->wl.requests);
+	return o->requests_set;
+}
+
+static int parse_prefix_seed(void *cfg, const char *arg)
+{
+	struct kvbench_opts *o = cfg;
+
+	if (parse_count(arg, UINT64_MAX, &o->wl.prefix_seed))
+		return -1;
+	o->wl.prefix_seed_set = true;
+	return 0;
+}
+
+static int show_prefix_seed(const void *cfg, char *buf, size_t n)
+{
+	const struct kvbench_opts *o = cfg;
+
+	snprintf(buf, n, "%llu", (unsigned long long)o->wl.prefix_seed);
+	return o->wl.prefix_seed_set;
+}
+
+static int parse_time_scale(void *cfg, const char *arg)
+{
+	return parse_above0(arg, &((struct kvbench_opts *)cfg)->time_scale);
+}
+
+static int show_time_scale(const void *cfg, char *buf, size_t n)
+{
+	snprintf(buf, n, "%g", ((const struct kvbench_opts *)cfg)->time_scale);
+	return 1;
+}
+
+static int parse_trace_speedup(void *cfg, const char *arg)
+{
+	return parse_above0(arg, &((struct kvbench_opts *)cfg)->trace_speedup);
+}
+
+static int show_trace_speedup(const void *cfg, char *buf, size_t n)
+{
+	snprintf(buf, n, "%g", ((const struct kvbench_opts *)cfg)->trace_speedup);
+	return 1;
+}
+
+static const char *const api_names[] = {"completions", "chat", NULL};
+
+#define F(f) offsetof(struct kvbench_opts, f)
+#define COUNT_MAX 1e9 /* counts without a bound of their own */
+
+/* Option tables name the leading fields and leave the rest zero. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+static const struct opt kvbench_flags[] = {
+    {"Targets", OPT_SECTION},
+    {"url", OPT_FUNC, 0, "URL[,URL...]", 0, 0,
+     "http://host:port[/base] targets, one worker or Service each", OPT_NO_DEFAULT,
+     .parse = parse_url_opt, .show = show_url_opt},
+    {"spread", OPT_FUNC, 0, "random|round-robin|POLICY", 0, 0,
+     "how each request picks its URL: random or round-robin per connection (a Service), or "
+     "a kvsplice policy run client-side: dynamo, kv, approx",
+     .parse = parse_spread, .show = show_spread},
+    {"events", OPT_FUNC, 0, "EP[,EP...]", 0, 0,
+     "the workers' KV event endpoints (tcp://IP:PORT), one per --url in order: a policy "
+     "--spread then takes what the workers hold from their events (Dynamo's KV routing) "
+     "instead of its own routing history (approximate mode)",
+     OPT_NO_DEFAULT, .parse = parse_events, .show = show_events},
+    {"metrics-urls", OPT_FUNC, 0, "URL[,...]", 0, 0,
+     "worker base URLs: vllm:prefix_cache_* deltas per run", OPT_NO_DEFAULT,
+     .parse = parse_metrics_urls, .show = show_metrics_urls},
+    {"reset", OPT_FLAG, F(reset), NULL, 0, 0,
+     "POST /reset_prefix_cache to the metrics URLs (or the --url list) before each run"},
+
+    {"The seeds' workload", OPT_SECTION},
+    {"prefix-types", OPT_U32, F(wl.prefix_types), "P", 1, COUNT_MAX, "prefix types"},
+    {"popularity", OPT_FUNC, 0, "uniform|zipf:S", 0, 0, "prefix popularity",
+     .parse = parse_popularity, .show = show_popularity},
+    {"concurrency", OPT_U32, F(concurrency), "C", 1, COUNT_MAX, "closed-loop clients"},
+    {"requests", OPT_FUNC, 0, "N", 0, 0, "measured requests", .parse = parse_requests,
+     .show = show_requests, .dflt = "max(200, 20 x --prefix-types)"},
+    {"runs", OPT_U32, F(runs), "R", 1, 64, "runs; the table's last row and the JSON are medians"},
+    {"seed", OPT_U64, F(wl.seed), "S", 0, 0, "workload seed"},
+    {"prefix-seed", OPT_FUNC, 0, "S", 0, 0,
+     "the prefix texts' own seed: clients with different --seed then share one prefix set",
+     .parse = parse_prefix_seed, .show = show_prefix_seed, .dflt = "--seed"},
+    {"prefix-tokens", OPT_U32, F(wl.prefix_tokens), "N", 0, 0, "tokens of each shared prefix"},
+    {"suffix-tokens", OPT_U32, F(wl.suffix_tokens), "N", 0, 0,
+     "tokens of each request's unique suffix"},
+    {"output-tokens", OPT_U32, F(output_tokens), "N", 1, COUNT_MAX, "tokens generated per request"},
+    {"mixed-lengths", OPT_U32, F(wl.mixed_pct), "PCT", 0, 90,
+     "vary prefix and suffix lengths by +-PCT %"},
+    {"keep-alive", OPT_FLAG, F(keep_alive), NULL, 0, 0,
+     "reuse connections (pins a client to a worker)"},
+    {"no-warmup", OPT_CLEAR, F(warmup), NULL, 0, 0, "skip the warm-up requests"},
+
+    {"Requests", OPT_SECTION},
+    {"tokenizer", OPT_STR, F(tokenizer), "PATH", 0, 0, "tokenizer.json"},
+    {"model", OPT_STR, F(model), "NAME", 0, 0, "model field"},
+    {"api", OPT_CHOICE, F(api), NULL, 0, 0, "endpoint: /v1/completions or /v1/chat/completions",
+     .choices = api_names},
+    {"timeout", OPT_DOUBLE, F(timeout_s), "S", 0, 0,
+     "give up on a run after S seconds (with --trace: counted from the last row's time)"},
+    {"time-scale", OPT_FUNC, 0, "S", 0, 0,
+     "the workers' --time-scale (above 0): TTFT and req/s are reported in model time",
+     .parse = parse_time_scale, .show = show_time_scale},
+
+    {"Output", OPT_SECTION},
+    {"label", OPT_STR, F(label), "NAME", 0, 0, "name shown in progress lines and the JSON",
+     OPT_NO_DEFAULT},
+    {"json", OPT_FLAG, F(json), NULL, 0, 0, "JSON on stdout instead of the table"},
+    {"quiet", OPT_FLAG, F(quiet), NULL, 0, 0, "no progress on stderr"},
+    {"route-stats", OPT_FLAG, F(route_stats), NULL, 0, 0,
+     "with a policy --spread: the router's decision counters (kvsplice_route_* of /metrics) "
+     "on stderr after each run"},
+    {"route-log", OPT_STR, F(route_log), "FILE", 0, 0,
+     "with a policy --spread: the router's last decisions (/debug/route JSON) written to FILE "
+     "after each run",
+     OPT_NO_DEFAULT},
+    {"request-log", OPT_STR, F(request_log), "FILE", 0, 0,
+     "one JSON line per measured request appended to FILE: run, k, prefix, worker, start, "
+     "ttft, total (model ms), cached and prompt tokens, ok",
+     OPT_NO_DEFAULT},
+
+    {"The kv policy's tunables (--spread kv or approx; kvsplice's own)", OPT_SECTION},
+    {"", OPT_INCLUDE, F(kv), .sub = policy_kv_options, .nsub = POLICY_KV_NOPTIONS},
+
+    {"Trace replay (--concurrency, --requests, --keep-alive, --api chat do not apply)",
+     OPT_SECTION},
+    {"trace", OPT_STR, F(trace), "FILE", 0, 0,
+     "the trace (one JSON object a line: timestamp, input_length, output_length, hash_ids; "
+     "rows sorted by time; a bad line is refused with its number)",
+     OPT_NO_DEFAULT},
+    {"trace-block-tokens", OPT_U32, F(trace_bt), "B", 1, TRACE_FORMAT_BLOCK,
+     "tokens per hash id (by default the trace format's own)"},
+    {"trace-start", OPT_U64, F(trace_start), "N", 0, 0, "skip the first N rows"},
+    {"trace-limit", OPT_U64, F(trace_limit), "N", 0, 0, "replay at most N rows (0: all)"},
+    {"trace-speedup", OPT_FUNC, 0, "X", 0, 0, "play the schedule X times faster (above 0)",
+     .parse = parse_trace_speedup, .show = show_trace_speedup},
+    {"trace-max-output", OPT_U32, F(trace_max_output), "N", 0, 0,
+     "cap max_tokens at N (0: no cap)"},
+    {"max-prompt-tokens", OPT_U64, F(max_prompt_tokens), "N", 0, 0,
+     "refuse, before sending anything, a trace with a prompt longer than N tokens after "
+     "scaling (0: no limit)"},
+};
+
+static void defaults(void *cfg)
+{
+	kvbench_opts_default(cfg);
+}
+
+const struct opt_table kvbench_options = {
+    .prog = "kvbench",
+    .synopsis = "Usage: kvbench --url URL[,URL...] --prefix-types P --concurrency C --seed S "
+		"--tokenizer PATH [options]\n"
+		"       kvbench --url URL[,URL...] --trace FILE --tokenizer PATH [trace options]\n",
+    .about = "The seeds' workload: P shared prefixes of --prefix-tokens + a unique suffix of "
+	     "--suffix-tokens per request, --output-tokens generated, streamed, a new connection "
+	     "per request, one warm-up request per prefix first (not counted).",
+    .epilog = "--trace: a Mooncake / aiperf mooncake_trace JSONL file replayed open-loop, each\n"
+	      "row sent at its timestamp (ms after the first replayed row) / --time-scale /\n"
+	      "--trace-speedup, finished or not the rows before. Each hash id becomes B fixed\n"
+	      "token ids (equal ids, equal tokens, on every worker and run), input_length\n"
+	      "scales by B/512 with the last block cut to it; the prompt goes out as token ids,\n"
+	      "max_tokens = max(1, round(output_length * B/512)). No warm-up. Reports the\n"
+	      "trace's own ideal cached ratio (an infinite cache on one worker), the send lag\n"
+	      "(wall ms: how late rows went out) and the requests each worker answered\n"
+	      "(x-kvsim-worker, else the URL).\n"
+	      "\n"
+	      "Exit status: 0, 1 when a request (or the setup) failed, 2 for bad arguments or a\n"
+	      "trace refused before anything was sent, 130 when interrupted.\n",
+    .v = kvbench_flags,
+    .n = sizeof(kvbench_flags) / sizeof(kvbench_flags[0]),
+    .cfg_size = sizeof(struct kvbench_opts),
+    .defaults = defaults,
+};
