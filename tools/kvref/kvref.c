@@ -14,6 +14,8 @@
 #include "core/options.h"
 #include "daemon/catalog.h"
 #include "daemon/config.h"
+#include "../kvbench/opts.h"
+#include "../kvsim/opts.h"
 
 /* Appends s to out with the characters that would end a Markdown table cell escaped. */
 static int cell(struct buf *out, const char *s)
@@ -110,6 +112,8 @@ static const struct {
 } programs[] = {
     {"kvsplice", "the daemon", &daemon_options},
     {"kvsplice detach", "removes the pinned BPF state", &daemon_detach_options},
+    {"kvbench", "the load generator and benchmark client", &kvbench_options},
+    {"kvsim", "one simulated vLLM worker", &kvsim_options},
 };
 
 static int page_flags(struct buf *out)
