@@ -967,14 +967,19 @@ static void initial_replay_tests(void)
 	events_worker_add(ev, 0, "idle", p.pub_ep, p.rep_ep, "kv");
 	events_worker_stats(ev, 0, &st);
 	CHECK(st.replaying, "joining: the initial sync starts at once");
+	EQ(st.state, EVENTS_ST_SYNCING, "joining: state syncing, nothing fed yet");
 	CHECK(debug_has(ev, "\"state\":\"syncing\""), "debug JSON: the worker is syncing");
+	CHECK(debug_has(ev, "\"seq_state\":\"syncing\",\"pub_lost\":false"),
+	      "debug JSON: seq_state syncing, publisher not lost");
 	EQ(serve_replay(&p, 8, 1000), 0, "idle worker: replay asked from seq 0, nothing published");
 	pump(ev, 200);
 	events_worker_stats(ev, 0, &st);
 	CHECK(st.replays_ok == 1 && st.next_seq == 8 && !st.replaying && st.batches == 8,
 	      "initial sync applied 0..7 (next seq %llu)", (unsigned long long)st.next_seq);
 	EQ(depth_of(idx, 0, 12), 8, "depth 8 with no live batch seen");
+	EQ(st.state, EVENTS_ST_LIVE, "initial sync done: state live");
 	CHECK(debug_has(ev, "\"state\":\"live\""), "debug JSON: then live");
+	CHECK(debug_has(ev, "\"seq_state\":\"live\""), "debug JSON: seq_state live");
 	/* the live copies of 6 and 7 reach the SUB after the replay delivered them */
 	publish(&p, 6);
 	publish(&p, 7);
@@ -1117,6 +1122,7 @@ static void join_sync_tests(void)
 	EQ(events_worker_resync(ev, 0), 0, "resync");
 	events_worker_stats(ev, 0, &st);
 	CHECK(st.replaying && !st.have_seq && st.pending == 0, "resync: syncing from scratch");
+	EQ(st.state, EVENTS_ST_SYNCING, "resync: state syncing");
 	EQ(depth_of(idx, 0, 12), 0, "resync: the old blocks dropped at once");
 	EQ(serve_replay(&p, 3, 1000), 0, "resync: replay asked from seq 0");
 	pump(ev, 200);
@@ -1147,6 +1153,7 @@ static void join_sync_tests(void)
 	EQ(events_worker_resync(ev, 2), 0, "norep: resync");
 	events_worker_stats(ev, 2, &st);
 	CHECK(!st.replaying && !st.have_seq, "norep: no sync to run, waiting for a batch");
+	EQ(st.state, EVENTS_ST_WAITING, "norep: state waiting");
 	EQ(depth_of(idx, 2, 12), 0, "norep: blocks dropped");
 	publish(&q, 7);
 	pump(ev, 150);
@@ -1562,6 +1569,10 @@ static void publisher_loss_tests(void)
 	    "%llu)",
 	    (unsigned long long)st.disconnects, (unsigned long long)st.drops);
 	EQ(depth_of(idx, 0, 40), 0, "its blocks left the index at once");
+	CHECK(st.flags == (EVENTS_F_PUB_LOST | EVENTS_F_CHECK_RESTART),
+	      "publisher gone: flagged lost, its position kept for the restart check");
+	CHECK(debug_has(ev, "\"pub_lost\":true,\"restart_check\":true"),
+	      "/debug/index shows both flags");
 	CHECK(debug_has(ev, "\"disconnects\":1"), "/debug/index shows the disconnect");
 
 	pub_replace(&p, true); /* a new process on the same address, its buffer 0..1 */
@@ -1572,6 +1583,8 @@ static void publisher_loss_tests(void)
 	      "its sequence stands below where it was: a restart (restarts %llu, next %llu)",
 	      (unsigned long long)st.restarts, (unsigned long long)st.next_seq);
 	EQ(depth_of(idx, 0, 40), 2, "the new process's blocks from its buffer");
+	CHECK(st.flags == 0 && st.state == EVENTS_ST_LIVE,
+	      "back and synced: no flag left, state live");
 	CHECK(wait_subscribed(ev, &p, 3000), "subscribed again");
 	publish(&p, 2);
 	publish(&p, 3);
