@@ -639,7 +639,8 @@ void router_set_services(struct router *r, const struct services *s)
 
 			ns[i].slot[k] = w ? w->slot : UINT32_MAX;
 			if (w)
-				w->events_id = r->ev ? events_worker_find(r->ev, w->name) : -1;
+				workers_set_events_id(w, r->ev ? events_worker_find(r->ev, w->name)
+							       : -1);
 		}
 	}
 	r->svcs = ns;
@@ -949,7 +950,7 @@ static void finish_prompt(struct router *r, struct flight *f)
 	} else if (w && f->prefill) { /* its backlog there: the blocks it does not hold, exact */
 		uint32_t d = nb0 - f->prefill, p = f->nblocks > d ? f->nblocks - d : 0;
 
-		w->prefill = w->prefill - f->prefill + p;
+		workers_prefill_move(w, f->prefill, p);
 		f->prefill = p;
 	}
 	rec = rec_find(r, f->rec_seq);
@@ -1308,9 +1309,9 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 			 * (those a request in flight there computes are cached when it is
 			 * scheduled) */
 			f->prefill = f->nblocks - (d < f->nblocks ? d : f->nblocks);
-			w->prefill += f->prefill;
+			workers_prefill_add(w, f->prefill);
 		}
-		w->routed++;
+		workers_routed(w);
 		if ((f->view == VIEW_APPROX || f->view == VIEW_TEXT) && f->n)
 			approx_insert(r->ax, w->slot, f->chain, f->n, clock_s());
 	}
@@ -1373,7 +1374,7 @@ static void prefill_done(struct router *r, struct flight *f)
 	struct worker *w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
 
 	if (w && f->prefill)
-		w->prefill -= f->prefill < w->prefill ? f->prefill : w->prefill;
+		workers_prefill_done(w, f->prefill);
 	f->prefill = 0;
 }
 
@@ -1382,10 +1383,8 @@ static void decode_off(struct router *r, struct flight *f)
 {
 	struct worker *w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
 
-	if (w && f->first_s > 0 && w->decoding) {
-		w->decoding--;
-		w->decode_since = w->decoding ? w->decode_since - f->first_s : 0;
-	}
+	if (w && f->first_s > 0)
+		workers_decode_end(w, f->first_s);
 	f->first_s = 0;
 }
 
@@ -1453,8 +1452,7 @@ void router_first_byte(struct router *r, struct router_ticket *t)
 	prefill_done(r, f);
 	if (w && f->first_s <= 0) {
 		f->first_s = clock_s();
-		w->decoding++;
-		w->decode_since += f->first_s;
+		workers_decode_start(w, f->first_s);
 	}
 }
 
@@ -1515,7 +1513,7 @@ void router_done(struct router *r, struct router_ticket *t, const struct router_
 	/* vLLM leaves prompt_tokens_details out of the usage when nothing was cached: from a worker
 	 * known to report them, a usage without them is 0 cached tokens, not "unknown" */
 	if (w && cached >= 0)
-		w->reports_cached = true;
+		workers_reports_cached(w);
 	else if (w && w->reports_cached && o->prompt_tokens >= 0)
 		cached = 0;
 	rec = rec_find(r, f->rec_seq);
