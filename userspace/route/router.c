@@ -10,6 +10,7 @@
  * array indexed by ticket (1-based), recycled through a free list; their chain buffers are kept
  * for the next request, so a warm router allocates nothing per request. */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,8 +58,20 @@ static const char *const fb_names[FB_MAX] = {
 enum view { VIEW_NONE, VIEW_EVENTS, VIEW_APPROX, VIEW_TEXT };
 static const char *const view_names[] = {"none", "events", "approx", "text"};
 
+/* Where a flight stands; changed only by flight_set, along the moves it allows:
+ *   FREE -> ON (router_pick) -> QUEUED (router_sent, a partial prompt) -> ON (router_work did its
+ *   rest); ON -> RETIRED (router_done while its rest is not done); ON, QUEUED, RETIRED -> FREE. */
+enum flight_state {
+	FLIGHT_FREE,	/* on the free list */
+	FLIGHT_ON,	/* between router_pick and router_done, nothing queued */
+	FLIGHT_QUEUED,	/* sent, its prompt's rest queued for router_work */
+	FLIGHT_RETIRED, /* done, off its worker, its rest still queued: router_work books and frees
+			   it */
+	FLIGHT_NSTATES
+};
+
 struct flight {
-	bool used;
+	enum flight_state state;
 	uint32_t next_free;
 	uint32_t slot; /* worker slot of the current attempt, UINT32_MAX: none */
 	uint64_t *chain;
@@ -85,16 +98,52 @@ struct flight {
 	 * the rest; finish_prompt then registers it whole. */
 	size_t reg_n;
 	uint32_t reg_unhashed;
-	/* Sent, its rest waiting for router_work: its neighbours in the router's queue (ids, 0:
-	 * none). */
-	bool queued;
+	/* QUEUED or RETIRED: its neighbours in the router's queue (ids, 0: none). */
 	uint32_t qprev, qnext;
-	/* Done (router_done) with its rest still queued: off its worker already, it waits only
-	 * for its token count, which router_work books (book_prompt: into the prompt-token
-	 * metric) before it frees the flight. A worker that answers within microseconds then
-	 * does not hold the loop while the rest of a long prompt is tokenized. */
-	bool retired, book_prompt;
+	/* RETIRED: off its worker already, it waits only for its token count, which router_work
+	 * books (book_prompt: into the prompt-token metric) before it frees the flight. A worker
+	 * that answers within microseconds then does not hold the loop while the rest of a long
+	 * prompt is tokenized. */
+	bool book_prompt;
 };
+
+static const char *flight_state_name(enum flight_state s)
+{
+	static const char *const names[FLIGHT_NSTATES] = {
+	    [FLIGHT_FREE] = "free",
+	    [FLIGHT_ON] = "on",
+	    [FLIGHT_QUEUED] = "queued",
+	    [FLIGHT_RETIRED] = "retired",
+	};
+
+	return (unsigned)s < FLIGHT_NSTATES ? names[s] : "?";
+}
+
+/* Moves f to state to. A move not in the list above is a bug of this file: asserted, and
+ * logged when asserts are compiled out (the move is made: the accounting around it already
+ * was). */
+static void flight_set(struct flight *f, enum flight_state to)
+{
+	static const unsigned char moves[FLIGHT_NSTATES] = {
+	    [FLIGHT_FREE] = 1u << FLIGHT_ON,
+	    [FLIGHT_ON] = 1u << FLIGHT_QUEUED | 1u << FLIGHT_RETIRED | 1u << FLIGHT_FREE,
+	    [FLIGHT_QUEUED] = 1u << FLIGHT_ON | 1u << FLIGHT_FREE,
+	    [FLIGHT_RETIRED] = 1u << FLIGHT_FREE,
+	};
+	bool ok = (unsigned)f->state < FLIGHT_NSTATES && (moves[f->state] & 1u << to);
+
+	assert(ok);
+	if (!ok)
+		log_error("router", "flight: no move from %s to %s", flight_state_name(f->state),
+			  flight_state_name(to));
+	f->state = to;
+}
+
+/* In the router's queue (its rest owed by router_work)? */
+static bool flight_queued(const struct flight *f)
+{
+	return f->state == FLIGHT_QUEUED || f->state == FLIGHT_RETIRED;
+}
 
 struct rec_cand {
 	char ep[DISCOVERY_NAME_MAX];
@@ -808,12 +857,13 @@ static void flight_unreg(struct router *r, struct flight *f)
 		workers_flight_del(r->ws, f->slot, f->chain, f->reg_n, f->reg_unhashed);
 }
 
-/* The queue of flights whose rest router_work has to do. */
-static void queue_push(struct router *r, uint32_t id)
+/* The queue of flights whose rest router_work has to do: flight id in, as to (QUEUED or
+ * RETIRED). */
+static void queue_push(struct router *r, uint32_t id, enum flight_state to)
 {
 	struct flight *f = &r->fl[id - 1];
 
-	f->queued = true;
+	flight_set(f, to);
 	f->qnext = 0;
 	f->qprev = r->q_tail;
 	if (r->q_tail)
@@ -824,10 +874,9 @@ static void queue_push(struct router *r, uint32_t id)
 	r->nq++;
 }
 
-static void queue_del(struct router *r, struct flight *f)
+/* Takes f out of the queue's links (its state is the caller's). */
+static void queue_unlink(struct router *r, struct flight *f)
 {
-	if (!f->queued)
-		return;
 	if (f->qprev)
 		r->fl[f->qprev - 1].qnext = f->qnext;
 	else
@@ -836,9 +885,18 @@ static void queue_del(struct router *r, struct flight *f)
 		r->fl[f->qnext - 1].qprev = f->qprev;
 	else
 		r->q_tail = f->qprev;
-	f->queued = false;
 	f->qprev = f->qnext = 0;
 	r->nq--;
+}
+
+/* A sent flight's rest no longer owed by router_work (done, or about to be retired): ON again.
+ * A no-op for a flight not QUEUED. */
+static void queue_del(struct router *r, struct flight *f)
+{
+	if (f->state != FLIGHT_QUEUED)
+		return;
+	queue_unlink(r, f);
+	flight_set(f, FLIGHT_ON);
 }
 
 /* The request body read for its prompt: tokenized whole, or with lazy its text kept untokenized
@@ -925,7 +983,8 @@ static int read_text_prompt(struct router *r, struct flight *f, const struct tok
 }
 
 /* The rest of f's prompt, tokenized and hashed: its chain, token count and worker accounting
- * become exact (router_sent; router_done when it was never sent). */
+ * become exact (router_sent; router_done when it was never sent). f is out of the queue, or
+ * RETIRED (freed next). */
 static void finish_prompt(struct router *r, struct flight *f)
 {
 	struct worker *w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
@@ -933,7 +992,6 @@ static void finish_prompt(struct router *r, struct flight *f)
 	size_t n0 = f->n;
 	uint32_t nb0 = f->nblocks;
 
-	queue_del(r, f);
 	if (!f->partial)
 		return;
 	if (tokenizer_encode_more(f->tok, tcache_of(r, f->tok), &f->ts, SIZE_MAX, &f->toks) < 0)
@@ -1215,7 +1273,7 @@ static struct flight *flight_new(struct router *r, uint32_t *id)
 		memset(f, 0, sizeof(*f));
 		*id = ++r->nfl;
 	}
-	f->used = true;
+	flight_set(f, FLIGHT_ON);
 	f->slot = UINT32_MAX;
 	f->n = f->nblocks = 0;
 	f->partial = false;
@@ -1224,9 +1282,8 @@ static struct flight *flight_new(struct router *r, uint32_t *id)
 	f->first_s = 0;
 	f->reg_n = 0;
 	f->reg_unhashed = 0;
-	f->queued = false;
 	f->qprev = f->qnext = 0;
-	f->retired = f->book_prompt = false;
+	f->book_prompt = false;
 	return f;
 }
 
@@ -1243,9 +1300,10 @@ static void flight_release(struct router *r, uint32_t id)
 {
 	struct flight *f = &r->fl[id - 1];
 
-	queue_del(r, f);
+	if (flight_queued(f))
+		queue_unlink(r, f);
 	flight_off(r, f);
-	f->used = false;
+	flight_set(f, FLIGHT_FREE);
 	f->next_free = r->free_fl;
 	r->free_fl = id;
 }
@@ -1392,8 +1450,8 @@ void router_sent(struct router *r, struct router_ticket *t)
 {
 	struct flight *f = t->flight ? &r->fl[t->flight - 1] : NULL;
 
-	if (f && f->partial && !f->queued)
-		queue_push(r, t->flight);
+	if (f && f->partial && !flight_queued(f))
+		queue_push(r, t->flight, FLIGHT_QUEUED);
 }
 
 bool router_busy(const struct router *r)
@@ -1401,15 +1459,18 @@ bool router_busy(const struct router *r)
 	return r->q_head != 0;
 }
 
-/* Flight id's rest tokenized and hashed (finish_prompt); one already done (retired) is then
- * booked and freed. */
+/* Flight id's rest tokenized and hashed (finish_prompt); one already done (RETIRED) is then
+ * booked and freed, one still on (QUEUED) is ON again. */
 static void complete(struct router *r, uint32_t id)
 {
 	struct flight *f = &r->fl[id - 1];
 
-	finish_prompt(r, f);
-	if (!f->retired)
+	if (f->state != FLIGHT_RETIRED) {
+		queue_del(r, f);
+		finish_prompt(r, f);
 		return;
+	}
+	finish_prompt(r, f);
 	if (f->book_prompt && r->metrics)
 		metrics_add(r->st.tok_prompt, f->prompt_tokens);
 	flight_release(r, id);
@@ -1437,7 +1498,7 @@ void router_settle(struct router *r)
 {
 	for (uint32_t id = r->q_head, next; id; id = next) {
 		next = r->fl[id - 1].qnext;
-		if (r->fl[id - 1].retired)
+		if (r->fl[id - 1].state == FLIGHT_RETIRED)
 			complete(r, id);
 	}
 }
@@ -1546,8 +1607,7 @@ void router_done(struct router *r, struct router_ticket *t, const struct router_
 		 * by router_work while the loop is idle (complete), not on this turn */
 		queue_del(r, f); /* behind the requests still in flight, whose rests count more */
 		flight_off(r, f);
-		f->retired = true;
-		queue_push(r, t->flight);
+		queue_push(r, t->flight, FLIGHT_RETIRED);
 	} else {
 		flight_release(r, t->flight);
 	}
