@@ -197,4 +197,8 @@ static inline uint64_t rnd(struct router *r)
 	return mix_next(&r->rng);
 }
 
+/* router_debug.c */
+/* Registers r's metrics and its /metrics collector (none without r->metrics). 0 or -ENOMEM. */
+int router_debug_stats_init(struct router *r);
+
 #endif
