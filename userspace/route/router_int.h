@@ -26,6 +26,7 @@
 #include "prompt/tokenizer.h"
 #include "route/policy.h"
 #include "route/router.h"
+#include "route/workers.h"
 
 /* Why a request could not be read exactly (the label of kvsplice_route_fallbacks_total). */
 #define FALLBACKS(X)                                                                               \
@@ -195,6 +196,61 @@ struct router {
 static inline uint64_t rnd(struct router *r)
 {
 	return mix_next(&r->rng);
+}
+
+/* router.c */
+/* Grows the per-request scratch to ncand candidates and ndepth depths. 0 or -ENOMEM. */
+int router_scratch(struct router *r, size_t ncand, size_t ndepth);
+/* Adds f to the accounting of the worker in slot (its chain so far and its unhashed rest), and
+ * remembers what it added. Returns 0 or -ENOMEM (then nothing changed). */
+int router_flight_reg(struct router *r, struct flight *f, uint32_t slot);
+/* Takes f out of its worker's accounting (what router_flight_reg added). f->slot is left to the
+ * caller. */
+void router_flight_unreg(struct router *r, struct flight *f);
+
+/* router_prompt.c */
+/* Reads req into flight f and rec: the endpoint, the model, the tokens and the chain, or the
+ * fallback view. */
+void router_prompt_read(struct router *r, const struct router_request *req, struct flight *f,
+			struct route_rec *rec);
+/* The rest of f's prompt, tokenized and hashed: its chain, token count and worker accounting
+ * become exact (router_sent; router_done when it was never sent). f is out of the queue, or
+ * RETIRED (freed next). */
+void router_prompt_finish(struct router *r, struct flight *f);
+/* One slice of f's rest: ROUTER_SLICE_TOKENS more tokens and their blocks. Returns true when it
+ * was the last (the text ended, the chain is at ROUTER_MAX_BLOCKS, or out of memory): then
+ * router_prompt_finish. */
+bool router_prompt_slice(struct router *r, struct flight *f);
+
+/* Hot helpers, once per request or attempt. */
+static inline struct route_rec *router_rec_find(struct router *r, uint64_t seq)
+{
+	struct route_rec *rec;
+
+	if (!seq || seq + ROUTER_LOG <= r->nlog)
+		return NULL;
+	rec = &r->log[(seq - 1) % ROUTER_LOG];
+	return rec->seq == seq ? rec : NULL;
+}
+
+/* Takes flight f's blocks out of its worker's prefill backlog (once). */
+static inline void router_prefill_done(struct router *r, struct flight *f)
+{
+	struct worker *w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
+
+	if (w && f->prefill)
+		workers_prefill_done(w, f->prefill);
+	f->prefill = 0;
+}
+
+/* Takes flight f off its worker's decoding requests (once). */
+static inline void router_decode_off(struct router *r, struct flight *f)
+{
+	struct worker *w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
+
+	if (w && f->first_s > 0)
+		workers_decode_end(w, f->first_s);
+	f->first_s = 0;
 }
 
 /* router_debug.c */
