@@ -207,6 +207,10 @@ int router_flight_reg(struct router *r, struct flight *f, uint32_t slot);
 /* Takes f out of its worker's accounting (what router_flight_reg added). f->slot is left to the
  * caller. */
 void router_flight_unreg(struct router *r, struct flight *f);
+/* A flight for a new request (ON), *id its ticket; NULL when out of memory. */
+struct flight *router_flight_new(struct router *r, uint32_t *id);
+/* Flight id off its worker and its queue, FREE. */
+void router_flight_release(struct router *r, uint32_t id);
 
 /* router_prompt.c */
 /* Reads req into flight f and rec: the endpoint, the model, the tokens and the chain, or the
