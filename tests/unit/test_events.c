@@ -213,7 +213,8 @@ static uint32_t toks[BS * 64];
 
 static void decoder_tests(void)
 {
-	struct events_decoder *d = events_decoder_new();
+	struct events_decoder *d;
+	events_decoder_new(&d);
 	static const char *const hn[] = {"uint", "sint", "bytes16", "bytes32"};
 	uint64_t h[3] = {0xfedcba9876543210ULL, 7, 0x8000000000000001ULL};
 
@@ -497,7 +498,8 @@ static void pk_variant(msgpack_sbuffer *sb, int v)
 
 static void differential_tests(void)
 {
-	struct events_decoder *d = events_decoder_new();
+	struct events_decoder *d;
+	events_decoder_new(&d);
 	msgpack_sbuffer sb;
 	static const uint8_t subst[] = {0x00, 0x7f, 0x80, 0x90, 0x9f, 0xa0, 0xc0, 0xc1,
 					0xc4, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf, 0xd0,
@@ -744,10 +746,12 @@ static uint32_t depth_of(struct index *idx, uint32_t w, size_t upto)
 static void runtime_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {
 	    .index = idx, .replay_timeout_ms = 1000, .no_initial_replay = true};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
+	events_new(&ecfg, &ev);
 	struct events_worker_stats st;
 	struct peer p = {0};
 	int start;
@@ -894,10 +898,12 @@ static void runtime_tests(void)
 static void second_gap_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {
 	    .index = idx, .replay_timeout_ms = 1000, .no_initial_replay = true};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
+	events_new(&ecfg, &ev);
 	struct events_worker_stats st;
 	zmq_pollitem_t it;
 	struct peer p = {0};
@@ -954,9 +960,11 @@ static bool debug_has(const struct events *ev, const char *what)
 static void initial_replay_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 1000};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
+	events_new(&ecfg, &ev);
 	struct events_worker_stats st;
 	struct peer p = {0};
 	zmq_pollitem_t it;
@@ -1063,9 +1071,11 @@ static void dead_endpoint(char *ep, size_t len)
 static void join_sync_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 1500};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
+	events_new(&ecfg, &ev);
 	struct events_worker_stats st;
 	struct peer p = {0}, q = {0};
 	char never[64];
@@ -1177,10 +1187,12 @@ static int ep_port(const char *ep)
 static void sync_services_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 8};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	/* no replay request: these sockets are the test's own, but nothing answers them */
 	struct events_cfg ecfg = {.index = idx, .no_initial_replay = true};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
+	events_new(&ecfg, &ev);
 	struct peer p = {0}, q = {0};
 	struct services *s = NULL;
 	char json[2048], err[256], lsvc[DISCOVERY_NAME_MAX], lep[DISCOVERY_NAME_MAX],
@@ -1311,12 +1323,14 @@ static void oversized_tests(void)
 {
 	enum { MAXP = 1 << 20 };
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx,
 				  .replay_timeout_ms = 5000,
 				  .max_payload = MAXP,
 				  .no_initial_replay = true};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
+	events_new(&ecfg, &ev);
 	struct events_worker_stats st;
 	struct peer p = {0};
 	struct timespec t0, t1;
@@ -1403,12 +1417,14 @@ static void queue_bytes_tests(void)
 {
 	enum { KB = 1024, BATCH = 16 * KB };
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx,
 				  .replay_timeout_ms = 5000,
 				  .max_pending_bytes = 64 * KB,
 				  .max_pending_total_bytes = 96 * KB};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
+	events_new(&ecfg, &ev);
 	struct events_worker_stats a, b;
 	struct peer p = {0}, q = {0};
 	size_t worst = 0, worst_total = 0;
@@ -1543,9 +1559,11 @@ static int serve_replay_pumping(struct events *ev, struct peer *p, uint64_t upto
 static void publisher_loss_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 2000};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
+	events_new(&ecfg, &ev);
 	struct events_worker_stats st;
 	struct peer p = {0};
 

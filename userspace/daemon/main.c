@@ -1481,7 +1481,7 @@ int main(int argc, char **argv)
 	if (with_events) {
 		struct events_cfg ecfg = {0};
 
-		d.index = index_create(&icfg);
+		index_new(&icfg, &d.index);
 		ecfg.index = d.index;
 		ecfg.max_pending_bytes = kv_queue;
 		ecfg.max_pending_total_bytes = kv_queue_total;
@@ -1489,7 +1489,8 @@ int main(int argc, char **argv)
 		ecfg.max_payload = kv_event_max;
 		ecfg.rcvhwm = kv_event_queue;
 		ecfg.replay_timeout_ms = kv_replay_ms;
-		d.events = d.index ? events_create(&ecfg) : NULL;
+		if (d.index)
+			events_new(&ecfg, &d.events);
 		if (!d.events) {
 			log_error("main", "events: cannot start (%s)",
 				  strerror(errno ? errno : ENOMEM));

@@ -156,15 +156,16 @@ static uint64_t be64(const unsigned char *b)
 	return v;
 }
 
-struct events *events_create(const struct events_cfg *cfg)
+int events_new(const struct events_cfg *cfg, struct events **out)
 {
 	struct events *ev = calloc(1, sizeof(*ev));
 	struct epoll_event ee = {.events = EPOLLIN};
 
+	*out = NULL;
 	if (!ev || !cfg || !cfg->index) {
 		free(ev);
 		errno = EINVAL;
-		return NULL;
+		return -EINVAL;
 	}
 	ev->idx = cfg->index;
 	ev->replay_timeout_ms =
@@ -181,7 +182,7 @@ struct events *events_create(const struct events_cfg *cfg)
 	ev->epfd = ev->tfd = -1;
 	ev->nw = index_max_workers(cfg->index);
 	ev->w = calloc(ev->nw, sizeof(*ev->w));
-	ev->dec = events_decoder_new();
+	events_decoder_new(&ev->dec);
 	ev->zctx = zmq_ctx_new();
 	if (!ev->w || !ev->dec || !ev->zctx)
 		goto cleanup;
@@ -200,12 +201,13 @@ struct events *events_create(const struct events_cfg *cfg)
 	ee.data.u64 = UINT64_MAX;
 	if (epoll_ctl(ev->epfd, EPOLL_CTL_ADD, ev->tfd, &ee))
 		goto cleanup;
-	return ev;
+	*out = ev;
+	return 0;
 cleanup:
 	events_free(ev);
 	if (!errno)
 		errno = ENOMEM;
-	return NULL;
+	return -errno;
 }
 
 static void pend_clear(struct events *ev, struct evw *w)

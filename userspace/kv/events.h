@@ -71,8 +71,10 @@ struct events_cfg {
 	bool no_initial_replay; /* do not replay from 0 when first joining a running worker */
 };
 
-/* Creates the runtime (a ZMQ context, an epoll fd, a timerfd). NULL on failure (errno set). */
-struct events *events_create(const struct events_cfg *cfg);
+/* Creates the runtime (a ZMQ context, an epoll fd, a timerfd) in *out. Returns 0, -EINVAL (no
+ * cfg or no cfg->index), or -errno of what failed (errno set too; -ENOMEM when none was set);
+ * *out is then NULL. */
+int events_new(const struct events_cfg *cfg, struct events **out);
 /* Closes every socket (linger 0) and frees. The index is left as it is. */
 void events_free(struct events *ev);
 

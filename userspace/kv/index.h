@@ -93,9 +93,10 @@ struct index_stats {
 	uint64_t rejected;	  /* events refused (bad worker id, block size, token count) */
 };
 
-/* Creates an empty index. Returns NULL on a bad cfg (max_workers above INDEX_MAX_WORKERS, block
- * size above BLOCKHASH_MAX_BLOCK_SIZE) or out of memory. */
-struct index *index_create(const struct index_cfg *cfg);
+/* Creates an empty index (cfg NULL: all defaults) in *out. Returns 0, -EINVAL for a bad cfg
+ * (max_workers above INDEX_MAX_WORKERS, block size above BLOCKHASH_MAX_BLOCK_SIZE), -ENOMEM
+ * (*out is then NULL). */
+int index_new(const struct index_cfg *cfg, struct index **out);
 /* Frees the index (NULL is fine). No other thread may use it any more. */
 void index_free(struct index *idx);
 

@@ -147,9 +147,10 @@ const char *policy_names(void);
 extern const struct discovery_routes policy_routes;
 
 void policy_kv_defaults(struct policy_kv_opts *o);
-/* kv's operations, shared with policy_approx.c. */
-int policy_kv_create(const struct policy_kv_opts *o, void **state);
-void policy_kv_destroy(void *state);
+/* kv's operations, shared with policy_approx.c (policy_kv_new: o NULL gives policy_kv_defaults;
+ * 0 or -ENOMEM; policy_kv_free(NULL) is a no-op). */
+int policy_kv_new(const struct policy_kv_opts *o, void **state);
+void policy_kv_free(void *state);
 int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out);
 
 /* Shared helpers for the policies. */

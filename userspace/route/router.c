@@ -114,7 +114,7 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 		goto fail;
 	r->pol->ready = true;
 	rc = -ENOMEM;
-	if (workers_new(&r->ws) < 0 || !(r->ax = approx_new(&acfg)))
+	if (workers_new(&r->ws) < 0 || approx_new(&acfg, &r->ax) < 0)
 		goto fail;
 	if ((rc = router_debug_stats_init(r)) < 0)
 		goto fail;
