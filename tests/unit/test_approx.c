@@ -179,10 +179,10 @@ static void test_capacity(void)
 {
 	struct approx_cfg cfg = {.max_workers = 4, .ttl_s = 1000};
 	struct approx *a;
-	approx_new(&cfg, &a);
 	struct approx_stats st;
 	uint32_t depth[4];
 
+	approx_new(&cfg, &a);
 	approx_set_capacity(a, 0, 20);
 	approx_set_capacity(a, 2, 5);
 	approx_set_capacity(a, 9, 5); /* out of range: no-op */
@@ -235,10 +235,10 @@ static void test_blocks_at(void)
 {
 	struct approx_cfg cfg = {.max_workers = 4, .ttl_s = 10};
 	struct approx *a;
-	approx_new(&cfg, &a);
 	struct approx_stats st;
 	uint64_t one = A[3];
 
+	approx_new(&cfg, &a);
 	approx_insert(a, 0, A, 5, 0);
 	CHECK(approx_blocks_at(a, 0, 0) == 1 && approx_blocks_at(a, 0, 4) == 1 &&
 		  approx_blocks_at(a, 0, 5) == 0 && approx_blocks_at(a, 1, 0) == 0,
@@ -289,10 +289,10 @@ static void test_bound(void)
 {
 	struct approx_cfg cfg = {.max_workers = 4, .ttl_s = 100, .max_entries = 100};
 	struct approx *a;
-	approx_new(&cfg, &a);
 	struct approx_stats st;
 	uint32_t depth[4];
 
+	approx_new(&cfg, &a);
 	approx_insert(a, 0, A, 60, 0);
 	approx_insert(a, 1, L, 60, 1);
 	approx_stats(a, &st);
@@ -355,9 +355,9 @@ static void test_many_workers(void)
 	static uint32_t depth[APPROX_MAX_WORKERS];
 	struct approx_cfg cfg = {.max_workers = APPROX_MAX_WORKERS};
 	struct approx *a;
-	approx_new(&cfg, &a);
 	int good = 1;
 
+	approx_new(&cfg, &a);
 	CHECK_EQ(approx_insert(a, 4096, A, 10, 0), -EINVAL, "worker 4096 refused");
 	approx_insert(a, 4095, A, 10, 0);
 	approx_insert(a, 64, A, 3, 0);
@@ -403,12 +403,12 @@ static void test_memory(void)
 {
 	struct approx_cfg cfg = {.max_workers = 64, .ttl_s = 10};
 	struct approx *a;
-	approx_new(&cfg, &a);
 	struct approx_stats st;
 	uint64_t small, chain[150];
 	uint32_t depth[64];
 	int good = 1;
 
+	approx_new(&cfg, &a);
 	approx_stats(a, &st);
 	small = st.bytes;
 	CHECK(small > 0, "bytes reported when empty (%llu)", (unsigned long long)small);
@@ -515,13 +515,13 @@ static void random_run(size_t bound, unsigned seed)
 	const int64_t ttl = 30000;
 	struct approx_cfg cfg = {.max_workers = W, .ttl_s = 30, .max_entries = bound};
 	struct approx *a;
-	approx_new(&cfg, &a);
 	struct approx_stats st;
 	int64_t now = 0;
 	int q_ok = 1, between_ok = 1, bound_ok = 1, sweep_ok = 1, stats_ok = 1, nq = 0, nq_deep = 0,
 	    nsweeps = 0;
 	uint32_t depth[W];
 
+	approx_new(&cfg, &a);
 	memset(&m, 0, sizeof(m));
 	srand(seed);
 	for (int op = 0; op < 20000; op++) {

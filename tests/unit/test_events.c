@@ -214,10 +214,10 @@ static uint32_t toks[BS * 64];
 static void decoder_tests(void)
 {
 	struct events_decoder *d;
-	events_decoder_new(&d);
 	static const char *const hn[] = {"uint", "sint", "bytes16", "bytes32"};
 	uint64_t h[3] = {0xfedcba9876543210ULL, 7, 0x8000000000000001ULL};
 
+	events_decoder_new(&d);
 	for (int map = 0; map < 2; map++)
 		for (int e = 0; e < 4; e++) {
 			msgpack_sbuffer sb;
@@ -751,11 +751,11 @@ static void runtime_tests(void)
 	struct events_cfg ecfg = {
 	    .index = idx, .replay_timeout_ms = 1000, .no_initial_replay = true};
 	struct events *ev;
-	events_new(&ecfg, &ev);
 	struct events_worker_stats st;
 	struct peer p = {0};
 	int start;
 
+	events_new(&ecfg, &ev);
 	peer_open(&p);
 	for (uint64_t s = 0; s < 40; s++)
 		make_batch(&p, s);
@@ -903,11 +903,11 @@ static void second_gap_tests(void)
 	struct events_cfg ecfg = {
 	    .index = idx, .replay_timeout_ms = 1000, .no_initial_replay = true};
 	struct events *ev;
-	events_new(&ecfg, &ev);
 	struct events_worker_stats st;
 	zmq_pollitem_t it;
 	struct peer p = {0};
 
+	events_new(&ecfg, &ev);
 	peer_open(&p);
 	for (uint64_t s = 0; s < 40; s++)
 		make_batch(&p, s);
@@ -964,11 +964,11 @@ static void initial_replay_tests(void)
 	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 1000};
 	struct events *ev;
-	events_new(&ecfg, &ev);
 	struct events_worker_stats st;
 	struct peer p = {0};
 	zmq_pollitem_t it;
 
+	events_new(&ecfg, &ev);
 	peer_open(&p);
 	for (uint64_t s = 0; s < 12; s++)
 		make_batch(&p, s);
@@ -1075,13 +1075,13 @@ static void join_sync_tests(void)
 	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 1500};
 	struct events *ev;
-	events_new(&ecfg, &ev);
 	struct events_worker_stats st;
 	struct peer p = {0}, q = {0};
 	char never[64];
 	zmq_pollitem_t it;
 	int rc = -1;
 
+	events_new(&ecfg, &ev);
 	peer_open(&p);
 	peer_open(&q);
 	for (uint64_t s = 0; s < 12; s++) {
@@ -1192,13 +1192,13 @@ static void sync_services_tests(void)
 	/* no replay request: these sockets are the test's own, but nothing answers them */
 	struct events_cfg ecfg = {.index = idx, .no_initial_replay = true};
 	struct events *ev;
-	events_new(&ecfg, &ev);
 	struct peer p = {0}, q = {0};
 	struct services *s = NULL;
 	char json[2048], err[256], lsvc[DISCOVERY_NAME_MAX], lep[DISCOVERY_NAME_MAX],
 	    lname[2 * DISCOVERY_NAME_MAX + 8], want[256], w2[160];
 	int id1 = -1, id2 = -1, idl = -1, n;
 
+	events_new(&ecfg, &ev);
 	peer_open(&p);
 	peer_open(&q);
 	memset(lsvc, 's', sizeof(lsvc) - 1);
@@ -1330,12 +1330,12 @@ static void oversized_tests(void)
 				  .max_payload = MAXP,
 				  .no_initial_replay = true};
 	struct events *ev;
-	events_new(&ecfg, &ev);
 	struct events_worker_stats st;
 	struct peer p = {0};
 	struct timespec t0, t1;
 	long ms;
 
+	events_new(&ecfg, &ev);
 	peer_open_as(&p, ZMQ_XPUB);
 	for (uint64_t s = 0; s < 6; s++)
 		make_batch(&p, s);
@@ -1424,11 +1424,11 @@ static void queue_bytes_tests(void)
 				  .max_pending_bytes = 64 * KB,
 				  .max_pending_total_bytes = 96 * KB};
 	struct events *ev;
-	events_new(&ecfg, &ev);
 	struct events_worker_stats a, b;
 	struct peer p = {0}, q = {0};
 	size_t worst = 0, worst_total = 0;
 
+	events_new(&ecfg, &ev);
 	peer_open(&p);
 	peer_open(&q);
 #define BOTH()                                                                                     \
@@ -1563,10 +1563,10 @@ static void publisher_loss_tests(void)
 	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 2000};
 	struct events *ev;
-	events_new(&ecfg, &ev);
 	struct events_worker_stats st;
 	struct peer p = {0};
 
+	events_new(&ecfg, &ev);
 	peer_open_as(&p, ZMQ_XPUB);
 	for (uint64_t s = 0; s < 10; s++)
 		make_batch(&p, s);

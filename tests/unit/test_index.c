@@ -41,13 +41,13 @@ int main(void)
 {
 	struct index_cfg cfg = {.max_workers = 8};
 	struct index *idx;
-	index_new(&cfg, &idx);
 	static uint32_t a[BS * 200], b[BS * 200];
 	uint64_t ca[200], cb[200], eng;
 	uint32_t depth[512], gd[512];
 	struct index_stats st;
 	int r;
 
+	index_new(&cfg, &idx);
 	fill(a, BS * 200, 1);
 	memcpy(b, a, sizeof(b));
 	b[BS * 5 + 3] ^= 0xffff; /* b shares a's first 5 blocks */

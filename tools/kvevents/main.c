@@ -125,12 +125,12 @@ static char *slurp(const char *path, size_t *n)
 static int cmd_decode(struct index *idx, int argc, char **argv)
 {
 	struct events_decoder *d;
-	events_decoder_new(&d);
 	struct decode_ctx c = {.idx = idx};
 	struct events_decode_counts cnt = {0};
 	struct buf o = {0};
 	int first = 1;
 
+	events_decoder_new(&d);
 	for (int i = 0; i < argc; i++) {
 		size_t n = 0;
 		char *p = slurp(argv[i], &n);
