@@ -54,7 +54,7 @@
 
 #define DEFAULT_LISTEN "169.254.20.11:15001"
 #define DEFAULT_ADMIN "127.0.0.1:15000"
-#define DEFAULT_PIN_DIR "/sys/fs/bpf/kvsplice"
+#define DEFAULT_PIN_DIR BPFCTL_DEFAULT_PIN_DIR
 #define DEFAULT_MARK 0x6b76 /* "kv" */
 /* Where the default tokenizer is looked for when --tokenizer is not given: beside the binary (a
  * source tree's build/), then where the container image installs it. */
@@ -1352,7 +1352,7 @@ int main(int argc, char **argv)
 			char *end;
 			unsigned long b = strtoul(optarg, &end, 10);
 
-			if (*end || b == 0 || b > 1024)
+			if (*end || b == 0 || b > BLOCKHASH_MAX_BLOCK_SIZE)
 				goto bad_arg;
 			icfg.block_size = (uint32_t)b;
 			break;

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "kv/blockhash.h" /* BLOCKHASH_DEFAULT_BLOCK_SIZE, _MAX_BLOCK_SIZE, _DEFAULT_SEED */
 
 /* Largest max_workers accepted. */
 #ifndef INDEX_MAX_WORKERS
@@ -56,7 +57,8 @@ struct index;
 
 struct index_cfg {
 	uint32_t max_workers; /* worker ids are 0..max_workers-1; 0 means 256 */
-	uint32_t block_size;  /* tokens per block; 0 means BLOCKHASH_DEFAULT_BLOCK_SIZE */
+	uint32_t block_size;  /* tokens per block, at most BLOCKHASH_MAX_BLOCK_SIZE; 0 means
+				 BLOCKHASH_DEFAULT_BLOCK_SIZE */
 	uint64_t seed;	      /* own-hash seed (the router must use the same) */
 	bool seed_set;	      /* false: BLOCKHASH_DEFAULT_SEED */
 	size_t max_entries;   /* (worker, block) pairs; 0 means INDEX_DEFAULT_MAX_ENTRIES */
