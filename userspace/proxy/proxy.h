@@ -43,9 +43,9 @@
  * So 16384 connections idle cost about 100 MiB and need 16-64 K descriptors; a quarter of them
  * per client address leaves room for the others; 512 MiB of bodies (16 of --max-body's 32 MiB,
  * or thousands of usual prompts) keeps the daemon under about 0.7 GiB. */
+/* Listen backlog of the proxy's listeners (--listen-backlog). */
 #ifndef PROXY_DEFAULT_BACKLOG
-#define PROXY_DEFAULT_BACKLOG 4096 /* listen backlog of the proxy's listeners (--listen-backlog)   \
-				    */
+#define PROXY_DEFAULT_BACKLOG 4096
 #endif
 #ifndef PROXY_DEFAULT_MAX_CONNS
 #define PROXY_DEFAULT_MAX_CONNS 16384 /* client connections at once */
