@@ -147,14 +147,16 @@ static struct ingest_result bench_ingest(size_t total, size_t bpe, size_t cap)
 	struct ingest_result r = {0};
 	struct wstate ws[W] = {0};
 	struct index_cfg cfg = {.max_workers = W};
-	struct index *idx = index_create(&cfg);
-	struct events_decoder *d = events_decoder_new();
+	struct index *idx;
+	index_new(&cfg, &idx);
+	struct events_decoder *d;
 	struct apply_ctx c = {.idx = idx};
 	size_t stored = 0, pbytes = 0, chunk_batches = (4u << 20) / (bpe * 80 + 40) + 1;
 	size_t *off = malloc((chunk_batches + 1) * sizeof(*off));
 	double t_full = 0, t_dec = 0;
 	struct index_stats st;
 
+	events_decoder_new(&d);
 	for (uint32_t w = 0; w < W; w++)
 		ws[w].ring = malloc(cap * sizeof(uint64_t));
 	/* warm-up: fill every worker to capacity, untimed */
@@ -244,7 +246,8 @@ int main(int argc, char **argv)
 
 	/* ---- lookup: 64 workers, 1 M entries ---- */
 	struct index_cfg cfg = {.max_workers = WORKERS};
-	struct index *idx = index_create(&cfg);
+	struct index *idx;
+	index_new(&cfg, &idx);
 	uint64_t seed = index_seed(idx);
 	uint32_t(*ptok)[CHAIN * BS] = malloc(sizeof(uint32_t[POOL][CHAIN * BS]));
 	struct index_stats st;

@@ -32,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!idx) {
 		struct index_cfg cfg = {.max_workers = 4, .max_entries = 64};
-		idx = index_create(&cfg);
-		dec = events_decoder_new();
+		index_new(&cfg, &idx);
+		events_decoder_new(&dec);
 		if (!idx || !dec)
 			abort();
 	}

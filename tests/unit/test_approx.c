@@ -72,13 +72,14 @@ static void test_refusals(void)
 	struct approx *a;
 
 	for (size_t i = 0; i < sizeof(cfg_cases) / sizeof(cfg_cases[0]); i++) {
-		a = approx_new(&cfg_cases[i].cfg);
-		CHECK(!!a == cfg_cases[i].ok, "%s", cfg_cases[i].desc);
+		int rc = approx_new(&cfg_cases[i].cfg, &a);
+
+		CHECK(cfg_cases[i].ok ? rc == 0 && a : rc == -EINVAL && !a, "%s",
+		      cfg_cases[i].desc);
 		approx_free(a);
 	}
 	approx_free(NULL);
-	a = approx_new(NULL);
-	CHECK(a != NULL, "NULL cfg: defaults");
+	CHECK(approx_new(NULL, &a) == 0 && a != NULL, "NULL cfg: defaults");
 	CHECK_EQ(approx_insert(a, 255, A, 3, 1), 0, "default 256 workers: worker 255 accepted");
 	CHECK_EQ(approx_insert(a, 256, A, 3, 1), -EINVAL, "worker 256 refused");
 	CHECK_EQ(approx_query(a, A, 3, 1, depth, 257), -EINVAL, "257 workers queried refused");
@@ -136,7 +137,8 @@ static void test_depth_table(void)
 
 	for (size_t c = 0; c < sizeof(depth_cases) / sizeof(depth_cases[0]); c++) {
 		const struct depth_case *dc = &depth_cases[c];
-		struct approx *a = approx_new(&cfg);
+		struct approx *a;
+		approx_new(&cfg, &a);
 		uint32_t depth[4], want[4], w, best = 0;
 		const char *p = dc->ops;
 		size_t n;
@@ -159,7 +161,8 @@ static void test_depth_table(void)
 		approx_free(a);
 	}
 	{
-		struct approx *a = approx_new(&cfg);
+		struct approx *a;
+		approx_new(&cfg, &a);
 		uint32_t depth[4] = {0, 0, 77, 77};
 		approx_insert(a, 2, A, 10, 0);
 		approx_insert(a, 1, A, 6, 0);
@@ -175,10 +178,11 @@ static void test_depth_table(void)
 static void test_capacity(void)
 {
 	struct approx_cfg cfg = {.max_workers = 4, .ttl_s = 1000};
-	struct approx *a = approx_new(&cfg);
+	struct approx *a;
 	struct approx_stats st;
 	uint32_t depth[4];
 
+	approx_new(&cfg, &a);
 	approx_set_capacity(a, 0, 20);
 	approx_set_capacity(a, 2, 5);
 	approx_set_capacity(a, 9, 5); /* out of range: no-op */
@@ -230,10 +234,11 @@ static void test_capacity(void)
 static void test_blocks_at(void)
 {
 	struct approx_cfg cfg = {.max_workers = 4, .ttl_s = 10};
-	struct approx *a = approx_new(&cfg);
+	struct approx *a;
 	struct approx_stats st;
 	uint64_t one = A[3];
 
+	approx_new(&cfg, &a);
 	approx_insert(a, 0, A, 5, 0);
 	CHECK(approx_blocks_at(a, 0, 0) == 1 && approx_blocks_at(a, 0, 4) == 1 &&
 		  approx_blocks_at(a, 0, 5) == 0 && approx_blocks_at(a, 1, 0) == 0,
@@ -283,10 +288,11 @@ static void test_blocks_at(void)
 static void test_bound(void)
 {
 	struct approx_cfg cfg = {.max_workers = 4, .ttl_s = 100, .max_entries = 100};
-	struct approx *a = approx_new(&cfg);
+	struct approx *a;
 	struct approx_stats st;
 	uint32_t depth[4];
 
+	approx_new(&cfg, &a);
 	approx_insert(a, 0, A, 60, 0);
 	approx_insert(a, 1, L, 60, 1);
 	approx_stats(a, &st);
@@ -309,7 +315,7 @@ static void test_bound(void)
 	      "... and is found from block 0");
 	approx_free(a);
 
-	a = approx_new(&cfg);
+	approx_new(&cfg, &a);
 	approx_insert(a, 0, A, 60, 0);
 	approx_insert(a, 1, L, 30, 1);
 	approx_insert(a, 2, M, 20, 2);
@@ -320,7 +326,7 @@ static void test_bound(void)
 	approx_free(a);
 
 	cfg.ttl_s = 10;
-	a = approx_new(&cfg);
+	approx_new(&cfg, &a);
 	approx_insert(a, 0, A, 60, 0);
 	approx_insert(a, 1, L, 20, 5);
 	approx_insert(a, 2, M, 40, 12);
@@ -333,7 +339,7 @@ static void test_bound(void)
 	approx_free(a);
 
 	cfg = (struct approx_cfg){.max_workers = 2, .max_entries = 1};
-	a = approx_new(&cfg);
+	approx_new(&cfg, &a);
 	approx_insert(a, 0, A, 3, 0);
 	approx_insert(a, 1, L, 3, 1);
 	approx_stats(a, &st);
@@ -348,9 +354,10 @@ static void test_many_workers(void)
 {
 	static uint32_t depth[APPROX_MAX_WORKERS];
 	struct approx_cfg cfg = {.max_workers = APPROX_MAX_WORKERS};
-	struct approx *a = approx_new(&cfg);
+	struct approx *a;
 	int good = 1;
 
+	approx_new(&cfg, &a);
 	CHECK_EQ(approx_insert(a, 4096, A, 10, 0), -EINVAL, "worker 4096 refused");
 	approx_insert(a, 4095, A, 10, 0);
 	approx_insert(a, 64, A, 3, 0);
@@ -371,7 +378,8 @@ static void test_many_workers(void)
 static void test_rebase(void)
 {
 	struct approx_cfg cfg = {.max_workers = 2, .ttl_s = APPROX_MAX_TTL_S};
-	struct approx *a = approx_new(&cfg);
+	struct approx *a;
+	approx_new(&cfg, &a);
 	uint32_t depth[2];
 
 	/* base at 0 s; expiries are 32-bit ms, so 3.5e6 s + a 1e6 s ttl needs a new base */
@@ -394,12 +402,13 @@ static void test_rebase(void)
 static void test_memory(void)
 {
 	struct approx_cfg cfg = {.max_workers = 64, .ttl_s = 10};
-	struct approx *a = approx_new(&cfg);
+	struct approx *a;
 	struct approx_stats st;
 	uint64_t small, chain[150];
 	uint32_t depth[64];
 	int good = 1;
 
+	approx_new(&cfg, &a);
 	approx_stats(a, &st);
 	small = st.bytes;
 	CHECK(small > 0, "bytes reported when empty (%llu)", (unsigned long long)small);
@@ -505,13 +514,14 @@ static void random_run(size_t bound, unsigned seed)
 	static struct model m;
 	const int64_t ttl = 30000;
 	struct approx_cfg cfg = {.max_workers = W, .ttl_s = 30, .max_entries = bound};
-	struct approx *a = approx_new(&cfg);
+	struct approx *a;
 	struct approx_stats st;
 	int64_t now = 0;
 	int q_ok = 1, between_ok = 1, bound_ok = 1, sweep_ok = 1, stats_ok = 1, nq = 0, nq_deep = 0,
 	    nsweeps = 0;
 	uint32_t depth[W];
 
+	approx_new(&cfg, &a);
 	memset(&m, 0, sizeof(m));
 	srand(seed);
 	for (int op = 0; op < 20000; op++) {

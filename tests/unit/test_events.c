@@ -213,10 +213,11 @@ static uint32_t toks[BS * 64];
 
 static void decoder_tests(void)
 {
-	struct events_decoder *d = events_decoder_new();
+	struct events_decoder *d;
 	static const char *const hn[] = {"uint", "sint", "bytes16", "bytes32"};
 	uint64_t h[3] = {0xfedcba9876543210ULL, 7, 0x8000000000000001ULL};
 
+	events_decoder_new(&d);
 	for (int map = 0; map < 2; map++)
 		for (int e = 0; e < 4; e++) {
 			msgpack_sbuffer sb;
@@ -497,7 +498,8 @@ static void pk_variant(msgpack_sbuffer *sb, int v)
 
 static void differential_tests(void)
 {
-	struct events_decoder *d = events_decoder_new();
+	struct events_decoder *d;
+	events_decoder_new(&d);
 	msgpack_sbuffer sb;
 	static const uint8_t subst[] = {0x00, 0x7f, 0x80, 0x90, 0x9f, 0xa0, 0xc0, 0xc1,
 					0xc4, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf, 0xd0,
@@ -744,14 +746,16 @@ static uint32_t depth_of(struct index *idx, uint32_t w, size_t upto)
 static void runtime_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {
 	    .index = idx, .replay_timeout_ms = 1000, .no_initial_replay = true};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
 	struct events_worker_stats st;
 	struct peer p = {0};
 	int start;
 
+	events_new(&ecfg, &ev);
 	peer_open(&p);
 	for (uint64_t s = 0; s < 40; s++)
 		make_batch(&p, s);
@@ -894,14 +898,16 @@ static void runtime_tests(void)
 static void second_gap_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {
 	    .index = idx, .replay_timeout_ms = 1000, .no_initial_replay = true};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
 	struct events_worker_stats st;
 	zmq_pollitem_t it;
 	struct peer p = {0};
 
+	events_new(&ecfg, &ev);
 	peer_open(&p);
 	for (uint64_t s = 0; s < 40; s++)
 		make_batch(&p, s);
@@ -954,27 +960,34 @@ static bool debug_has(const struct events *ev, const char *what)
 static void initial_replay_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 1000};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
 	struct events_worker_stats st;
 	struct peer p = {0};
 	zmq_pollitem_t it;
 
+	events_new(&ecfg, &ev);
 	peer_open(&p);
 	for (uint64_t s = 0; s < 12; s++)
 		make_batch(&p, s);
 	events_worker_add(ev, 0, "idle", p.pub_ep, p.rep_ep, "kv");
 	events_worker_stats(ev, 0, &st);
 	CHECK(st.replaying, "joining: the initial sync starts at once");
+	EQ(st.state, EVENTS_ST_SYNCING, "joining: state syncing, nothing fed yet");
 	CHECK(debug_has(ev, "\"state\":\"syncing\""), "debug JSON: the worker is syncing");
+	CHECK(debug_has(ev, "\"seq_state\":\"syncing\",\"pub_lost\":false"),
+	      "debug JSON: seq_state syncing, publisher not lost");
 	EQ(serve_replay(&p, 8, 1000), 0, "idle worker: replay asked from seq 0, nothing published");
 	pump(ev, 200);
 	events_worker_stats(ev, 0, &st);
 	CHECK(st.replays_ok == 1 && st.next_seq == 8 && !st.replaying && st.batches == 8,
 	      "initial sync applied 0..7 (next seq %llu)", (unsigned long long)st.next_seq);
 	EQ(depth_of(idx, 0, 12), 8, "depth 8 with no live batch seen");
+	EQ(st.state, EVENTS_ST_LIVE, "initial sync done: state live");
 	CHECK(debug_has(ev, "\"state\":\"live\""), "debug JSON: then live");
+	CHECK(debug_has(ev, "\"seq_state\":\"live\""), "debug JSON: seq_state live");
 	/* the live copies of 6 and 7 reach the SUB after the replay delivered them */
 	publish(&p, 6);
 	publish(&p, 7);
@@ -1058,15 +1071,17 @@ static void dead_endpoint(char *ep, size_t len)
 static void join_sync_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 1500};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
 	struct events_worker_stats st;
 	struct peer p = {0}, q = {0};
 	char never[64];
 	zmq_pollitem_t it;
 	int rc = -1;
 
+	events_new(&ecfg, &ev);
 	peer_open(&p);
 	peer_open(&q);
 	for (uint64_t s = 0; s < 12; s++) {
@@ -1117,6 +1132,7 @@ static void join_sync_tests(void)
 	EQ(events_worker_resync(ev, 0), 0, "resync");
 	events_worker_stats(ev, 0, &st);
 	CHECK(st.replaying && !st.have_seq && st.pending == 0, "resync: syncing from scratch");
+	EQ(st.state, EVENTS_ST_SYNCING, "resync: state syncing");
 	EQ(depth_of(idx, 0, 12), 0, "resync: the old blocks dropped at once");
 	EQ(serve_replay(&p, 3, 1000), 0, "resync: replay asked from seq 0");
 	pump(ev, 200);
@@ -1147,6 +1163,7 @@ static void join_sync_tests(void)
 	EQ(events_worker_resync(ev, 2), 0, "norep: resync");
 	events_worker_stats(ev, 2, &st);
 	CHECK(!st.replaying && !st.have_seq, "norep: no sync to run, waiting for a batch");
+	EQ(st.state, EVENTS_ST_WAITING, "norep: state waiting");
 	EQ(depth_of(idx, 2, 12), 0, "norep: blocks dropped");
 	publish(&q, 7);
 	pump(ev, 150);
@@ -1170,16 +1187,18 @@ static int ep_port(const char *ep)
 static void sync_services_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 8};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	/* no replay request: these sockets are the test's own, but nothing answers them */
 	struct events_cfg ecfg = {.index = idx, .no_initial_replay = true};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
 	struct peer p = {0}, q = {0};
 	struct services *s = NULL;
 	char json[2048], err[256], lsvc[DISCOVERY_NAME_MAX], lep[DISCOVERY_NAME_MAX],
 	    lname[2 * DISCOVERY_NAME_MAX + 8], want[256], w2[160];
 	int id1 = -1, id2 = -1, idl = -1, n;
 
+	events_new(&ecfg, &ev);
 	peer_open(&p);
 	peer_open(&q);
 	memset(lsvc, 's', sizeof(lsvc) - 1);
@@ -1304,17 +1323,19 @@ static void oversized_tests(void)
 {
 	enum { MAXP = 1 << 20 };
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx,
 				  .replay_timeout_ms = 5000,
 				  .max_payload = MAXP,
 				  .no_initial_replay = true};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
 	struct events_worker_stats st;
 	struct peer p = {0};
 	struct timespec t0, t1;
 	long ms;
 
+	events_new(&ecfg, &ev);
 	peer_open_as(&p, ZMQ_XPUB);
 	for (uint64_t s = 0; s < 6; s++)
 		make_batch(&p, s);
@@ -1396,16 +1417,18 @@ static void queue_bytes_tests(void)
 {
 	enum { KB = 1024, BATCH = 16 * KB };
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx,
 				  .replay_timeout_ms = 5000,
 				  .max_pending_bytes = 64 * KB,
 				  .max_pending_total_bytes = 96 * KB};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
 	struct events_worker_stats a, b;
 	struct peer p = {0}, q = {0};
 	size_t worst = 0, worst_total = 0;
 
+	events_new(&ecfg, &ev);
 	peer_open(&p);
 	peer_open(&q);
 #define BOTH()                                                                                     \
@@ -1536,12 +1559,14 @@ static int serve_replay_pumping(struct events *ev, struct peer *p, uint64_t upto
 static void publisher_loss_tests(void)
 {
 	struct index_cfg icfg = {.max_workers = 4};
-	struct index *idx = index_create(&icfg);
+	struct index *idx;
+	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 2000};
-	struct events *ev = events_create(&ecfg);
+	struct events *ev;
 	struct events_worker_stats st;
 	struct peer p = {0};
 
+	events_new(&ecfg, &ev);
 	peer_open_as(&p, ZMQ_XPUB);
 	for (uint64_t s = 0; s < 10; s++)
 		make_batch(&p, s);
@@ -1562,6 +1587,10 @@ static void publisher_loss_tests(void)
 	    "%llu)",
 	    (unsigned long long)st.disconnects, (unsigned long long)st.drops);
 	EQ(depth_of(idx, 0, 40), 0, "its blocks left the index at once");
+	CHECK(st.flags == (EVENTS_F_PUB_LOST | EVENTS_F_CHECK_RESTART),
+	      "publisher gone: flagged lost, its position kept for the restart check");
+	CHECK(debug_has(ev, "\"pub_lost\":true,\"restart_check\":true"),
+	      "/debug/index shows both flags");
 	CHECK(debug_has(ev, "\"disconnects\":1"), "/debug/index shows the disconnect");
 
 	pub_replace(&p, true); /* a new process on the same address, its buffer 0..1 */
@@ -1572,6 +1601,8 @@ static void publisher_loss_tests(void)
 	      "its sequence stands below where it was: a restart (restarts %llu, next %llu)",
 	      (unsigned long long)st.restarts, (unsigned long long)st.next_seq);
 	EQ(depth_of(idx, 0, 40), 2, "the new process's blocks from its buffer");
+	CHECK(st.flags == 0 && st.state == EVENTS_ST_LIVE,
+	      "back and synced: no flag left, state live");
 	CHECK(wait_subscribed(ev, &p, 3000), "subscribed again");
 	publish(&p, 2);
 	publish(&p, 3);

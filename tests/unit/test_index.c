@@ -40,13 +40,14 @@ static void fill(uint32_t *t, size_t n, uint32_t seed)
 int main(void)
 {
 	struct index_cfg cfg = {.max_workers = 8};
-	struct index *idx = index_create(&cfg);
+	struct index *idx;
 	static uint32_t a[BS * 200], b[BS * 200];
 	uint64_t ca[200], cb[200], eng;
 	uint32_t depth[512], gd[512];
 	struct index_stats st;
 	int r;
 
+	index_new(&cfg, &idx);
 	fill(a, BS * 200, 1);
 	memcpy(b, a, sizeof(b));
 	b[BS * 5 + 3] ^= 0xffff; /* b shares a's first 5 blocks */
@@ -163,7 +164,7 @@ int main(void)
 
 	/* 512 workers: ids above 255 work, bitmaps span words */
 	cfg = (struct index_cfg){.max_workers = 512};
-	idx = index_create(&cfg);
+	index_new(&cfg, &idx);
 	blockhash_chain(index_seed(idx), BS, 0, a, BS * 200, ca, 200);
 	for (uint32_t w = 0; w < 512; w += 37)
 		store(idx, w, a, 0, 1 + w % 150, 10 + w, INDEX_TIER_GPU);
@@ -176,7 +177,7 @@ int main(void)
 
 	/* memory bound: entries never exceed max_entries; evictions counted; bytes reported */
 	cfg = (struct index_cfg){.max_workers = 4, .max_entries = 100};
-	idx = index_create(&cfg);
+	index_new(&cfg, &idx);
 	for (uint32_t w = 0; w < 4; w++) {
 		fill(a, BS * 200, w + 7);
 		store(idx, w, a, 0, 60, 50 + w, INDEX_TIER_GPU);
@@ -189,7 +190,7 @@ int main(void)
 	/* blocks per chain position: what the kv policy counts to place a new prefix */
 	{
 		cfg = (struct index_cfg){.max_workers = 4};
-		idx = index_create(&cfg);
+		index_new(&cfg, &idx);
 		fill(a, BS * 200, 3);
 		memcpy(b, a, sizeof(b));
 		b[BS * 2] ^= 1; /* b branches off a at block 2 */
@@ -263,7 +264,7 @@ int main(void)
 		int good = 1, good_at = 1, good_gat = 1, nq = 0;
 
 		cfg = (struct index_cfg){.max_workers = W, .seed = 5, .seed_set = true};
-		idx = index_create(&cfg);
+		index_new(&cfg, &idx);
 		for (int s = 0; s < SEQS; s++) {
 			fill(toks[s], LEN * BS, 1000 + (uint32_t)s / 3);
 			toks[s][(s % 3 + 1) * 5 * BS] ^=

@@ -47,9 +47,9 @@ static void rig_init(struct rig *g, const char *policy, const struct models *m, 
 	    .policy = policy, .models = m, .seed = seed, .whole_prompt = rig_whole_prompt};
 
 	memset(g, 0, sizeof(*g));
-	g->idx = index_create(&icfg);
+	index_new(&icfg, &g->idx);
 	ecfg.index = g->idx;
-	g->ev = events_create(&ecfg);
+	events_new(&ecfg, &g->ev);
 	snprintf(g->svc.name, sizeof(g->svc.name), "qwen");
 	for (int i = 0; i < NW; i++) {
 		char name[64], pub[64];

@@ -298,6 +298,47 @@ static void test_unhashed(void)
 	workers_free(ws);
 }
 
+/* The router's share of a worker's fields, through workers_*: prefill backlog (never below 0),
+ * decoding requests and their time, the routed total, the events id. */
+static void test_router_share(void)
+{
+	struct endpoint ep = {.name = "w0"};
+	struct service svc = {.name = "qwen", .nendpoints = 1, .endpoints = &ep};
+	struct services s = {.refs = 1, .n = 1, .v = &svc};
+	struct workers *ws;
+	struct worker *w = NULL;
+
+	ep.addr.sin_family = AF_INET;
+	ep.addr.sin_addr.s_addr = htonl(0x0a000002);
+	ep.addr.sin_port = htons(8000);
+	if (!CHECK(workers_new(&ws) == 0 && workers_sync(ws, &s) == 0 &&
+		       (w = workers_find(ws, "qwen", &ep)) != NULL,
+		   "router share: one worker"))
+		return;
+	workers_prefill_add(w, 10);
+	workers_prefill_add(w, 5);
+	workers_prefill_move(w, 5, 7);
+	CHECK_EQ(w->prefill, 17, "prefill: 10 + 5, the 5 estimated then 7 exact");
+	workers_prefill_done(w, 10);
+	workers_prefill_done(w, 30);
+	CHECK_EQ(w->prefill, 0, "prefill: taken out, never below 0");
+	workers_decode_start(w, 100.0);
+	workers_decode_start(w, 101.5);
+	CHECK(w->decoding == 2 && w->decode_since == 201.5, "two decoding since 100 and 101.5");
+	workers_decode_end(w, 100.0);
+	CHECK(w->decoding == 1 && w->decode_since == 101.5, "one left, since 101.5");
+	workers_decode_end(w, 101.5);
+	workers_decode_end(w, 101.5);
+	CHECK(w->decoding == 0 && w->decode_since == 0, "none decoding; one end too many: no-op");
+	workers_routed(w);
+	workers_routed(w);
+	workers_set_events_id(w, 3);
+	workers_reports_cached(w);
+	CHECK(w->routed == 2 && w->events_id == 3 && w->reports_cached,
+	      "routed twice, events id 3, reports cached tokens");
+	workers_free(ws);
+}
+
 /* Every scrape error has its cause, every cause a distinct name; workers_metrics counts each
  * failed scrape under its cause. */
 static void test_scrape_causes(void)
@@ -367,5 +408,6 @@ int main(void)
 	router_backoff();
 	test_load_waiting();
 	test_unhashed();
+	test_router_share();
 	return tap_done();
 }

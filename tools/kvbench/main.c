@@ -1216,9 +1216,10 @@ int main(int argc, char **argv)
 					 .block_size = KVBENCH_KV_BLOCK};
 		struct epoll_event e = {.events = EPOLLIN, .data.ptr = &g_events_tag};
 
-		b.idx = index_create(&icfg);
+		index_new(&icfg, &b.idx);
 		struct events_cfg ecfg = {.index = b.idx};
-		b.ev = b.idx ? events_create(&ecfg) : NULL;
+		if (b.idx)
+			events_new(&ecfg, &b.ev);
 		if (!b.ev)
 			goto cleanup;
 		for (int i = 0; i < o->nev; i++) {

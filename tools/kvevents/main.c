@@ -124,12 +124,13 @@ static char *slurp(const char *path, size_t *n)
 
 static int cmd_decode(struct index *idx, int argc, char **argv)
 {
-	struct events_decoder *d = events_decoder_new();
+	struct events_decoder *d;
 	struct decode_ctx c = {.idx = idx};
 	struct events_decode_counts cnt = {0};
 	struct buf o = {0};
 	int first = 1;
 
+	events_decoder_new(&d);
 	for (int i = 0; i < argc; i++) {
 		size_t n = 0;
 		char *p = slurp(argv[i], &n);
@@ -248,7 +249,8 @@ cleanup:
 static int cmd_watch(struct index *idx, const struct events_cfg *ecfg, const char *topic, int argc,
 		     char **argv)
 {
-	struct events *ev = events_create(ecfg);
+	struct events *ev;
+	events_new(ecfg, &ev);
 	uint32_t maxw = index_max_workers(idx);
 	static char line[1 << 20];
 	struct buf o = {0};
@@ -379,7 +381,7 @@ int main(int argc, char **argv)
 			return c == 'h' ? 0 : 2;
 		}
 	}
-	idx = index_create(&icfg);
+	index_new(&icfg, &idx);
 	if (!idx) {
 		fprintf(stderr, "kvevents: bad index configuration\n");
 		return 2;

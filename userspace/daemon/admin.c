@@ -309,7 +309,7 @@ int admin_new(struct loop *l, const struct sockaddr_in *addr, int listen_fd,
 	}
 	a->lev.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (a->lev.fd < 0 || setsockopt(a->lev.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind_retry(a->lev.fd, addr) < 0 || listen(a->lev.fd, 64) < 0 ||
+	    bind_retry(a->lev.fd, addr) < 0 || listen(a->lev.fd, ADMIN_BACKLOG) < 0 ||
 	    getsockname(a->lev.fd, (struct sockaddr *)&a->addr, &alen) < 0) {
 		rc = -errno;
 		inet_ntop(AF_INET, &addr->sin_addr, s, sizeof(s));

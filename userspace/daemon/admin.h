@@ -31,6 +31,10 @@
 #ifndef ADMIN_DEFAULT_TIMEOUT_MS
 #define ADMIN_DEFAULT_TIMEOUT_MS 10000
 #endif
+/* Listen backlog of the admin listener (probes and scrapers, a handful at once). */
+#ifndef ADMIN_BACKLOG
+#define ADMIN_BACKLOG 64
+#endif
 
 struct admin;
 

@@ -643,15 +643,16 @@ static int start_routing(struct daemon *d)
 	if (c->events) {
 		struct index_cfg icfg = c->index;
 		struct events_cfg ecfg = c->ev;
+		int rc;
 
 		icfg.max_entries = (size_t)c->index_max_entries;
-		d->index = index_create(&icfg);
-		ecfg.index = d->index;
-		ecfg.max_pending = c->kv_queue_batches;
-		d->events = d->index ? events_create(&ecfg) : NULL;
-		if (!d->events) {
-			log_error("main", "events: cannot start (%s)",
-				  strerror(errno ? errno : ENOMEM));
+		if ((rc = index_new(&icfg, &d->index)) == 0) {
+			ecfg.index = d->index;
+			ecfg.max_pending = c->kv_queue_batches;
+			rc = events_new(&ecfg, &d->events);
+		}
+		if (rc < 0) {
+			log_error("main", "events: cannot start (%s)", strerror(-rc));
 			return 1;
 		}
 		d->events_ev.fd = events_fd(d->events);

@@ -298,17 +298,18 @@ static bool evict_one(struct approx *a, uint32_t w, uint32_t exp, int64_t t)
 
 /* ---- public ---------------------------------------------------------------------------- */
 
-struct approx *approx_new(const struct approx_cfg *cfg)
+int approx_new(const struct approx_cfg *cfg, struct approx **out)
 {
 	uint32_t mw = cfg && cfg->max_workers ? cfg->max_workers : 256;
 	double ttl = cfg && cfg->ttl_s != 0 ? cfg->ttl_s : APPROX_DEFAULT_TTL_S;
 	struct approx *a;
 
+	*out = NULL;
 	if (mw > APPROX_MAX_WORKERS || !(ttl > 0 && ttl <= APPROX_MAX_TTL_S))
-		return NULL;
+		return -EINVAL;
 	a = calloc(1, sizeof(*a));
 	if (!a)
-		return NULL;
+		return -ENOMEM;
 	a->max_workers = mw;
 	a->ttl_ms = (uint32_t)llround(ttl * 1000.0);
 	if (!a->ttl_ms)
@@ -323,10 +324,11 @@ struct approx *approx_new(const struct approx_cfg *cfg)
 	a->at = calloc((size_t)mw * APPROX_POS_MAX, sizeof(*a->at));
 	if (!a->t || !a->wn || !a->clk || !a->capw || !a->at)
 		goto cleanup;
-	return a;
+	*out = a;
+	return 0;
 cleanup:
 	approx_free(a);
-	return NULL;
+	return -ENOMEM;
 }
 
 void approx_free(struct approx *a)

@@ -60,10 +60,11 @@ struct approx_stats {
 	uint64_t bytes;	    /* heap bytes held */
 };
 
-/* Creates an empty view (cfg NULL: all defaults). NULL on a bad cfg (max_workers above
- * APPROX_MAX_WORKERS, ttl_s negative, NaN or above APPROX_MAX_TTL_S) or out of memory. Times are
- * seconds on any clock that does not go back, kept to the millisecond. */
-struct approx *approx_new(const struct approx_cfg *cfg);
+/* Creates an empty view (cfg NULL: all defaults) in *out. Returns 0, -EINVAL for a bad cfg
+ * (max_workers above APPROX_MAX_WORKERS, ttl_s negative, NaN or above APPROX_MAX_TTL_S), -ENOMEM
+ * (*out is then NULL). Times are seconds on any clock that does not go back, kept to the
+ * millisecond. */
+int approx_new(const struct approx_cfg *cfg, struct approx **out);
 /* Frees the view (NULL is fine). */
 void approx_free(struct approx *a);
 

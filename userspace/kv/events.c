@@ -4,6 +4,7 @@
 // sync with discovery, counters, /metrics and /debug/index. Payloads are decoded by
 // events_decode.c.
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -65,18 +66,12 @@ struct evsock {
 };
 
 struct evw {
-	bool used;
+	enum events_state state; /* EVENTS_ST_FREE: slot unused; moved only by step() */
+	unsigned flags;		 /* enum events_flags */
 	char *name, *pub, *replay, *topic;
 	struct evsock sub, dealer;
-	bool have_seq;	   /* next_seq is meaningful */
-	uint64_t next_seq; /* the seq expected next */
-	bool replaying;
-	bool initial;	    /* the running replay is an initial sync (from 0) */
-	bool got_replay;    /* the running replay delivered at least one batch */
-	bool skip_initial;  /* after a failed replay: take the stream as it comes */
-	bool pub_lost;	    /* the SUB lost its publisher: blocks dropped, synced again once back */
-	bool check_restart; /* seq_at_loss holds where the stream stood when it was lost */
-	uint64_t seq_at_loss;
+	uint64_t next_seq;    /* the seq expected next (meaningful: events_state_has_seq) */
+	uint64_t seq_at_loss; /* with EVENTS_F_CHECK_RESTART: where the stream stood when lost */
 	uint64_t replay_from; /* first seq asked */
 	int64_t deadline_ms;
 	struct pend *pend;
@@ -117,6 +112,36 @@ struct events {
 	uint32_t cur_id;
 };
 
+/* Moves worker w by input in (events_state.c's table). A move the table does not have is a bug
+ * of this file: asserted, and refused (w keeps its state) when asserts are compiled out. */
+static void step(struct evw *w, enum events_input in)
+{
+	enum events_state to = events_state_next(w->state, in);
+
+	assert(to != EVENTS_ST_INVALID);
+	if (to == EVENTS_ST_INVALID) {
+		log_error("events", "worker %s: no move on %s from %s", w->name ? w->name : "?",
+			  events_input_name(in), events_state_name(w->state));
+		return;
+	}
+	w->state = to;
+}
+
+static bool in_use(const struct evw *w)
+{
+	return w->state != EVENTS_ST_FREE;
+}
+
+static bool replaying(const struct evw *w)
+{
+	return events_state_replaying(w->state);
+}
+
+static bool has_seq(const struct evw *w)
+{
+	return events_state_has_seq(w->state);
+}
+
 static int64_t now_ms(void)
 {
 	return (int64_t)clock_ms();
@@ -131,15 +156,16 @@ static uint64_t be64(const unsigned char *b)
 	return v;
 }
 
-struct events *events_create(const struct events_cfg *cfg)
+int events_new(const struct events_cfg *cfg, struct events **out)
 {
 	struct events *ev = calloc(1, sizeof(*ev));
 	struct epoll_event ee = {.events = EPOLLIN};
 
+	*out = NULL;
 	if (!ev || !cfg || !cfg->index) {
 		free(ev);
 		errno = EINVAL;
-		return NULL;
+		return -EINVAL;
 	}
 	ev->idx = cfg->index;
 	ev->replay_timeout_ms =
@@ -156,7 +182,7 @@ struct events *events_create(const struct events_cfg *cfg)
 	ev->epfd = ev->tfd = -1;
 	ev->nw = index_max_workers(cfg->index);
 	ev->w = calloc(ev->nw, sizeof(*ev->w));
-	ev->dec = events_decoder_new();
+	events_decoder_new(&ev->dec);
 	ev->zctx = zmq_ctx_new();
 	if (!ev->w || !ev->dec || !ev->zctx)
 		goto cleanup;
@@ -175,12 +201,13 @@ struct events *events_create(const struct events_cfg *cfg)
 	ee.data.u64 = UINT64_MAX;
 	if (epoll_ctl(ev->epfd, EPOLL_CTL_ADD, ev->tfd, &ee))
 		goto cleanup;
-	return ev;
+	*out = ev;
+	return 0;
 cleanup:
 	events_free(ev);
 	if (!errno)
 		errno = ENOMEM;
-	return NULL;
+	return -errno;
 }
 
 static void pend_clear(struct events *ev, struct evw *w)
@@ -231,6 +258,7 @@ static void close_sock(struct events *ev, struct evsock *sk)
 
 static void worker_release(struct events *ev, struct evw *w)
 {
+	step(w, EVENTS_IN_REMOVE); /* the memset below leaves it EVENTS_ST_FREE (0) */
 	close_sock(ev, &w->sub);
 	close_sock(ev, &w->dealer);
 	pend_clear(ev, w);
@@ -248,7 +276,7 @@ void events_free(struct events *ev)
 	if (!ev)
 		return;
 	for (uint32_t i = 0; ev->w && i < ev->nw; i++)
-		if (ev->w[i].used)
+		if (in_use(&ev->w[i]))
 			worker_release(ev, &ev->w[i]);
 	if (ev->zctx)
 		zmq_ctx_term(ev->zctx);
@@ -320,11 +348,11 @@ int events_worker_add(struct events *ev, uint32_t id, const char *name, const ch
 	if (id >= ev->nw)
 		return -ERANGE;
 	w = &ev->w[id];
-	if (w->used)
+	if (in_use(w))
 		return -EEXIST;
 	if (!pub || !name)
 		return -EINVAL;
-	w->used = true;
+	step(w, EVENTS_IN_ADD);
 	w->name = strdup(name);
 	w->pub = strdup(pub);
 	w->replay = replay && *replay ? strdup(replay) : NULL;
@@ -357,7 +385,7 @@ static void worker_drop(struct events *ev, uint32_t id)
 
 int events_worker_remove(struct events *ev, uint32_t id)
 {
-	if (id >= ev->nw || !ev->w[id].used)
+	if (id >= ev->nw || !in_use(&ev->w[id]))
 		return -ENOENT;
 	log_info("events", "worker %s (id %u): removed", ev->w[id].name, id);
 	worker_release(ev, &ev->w[id]);
@@ -370,7 +398,7 @@ int events_worker_remove(struct events *ev, uint32_t id)
 int events_worker_find(const struct events *ev, const char *name)
 {
 	for (uint32_t i = 0; i < ev->nw; i++)
-		if (ev->w[i].used && !strcmp(ev->w[i].name, name))
+		if (in_use(&ev->w[i]) && !strcmp(ev->w[i].name, name))
 			return (int)i;
 	return -ENOENT;
 }
@@ -387,7 +415,7 @@ int events_sync(struct events *ev, const struct events_spec *specs, size_t n, co
 	for (uint32_t id = 0; id < ev->nw; id++) {
 		struct evw *w = &ev->w[id];
 		bool keep = false;
-		if (!w->used)
+		if (!in_use(w))
 			continue;
 		for (size_t i = 0; i < n && !keep; i++)
 			keep = !strcmp(specs[i].name, w->name) && !strcmp(specs[i].pub, w->pub) &&
@@ -403,7 +431,7 @@ int events_sync(struct events *ev, const struct events_spec *specs, size_t n, co
 		if (events_worker_find(ev, specs[i].name) >= 0)
 			continue;
 		for (id = 0; id < ev->nw; id++)
-			if (!ev->w[id].used) {
+			if (!in_use(&ev->w[id])) {
 				rc = events_worker_add(ev, id, specs[i].name, specs[i].pub,
 						       specs[i].replay, topic);
 				break;
@@ -523,7 +551,6 @@ static void apply_batch(struct events *ev, uint32_t id, const void *p, size_t n)
 	w->st.events += c.events;
 	w->st.bad_events += c.bad_events;
 	w->st.unknown_events += c.unknown_events;
-	w->skip_initial = false;
 }
 
 /* The earliest replay deadline or socket reconnect time, INT64_MAX when none. */
@@ -533,9 +560,9 @@ static int64_t next_deadline(const struct events *ev)
 
 	for (uint32_t i = 0; i < ev->nw; i++) {
 		const struct evw *w = &ev->w[i];
-		if (!w->used)
+		if (!in_use(w))
 			continue;
-		if (w->replaying && w->deadline_ms < first)
+		if (replaying(w) && w->deadline_ms < first)
 			first = w->deadline_ms;
 		if (w->sub.lost && w->sub.lost_ms + EVENTS_RELINK_MS < first)
 			first = w->sub.lost_ms + EVENTS_RELINK_MS;
@@ -639,9 +666,7 @@ static int start_replay(struct events *ev, uint32_t id, uint64_t from, bool init
 		close_sock(ev, &w->dealer);
 		return -EIO;
 	}
-	w->replaying = true;
-	w->initial = initial;
-	w->got_replay = false;
+	step(w, initial ? EVENTS_IN_SYNC : EVENTS_IN_GAP);
 	w->recall_n = 0; /* a gap or a restart: the live stream is past the last replay */
 	w->replay_from = from;
 	w->deadline_ms = now_ms() + ev->replay_timeout_ms;
@@ -682,8 +707,7 @@ static void worker_forget(struct events *ev, uint32_t id)
 	 * asked before (from the old process, or from another start seq) out of the new sync */
 	close_sock(ev, &w->dealer);
 	pend_clear(ev, w); /* queued for a replay that is abandoned; the new sync covers them */
-	w->replaying = w->initial = w->got_replay = w->skip_initial = false;
-	w->have_seq = false;
+	step(w, EVENTS_IN_FORGET);
 	w->next_seq = w->replay_from = 0;
 	w->recall_n = 0;
 	worker_drop(ev, id); /* also lifts a stale mark left by an abandoned gap replay */
@@ -694,7 +718,7 @@ int events_worker_resync(struct events *ev, uint32_t id)
 {
 	struct evw *w;
 
-	if (id >= ev->nw || !ev->w[id].used)
+	if (id >= ev->nw || !in_use(&ev->w[id]))
 		return -ENOENT;
 	w = &ev->w[id];
 	log_info("events", "worker %s (id %u): resync: blocks dropped, sync from seq 0", w->name,
@@ -709,12 +733,12 @@ static void pub_lost(struct events *ev, uint32_t id)
 {
 	struct evw *w = &ev->w[id];
 
-	if (w->pub_lost)
+	if (w->flags & EVENTS_F_PUB_LOST)
 		return;
-	w->pub_lost = true;
+	w->flags |= EVENTS_F_PUB_LOST;
 	w->st.disconnects++;
-	if (w->have_seq) {
-		w->check_restart = true;
+	if (has_seq(w)) {
+		w->flags |= EVENTS_F_CHECK_RESTART;
 		w->seq_at_loss = w->next_seq;
 	}
 	log_info("events",
@@ -730,11 +754,11 @@ static void pub_back(struct events *ev, uint32_t id)
 {
 	struct evw *w = &ev->w[id];
 
-	if (!w->pub_lost)
+	if (!(w->flags & EVENTS_F_PUB_LOST))
 		return;
-	w->pub_lost = false;
+	w->flags &= ~EVENTS_F_PUB_LOST;
 	log_info("events", "worker %s: publisher connected again: synced from seq 0", w->name);
-	if (!w->replaying && !w->have_seq)
+	if (!replaying(w) && !has_seq(w))
 		join_sync(ev, id);
 }
 
@@ -743,9 +767,9 @@ static void pub_back(struct events *ev, uint32_t id)
  * what it published meanwhile replayed). */
 static void loss_check(struct evw *w)
 {
-	if (!w->check_restart || !w->have_seq)
+	if (!(w->flags & EVENTS_F_CHECK_RESTART) || !has_seq(w))
 		return;
-	w->check_restart = false;
+	w->flags &= ~EVENTS_F_CHECK_RESTART;
 	if (w->next_seq < w->seq_at_loss) {
 		w->st.restarts++;
 		log_info("events", "worker %s: its sequence went back from %llu to %llu: restarted",
@@ -762,7 +786,7 @@ static void drain_pending(struct events *ev, uint32_t id)
 {
 	struct evw *w = &ev->w[id];
 
-	while (w->pend_n && !w->replaying) {
+	while (w->pend_n && !replaying(w)) {
 		struct pend pe = w->pend[w->pend_head];
 		size_t before;
 
@@ -773,11 +797,11 @@ static void drain_pending(struct events *ev, uint32_t id)
 		before = w->pend_n;
 		/* already delivered by the replay: skip (a real restart shows a seq below the
 		 * replay's start, and goes through handle_seq's restart rule) */
-		if (w->have_seq && pe.seq < w->next_seq && pe.seq >= w->replay_from)
+		if (has_seq(w) && pe.seq < w->next_seq && pe.seq >= w->replay_from)
 			;
 		else
 			handle_seq(ev, id, pe.seq, pe.data, pe.len);
-		if (w->replaying && w->pend_n == before + 1 && before) {
+		if (replaying(w) && w->pend_n == before + 1 && before) {
 			size_t tail = (w->pend_head + w->pend_n - 1) % w->pend_cap;
 			struct pend again = w->pend[tail];
 
@@ -791,8 +815,12 @@ static void drain_pending(struct events *ev, uint32_t id)
 static void replay_done(struct events *ev, uint32_t id, bool ok, const char *why)
 {
 	struct evw *w = &ev->w[id];
+	bool applied_nothing = w->state == EVENTS_ST_SYNCING; /* an initial sync, nothing fed */
 
-	w->replaying = false;
+	/* over: live (the position known), or taking the stream as it comes (a failure, or an
+	 * initial sync that found nothing; without this the next live batch would ask for the same
+	 * sync again) */
+	step(w, ok ? EVENTS_IN_REPLAY_OK : EVENTS_IN_REPLAY_BAD);
 	if (ok) {
 		w->st.replays_ok++;
 		loss_check(w);
@@ -804,7 +832,7 @@ static void replay_done(struct events *ev, uint32_t id, bool ok, const char *why
 	} else {
 		w->st.replays_failed++;
 		close_sock(ev, &w->dealer); /* late answers to this request must not be read */
-		if (w->initial && !w->got_replay) {
+		if (applied_nothing) {
 			/* an initial sync that applied nothing has nothing to drop (typically a
 			 * worker whose replay endpoint does not listen yet, or never will) */
 			log_warn("events", "worker %s: initial sync failed (%s): live stream taken",
@@ -814,8 +842,6 @@ static void replay_done(struct events *ev, uint32_t id, bool ok, const char *why
 				 w->name, why);
 			worker_drop(ev, id);
 		}
-		w->have_seq = false;
-		w->skip_initial = true;
 		w->recall_n = 0;
 	}
 	arm_timer(ev);
@@ -861,30 +887,30 @@ static void handle_seq(struct events *ev, uint32_t id, uint64_t seq, const void 
 {
 	struct evw *w = &ev->w[id];
 
-	if (w->replaying) {
+	if (replaying(w)) {
 		queue_live(ev, id, seq, p, n);
 		return;
 	}
-	if (w->have_seq && seq < w->next_seq && recalled(w, seq, p, n))
+	if (has_seq(w) && seq < w->next_seq && recalled(w, seq, p, n))
 		return; /* the live copy of a replayed batch, late */
-	if (w->have_seq && seq >= w->next_seq)
+	if (has_seq(w) && seq >= w->next_seq)
 		w->recall_n = 0; /* SUB is ordered: no late copy can follow this batch */
-	if (w->have_seq && seq < w->next_seq) {
+	if (has_seq(w) && seq < w->next_seq) {
 		w->st.restarts++;
 		log_info("events",
 			 "worker %s: seq went back from %llu to %llu: restart, blocks "
 			 "dropped",
 			 w->name, (unsigned long long)w->next_seq, (unsigned long long)seq);
 		worker_drop(ev, id);
-		w->have_seq = false;
+		step(w, EVENTS_IN_RESTART);
 	}
-	if (!w->have_seq) {
-		if (seq > 0 && w->replay && ev->initial_replay && !w->skip_initial &&
+	if (!has_seq(w)) {
+		if (seq > 0 && w->replay && ev->initial_replay && w->state != EVENTS_ST_TAKING &&
 		    !start_replay(ev, id, 0, true)) {
 			queue_live(ev, id, seq, p, n);
 			return;
 		}
-		w->have_seq = true;
+		step(w, EVENTS_IN_TAKE);
 		w->next_seq = seq;
 		loss_check(w);
 	} else if (seq > w->next_seq) {
@@ -931,22 +957,20 @@ static void handle_replay_msg(struct events *ev, uint32_t id, zmq_msg_t *parts, 
 		return;
 	}
 	seq = be64(zmq_msg_data(&parts[k]));
-	if (!w->replaying) /* an answer after we gave up */
+	if (!replaying(w)) /* an answer after we gave up */
 		return;
 	if (seq == UINT64_MAX) {
-		if (!w->initial && w->pend_n && w->pend[w->pend_head].seq > w->next_seq) {
+		if (!events_state_initial(w->state) && w->pend_n &&
+		    w->pend[w->pend_head].seq > w->next_seq) {
 			/* the answer stops short of the queued batches (e.g. a restarted worker's
 			 * new buffer behind a batch of the old process): taking it as a success
 			 * would ask the same replay again for ever */
 			replay_done(ev, id, false, "replay ended before the gap was filled");
 			return;
 		}
-		if (w->initial && !w->got_replay) {
-			/* nothing buffered there: take the live stream as it comes (without
-			 * skip_initial the queued batch would ask for the same replay again) */
-			w->have_seq = false;
-			w->skip_initial = true;
-		}
+		/* an initial sync fed nothing: nothing buffered there, the live stream is taken as
+		 * it comes (EVENTS_ST_TAKING: else the queued batch would ask for the same sync
+		 * again) */
 		replay_done(ev, id, true, NULL);
 		return;
 	}
@@ -954,12 +978,11 @@ static void handle_replay_msg(struct events *ev, uint32_t id, zmq_msg_t *parts, 
 		w->st.bad_frames++;
 		return;
 	}
-	if (w->initial && !w->got_replay) {
+	if (w->state == EVENTS_ST_SYNCING) {
 		/* joining a running worker: whatever the buffer still holds is the best start */
-		w->have_seq = true;
+		step(w, EVENTS_IN_SYNC_FED);
 		w->next_seq = seq;
 	}
-	w->got_replay = true;
 	if (seq < w->next_seq)
 		return;
 	if (seq > w->next_seq) {
@@ -1083,7 +1106,7 @@ static void relink(struct events *ev, uint32_t id, struct evsock *sk)
 	log_warn("events", "worker %s: ZMQ closed the connection to %s (%s): %s", w->name,
 		 sub ? w->pub : w->replay, why, sub ? "reconnecting" : "replay socket closed");
 	if (!sub) {
-		if (w->replaying)
+		if (replaying(w))
 			replay_done(ev, id, false, "replay answer refused by ZMQ");
 		else
 			close_sock(ev, sk);
@@ -1105,7 +1128,7 @@ static void drain_worker(struct events *ev, uint32_t id, int *budget)
 
 	drain_monitor(ev, id, &w->sub, budget);
 	drain_monitor(ev, id, &w->dealer, budget);
-	while (*budget > 0 && w->used && readable(w->dealer.s)) {
+	while (*budget > 0 && in_use(w) && readable(w->dealer.s)) {
 		np = recv_parts(w->dealer.s, parts, 4, &total);
 		if (!total)
 			break;
@@ -1114,7 +1137,7 @@ static void drain_worker(struct events *ev, uint32_t id, int *budget)
 		for (int i = 0; i < np; i++)
 			zmq_msg_close(&parts[i]);
 	}
-	while (*budget > 0 && w->used && readable(w->sub.s)) {
+	while (*budget > 0 && in_use(w) && readable(w->sub.s)) {
 		np = recv_parts(w->sub.s, parts, 4, &total);
 		if (!total)
 			break;
@@ -1149,17 +1172,17 @@ int events_poll(struct events *ev, int budget)
 	for (uint32_t k = 0; k < ev->nw; k++) {
 		uint32_t i = (ev->rr + k) % ev->nw;
 		struct evw *w = &ev->w[i];
-		if (!w->used)
+		if (!in_use(w))
 			continue;
 		drain_worker(ev, i, &budget); /* answers already here count, even if late */
-		if (w->used && w->sub.lost && now >= w->sub.lost_ms + EVENTS_RELINK_MS)
+		if (in_use(w) && w->sub.lost && now >= w->sub.lost_ms + EVENTS_RELINK_MS)
 			relink(ev, i, &w->sub);
-		if (w->used && w->dealer.lost && now >= w->dealer.lost_ms + EVENTS_RELINK_MS)
+		if (in_use(w) && w->dealer.lost && now >= w->dealer.lost_ms + EVENTS_RELINK_MS)
 			relink(ev, i, &w->dealer);
-		if (w->used && w->replaying && now >= w->deadline_ms)
+		if (in_use(w) && replaying(w) && now >= w->deadline_ms)
 			replay_done(ev, i, false, "timeout");
-		if (w->used && (readable(w->sub.s) || readable(w->dealer.s) ||
-				readable(w->sub.mon) || readable(w->dealer.mon)))
+		if (in_use(w) && (readable(w->sub.s) || readable(w->dealer.s) ||
+				  readable(w->sub.mon) || readable(w->dealer.mon)))
 			more = true;
 		if (budget <= 0) {
 			ev->rr = (i + 1) % ev->nw;
@@ -1175,7 +1198,7 @@ size_t events_initial_syncs(const struct events *ev)
 	size_t n = 0;
 
 	for (uint32_t id = 0; ev && id < ev->nw; id++)
-		n += ev->w[id].used && ev->w[id].replaying && ev->w[id].initial;
+		n += events_state_initial(ev->w[id].state);
 	return n;
 }
 
@@ -1192,13 +1215,15 @@ int events_worker_stats(const struct events *ev, uint32_t id, struct events_work
 {
 	const struct evw *w;
 
-	if (id >= ev->nw || !ev->w[id].used)
+	if (id >= ev->nw || !in_use(&ev->w[id]))
 		return -ENOENT;
 	w = &ev->w[id];
 	*st = w->st;
 	st->next_seq = w->next_seq;
-	st->have_seq = w->have_seq;
-	st->replaying = w->replaying;
+	st->have_seq = has_seq(w);
+	st->replaying = replaying(w);
+	st->state = w->state;
+	st->flags = w->flags;
 	st->pending = w->pend_n;
 	st->pending_bytes = w->pend_bytes;
 	return 0;
@@ -1210,7 +1235,7 @@ static const char **name_table(const struct events *ev)
 	const char **names = calloc(ev->nw, sizeof(*names));
 
 	for (uint32_t i = 0; names && i < ev->nw; i++)
-		names[i] = ev->w[i].used ? ev->w[i].name : NULL;
+		names[i] = in_use(&ev->w[i]) ? ev->w[i].name : NULL;
 	return names;
 }
 
@@ -1288,7 +1313,7 @@ int events_metrics(const struct events *ev, struct buf *out)
 					 m[k].name, m[k].type);
 		for (uint32_t i = 0; i < ev->nw; i++) {
 			const struct evw *w = &ev->w[i];
-			if (!w->used)
+			if (!in_use(w))
 				continue;
 			rc |= buf_printf(out, "%s{worker=\"", m[k].name);
 			rc |= put_name(out, w->name);
@@ -1303,11 +1328,11 @@ int events_metrics(const struct events *ev, struct buf *out)
 		       "runs.\n"
 		       "# TYPE kvsplice_kv_replaying gauge\n");
 	for (uint32_t i = 0; i < ev->nw; i++) {
-		if (!ev->w[i].used)
+		if (!in_use(&ev->w[i]))
 			continue;
 		rc |= buf_puts(out, "kvsplice_kv_replaying{worker=\"");
 		rc |= put_name(out, ev->w[i].name);
-		rc |= buf_printf(out, "\"} %d\n", ev->w[i].replaying);
+		rc |= buf_printf(out, "\"} %d\n", replaying(&ev->w[i]));
 	}
 	rc |= buf_printf(
 	    out,
@@ -1345,7 +1370,7 @@ int events_metrics(const struct events *ev, struct buf *out)
 		       "during a replay.\n"
 		       "# TYPE kvsplice_kv_queued_bytes gauge\n");
 	for (uint32_t i = 0; i < ev->nw; i++) {
-		if (!ev->w[i].used)
+		if (!in_use(&ev->w[i]))
 			continue;
 		rc |= buf_puts(out, "kvsplice_kv_queued_bytes{worker=\"");
 		rc |= put_name(out, ev->w[i].name);
@@ -1359,6 +1384,16 @@ int events_metrics(const struct events *ev, struct buf *out)
 	return rc ? -ENOMEM : 0;
 }
 
+/* The coarse state /debug/index has always shown as "state" (events_state_name is "seq_state"). */
+static const char *state_summary(enum events_state s)
+{
+	if (events_state_initial(s))
+		return "syncing";
+	if (events_state_replaying(s))
+		return "replaying";
+	return events_state_has_seq(s) ? "live" : "waiting";
+}
+
 int events_debug_json(const struct events *ev, struct buf *out)
 {
 	const char **names;
@@ -1368,7 +1403,7 @@ int events_debug_json(const struct events *ev, struct buf *out)
 	for (uint32_t i = 0; i < ev->nw; i++) {
 		const struct evw *w = &ev->w[i];
 		uint64_t gpu = 0, cpu = 0;
-		if (!w->used)
+		if (!in_use(w))
 			continue;
 		index_worker_blocks(ev->idx, i, &gpu, &cpu);
 		rc |= buf_printf(out, "%s{\"id\":%u,\"name\":", first ? "" : ",", i);
@@ -1380,16 +1415,16 @@ int events_debug_json(const struct events *ev, struct buf *out)
 				: buf_puts(out, "null");
 		rc |= buf_printf(
 		    out,
-		    ",\"state\":\"%s\",\"next_seq\":%llu,\"pending\":%zu,\"blocks_gpu\":%llu,"
+		    ",\"state\":\"%s\",\"seq_state\":\"%s\",\"pub_lost\":%s,"
+		    "\"restart_check\":%s,\"next_seq\":%llu,\"pending\":%zu,\"blocks_gpu\":%llu,"
 		    "\"blocks_cpu\":%llu,\"stale\":%s,\"batches\":%llu,\"events\":%llu,"
 		    "\"gaps\":%llu,\"replays_ok\":%llu,\"replays_failed\":%llu,\"restarts\":%llu,"
 		    "\"drops\":%llu,\"bad_frames\":%llu,\"bad_batches\":%llu,\"bad_events\":%llu,"
 		    "\"unknown_events\":%llu,\"pending_bytes\":%zu,\"oversized\":%llu,"
 		    "\"queue_overflows\":%llu,\"dropped_queued\":%llu,\"disconnects\":%llu}",
-		    w->replaying && w->initial ? "syncing"
-		    : w->replaying	       ? "replaying"
-		    : w->have_seq	       ? "live"
-					       : "waiting",
+		    state_summary(w->state), events_state_name(w->state),
+		    w->flags & EVENTS_F_PUB_LOST ? "true" : "false",
+		    w->flags & EVENTS_F_CHECK_RESTART ? "true" : "false",
 		    (unsigned long long)w->next_seq, w->pend_n, (unsigned long long)gpu,
 		    (unsigned long long)cpu, index_worker_stale(ev->idx, i) ? "true" : "false",
 		    (unsigned long long)w->st.batches, (unsigned long long)w->st.events,

@@ -2,45 +2,19 @@
 /* events: vLLM KV-cache events from every worker into the index (FACTS.md §1).
  *
  * Per worker: a ZMQ SUB connected to its publisher (tcp://IP:PORT, topic filter) and, if it has
- * one, a DEALER to its replay endpoint. A message is [topic][seq u64 BE][msgpack batch]. Batch
- * payloads are decoded by events_decode.h (both encodings, every hash encoding) and applied to
- * the index with events_apply_event; this module is the runtime around it: sockets, sequence
- * rules, replay, the sync with discovery, counters.
+ * one, a DEALER to its replay endpoint; batch payloads are decoded by events_decode.h and applied
+ * to the index. This module is the runtime around the decoder: sockets, sequence rules, replay,
+ * the sync with discovery, counters.
  *
- * Sequence rules, per worker:
- *   - on joining (events_worker_add, events_worker_resync) with a replay endpoint: replay from 0
- *     at once (initial sync), so an idle worker's cache is known before its next batch; live
- *     batches arriving meanwhile are queued. An empty answer or a dead replay endpoint: the live
- *     stream is taken as it comes;
- *   - first batch seen with seq > 0 and a replay endpoint (the initial sync failed): replay from 0;
- *   - seq == expected: applied;
- *   - seq >  expected (a gap: PUB dropped batches): the worker is marked stale (queries see it
- *     with depth 0), live batches are queued, and the missing ones are asked from the replay
- *     endpoint (DEALER: empty frame + start seq 8 B BE; replies [seq][payload] ..., terminator
- *     seq 0xFFFFFFFFFFFFFFFF). Replay complete: stale mark lifted, queue applied. No replay
- *     endpoint, a replay that does not reach back to the gap, a timeout or a full queue: the
- *     worker's blocks are dropped (never trusted) and ingest goes on from the live stream;
- *   - seq <  expected: the worker restarted: its blocks are dropped, then as a first batch;
- *   - the publisher's connection lost (the SUB's monitor reports DISCONNECTED, and libzmq
- *     reconnecting: the worker process died or closed it, or the network cut it; not a frame
- *     refused for size, see below): its blocks are dropped at once (a dead worker's cache is
- *     gone, and whatever it publishes meanwhile is lost to us) and its sequence forgotten; once
- *     connected again it is synced from 0 as on joining. A stream that then starts below where
- *     it stood is counted as a restart.
- * A removed worker's blocks are dropped and its sockets closed. Whatever does not decode (frames,
- * batch, single events) is counted and skipped; nothing here blocks or aborts.
- *
- * Memory bound: no message is copied before its size is checked. Every socket refuses frames
- * above max_payload bytes (ZMQ_MAXMSGSIZE: libzmq closes the connection without reading
- * the frame; events notices that libzmq does not reconnect, reconnects the socket itself and
- * counts the message as oversized; the batch is then missing: a gap, handled as above, and a
- * replay answer refused that way fails the replay). The live queue kept during a replay is
- * bounded per worker by max_pending batches and max_pending_bytes payload bytes, and over all
- * workers by max_pending_total_bytes; a batch that does not fit is "a full queue" above: the
- * queue is discarded (counted), the replay given up, the worker's blocks dropped (not for an
- * initial sync that applied nothing), and the live stream taken from that batch. Not bounded
- * here: libzmq's own receive queue per SUB (rcvhwm messages, each up to max_payload), which
- * only fills while events_poll is not called; past it the publisher drops (a gap, as above).
+ * The contract, in short: each worker's batches are applied in seq order exactly once; a gap is
+ * filled from the replay endpoint (the worker stale meanwhile) or the worker's blocks are dropped;
+ * a restart, a lost publisher, a failed replay drop its blocks, never keep blocks that may be
+ * wrong; joining (and a publisher back) syncs from seq 0. Nothing blocks or aborts: input that
+ * does not decode is counted and skipped. Memory: no message is copied before its size is checked
+ * (max_payload per frame), and the live queue kept during a replay is bounded (max_pending,
+ * max_pending_bytes per worker, max_pending_total_bytes over all). Each worker's place in these
+ * rules is one enum events_state (events_state.h). The rules in full, with why:
+ * docs/internals/events.md.
  *
  * Threading: one thread owns a struct events and calls every function on it; it is the index's
  * writer thread (index.h). Drive it from an epoll loop: add events_fd() for EPOLLIN and call
@@ -55,6 +29,7 @@
 
 #include "core/buf.h"
 #include "kv/events_decode.h" /* the decoder; EVENTS_DEFAULT_MAX_PAYLOAD */
+#include "kv/events_state.h"
 #include "kv/index.h"
 
 /* Replay answer deadline, ms. */
@@ -96,8 +71,10 @@ struct events_cfg {
 	bool no_initial_replay; /* do not replay from 0 when first joining a running worker */
 };
 
-/* Creates the runtime (a ZMQ context, an epoll fd, a timerfd). NULL on failure (errno set). */
-struct events *events_create(const struct events_cfg *cfg);
+/* Creates the runtime (a ZMQ context, an epoll fd, a timerfd) in *out. Returns 0, -EINVAL (no
+ * cfg or no cfg->index), or -errno of what failed (errno set too; -ENOMEM when none was set);
+ * *out is then NULL. */
+int events_new(const struct events_cfg *cfg, struct events **out);
 /* Closes every socket (linger 0) and frees. The index is left as it is. */
 void events_free(struct events *ev);
 
@@ -158,11 +135,13 @@ struct events_worker_stats {
 	/* replays given up because the live queue was full: by count (max_pending), by this
 	 * worker's bytes (max_pending_bytes), by all workers' bytes (max_pending_total_bytes) */
 	uint64_t overflow_batches, overflow_bytes, overflow_total;
-	uint64_t dropped_queued; /* live batches discarded with those queues */
-	uint64_t disconnects;	 /* the publisher's connection lost (blocks dropped) */
-	bool have_seq, replaying;
-	size_t pending;	      /* live batches queued now */
-	size_t pending_bytes; /* their payload bytes */
+	uint64_t dropped_queued;  /* live batches discarded with those queues */
+	uint64_t disconnects;	  /* the publisher's connection lost (blocks dropped) */
+	bool have_seq, replaying; /* read off state */
+	enum events_state state;  /* events_state.h */
+	unsigned flags;		  /* enum events_flags */
+	size_t pending;		  /* live batches queued now */
+	size_t pending_bytes;	  /* their payload bytes */
 };
 /* Counters of worker id. 0 or -ENOENT. */
 int events_worker_stats(const struct events *ev, uint32_t id, struct events_worker_stats *st);

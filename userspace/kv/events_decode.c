@@ -27,19 +27,21 @@ struct events_decoder {
 	size_t max_payload; /* larger payloads are refused whole */
 };
 
-struct events_decoder *events_decoder_new(void)
+int events_decoder_new(struct events_decoder **out)
 {
 	struct events_decoder *d = calloc(1, sizeof(*d));
 
+	*out = NULL;
 	if (!d)
-		return NULL;
+		return -ENOMEM;
 	if (!msgpack_zone_init(&d->zone, 64 * 1024)) {
 		free(d);
-		return NULL;
+		return -ENOMEM;
 	}
 	msgpack_sbuffer_init(&d->sbuf);
 	d->max_payload = EVENTS_DEFAULT_MAX_PAYLOAD;
-	return d;
+	*out = d;
+	return 0;
 }
 
 void events_decoder_set_max_payload(struct events_decoder *d, size_t max)

@@ -69,8 +69,9 @@ struct events_decode_counts {
 
 struct events_decoder;
 
-/* A decoder with its scratch memory (reused across batches). NULL on ENOMEM. */
-struct events_decoder *events_decoder_new(void);
+/* A decoder with its scratch memory (reused across batches) in *out. 0 or -ENOMEM (*out is then
+ * NULL). */
+int events_decoder_new(struct events_decoder **out);
 void events_decoder_free(struct events_decoder *d);
 /* Payloads above max bytes are refused whole from now on (0: EVENTS_DEFAULT_MAX_PAYLOAD, the
  * bound of a new decoder). */

@@ -354,16 +354,20 @@ static void evict_one(struct index *idx)
 
 /* ---- public ---------------------------------------------------------------------------- */
 
-struct index *index_create(const struct index_cfg *cfg)
+int index_new(const struct index_cfg *cfg, struct index **out)
 {
 	struct index *idx = calloc(1, sizeof(*idx));
 	uint32_t mw = cfg && cfg->max_workers ? cfg->max_workers : 256;
 	uint32_t bs = cfg && cfg->block_size ? cfg->block_size : BLOCKHASH_DEFAULT_BLOCK_SIZE;
+	int rc = -ENOMEM;
 
+	*out = NULL;
 	if (!idx)
-		return NULL;
-	if (mw > INDEX_MAX_WORKERS || bs > BLOCKHASH_MAX_BLOCK_SIZE)
+		return -ENOMEM;
+	if (mw > INDEX_MAX_WORKERS || bs > BLOCKHASH_MAX_BLOCK_SIZE) {
+		rc = -EINVAL;
 		goto cleanup;
+	}
 	idx->max_workers = mw;
 	idx->words = (mw + 63) / 64;
 	idx->stride = 1 + 2 * idx->words;
@@ -376,15 +380,18 @@ struct index *index_create(const struct index_cfg *cfg)
 	idx->stale = calloc(idx->words, 8);
 	if (!idx->g || !idx->w || !idx->stale)
 		goto cleanup;
-	if (pthread_rwlock_init(&idx->lock, NULL))
+	if ((rc = pthread_rwlock_init(&idx->lock, NULL))) {
+		rc = -rc;
 		goto cleanup;
-	return idx;
+	}
+	*out = idx;
+	return 0;
 cleanup:
 	free(idx->g);
 	free(idx->w);
 	free(idx->stale);
 	free(idx);
-	return NULL;
+	return rc;
 }
 
 void index_free(struct index *idx)

@@ -33,6 +33,7 @@
 
 #include "core/buf.h"
 #include "core/metrics.h"
+#include "kv/blockhash.h" /* BLOCKHASH_DEFAULT_BLOCK_SIZE, _MAX_BLOCK_SIZE, _DEFAULT_SEED */
 
 /* Largest max_workers accepted. */
 #ifndef INDEX_MAX_WORKERS
@@ -57,7 +58,8 @@ struct index;
 
 struct index_cfg {
 	uint32_t max_workers; /* worker ids are 0..max_workers-1; 0 means 256 */
-	uint32_t block_size;  /* tokens per block; 0 means BLOCKHASH_DEFAULT_BLOCK_SIZE */
+	uint32_t block_size;  /* tokens per block, at most BLOCKHASH_MAX_BLOCK_SIZE; 0 means
+				 BLOCKHASH_DEFAULT_BLOCK_SIZE */
 	uint64_t seed;	      /* own-hash seed (the router must use the same) */
 	bool seed_set;	      /* false: BLOCKHASH_DEFAULT_SEED */
 	size_t max_entries;   /* (worker, block) pairs; 0 means INDEX_DEFAULT_MAX_ENTRIES */
@@ -94,9 +96,10 @@ struct index_stats {
 	uint64_t rejected;	  /* events refused (bad worker id, block size, token count) */
 };
 
-/* Creates an empty index. Returns NULL on a bad cfg (max_workers above INDEX_MAX_WORKERS, block
- * size above BLOCKHASH_MAX_BLOCK_SIZE) or out of memory. */
-struct index *index_create(const struct index_cfg *cfg);
+/* Creates an empty index (cfg NULL: all defaults) in *out. Returns 0, -EINVAL for a bad cfg
+ * (max_workers above INDEX_MAX_WORKERS, block size above BLOCKHASH_MAX_BLOCK_SIZE), -ENOMEM
+ * (*out is then NULL). */
+int index_new(const struct index_cfg *cfg, struct index **out);
 /* Frees the index (NULL is fine). No other thread may use it any more. */
 void index_free(struct index *idx);
 

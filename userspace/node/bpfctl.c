@@ -29,7 +29,6 @@
 #include "kvsplice.skel.h"
 #include "core/log.h"
 
-#define BPFCTL_DEFAULT_PIN_DIR "/sys/fs/bpf/kvsplice"
 #define NLINKS 5
 
 struct bpfctl {

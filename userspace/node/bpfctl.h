@@ -3,7 +3,7 @@
  * daemon what it needs from it: the proxy listener registration (which is what turns interception
  * on; the kernel drops it when the process dies, which turns it off with no window), the selected
  * Services, the original destination of an accepted connection, and the counters. Pinned state
- * lives under pin_dir (default /sys/fs/bpf/kvsplice) and survives the daemon. Not thread-safe:
+ * lives under pin_dir (default BPFCTL_DEFAULT_PIN_DIR) and survives the daemon. Not thread-safe:
  * call from the daemon's main thread. */
 #ifndef KVS_BPFCTL_H
 #define KVS_BPFCTL_H

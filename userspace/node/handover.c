@@ -21,6 +21,8 @@
 /* Time between two attempts to bind a name still held by the process this one took over from,
  * ms. */
 #define HANDOVER_REBIND_MS 200
+/* Listen backlog of the handover socket (one successor at a time takes over). */
+#define HANDOVER_BACKLOG 4
 
 #define MSG_TAKE "TAKE1"
 #define MSG_READY "READY"
@@ -343,7 +345,8 @@ static void try_bind(struct handover *h)
 	h->next_bind_ms = clock_ms() + HANDOVER_REBIND_MS;
 	if (fd < 0)
 		return;
-	if (bind(fd, (struct sockaddr *)&h->sun, h->sun_len) < 0 || listen(fd, 4) < 0) {
+	if (bind(fd, (struct sockaddr *)&h->sun, h->sun_len) < 0 ||
+	    listen(fd, HANDOVER_BACKLOG) < 0) {
 		if (errno != EADDRINUSE)
 			log_warn("handover", "cannot offer the listeners: %s", strerror(errno));
 		close(fd);

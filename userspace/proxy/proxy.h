@@ -32,6 +32,10 @@
 #include "route/router.h"
 
 #define PROXY_MAX_LISTEN 8
+/* Listen backlog of the proxy's listeners (--listen-backlog). */
+#ifndef PROXY_DEFAULT_BACKLOG
+#define PROXY_DEFAULT_BACKLOG 4096
+#endif
 
 /* Default limits (0 turns a limit off), sized from a measurement on loopback (build -O2, python
  * upstream, 8000 keep-alive connections after one small request each, 8 bodies of 31 MiB held):
@@ -44,7 +48,6 @@
  * per client address leaves room for the others; 512 MiB of bodies (16 of --max-body's 32 MiB,
  * or thousands of usual prompts) keeps the daemon under about 0.7 GiB. */
 #ifndef PROXY_DEFAULT_MAX_CONNS
-#define PROXY_DEFAULT_BACKLOG 4096    /* listen backlog of the proxy's listeners */
 #define PROXY_DEFAULT_MAX_CONNS 16384 /* client connections at once */
 #endif
 #ifndef PROXY_DEFAULT_MAX_CONNS_PER_IP

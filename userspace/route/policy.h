@@ -153,9 +153,10 @@ void policy_kv_defaults(struct policy_kv_opts *o);
  * kvbench include this one table. */
 #define POLICY_KV_NOPTIONS 10
 extern const struct opt policy_kv_options[POLICY_KV_NOPTIONS];
-/* kv's operations, shared with policy_approx.c. */
-int policy_kv_create(const struct policy_kv_opts *o, void **state);
-void policy_kv_destroy(void *state);
+/* kv's operations, shared with policy_approx.c (policy_kv_new: o NULL gives policy_kv_defaults;
+ * 0 or -ENOMEM; policy_kv_free(NULL) is a no-op). */
+int policy_kv_new(const struct policy_kv_opts *o, void **state);
+void policy_kv_free(void *state);
 int policy_kv_pick(void *state, struct policy_view *v, struct policy_choice *out);
 
 /* Shared helpers for the policies. */

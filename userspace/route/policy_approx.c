@@ -9,7 +9,7 @@ const struct policy_ops policy_approx = {
     .name = "approx",
     .source = POLICY_SRC_APPROX,
     .needs = POLICY_NEEDS_ACTIVE,
-    .create = policy_kv_create,
-    .destroy = policy_kv_destroy,
+    .create = policy_kv_new,
+    .destroy = policy_kv_free,
     .pick = policy_kv_pick,
 };

@@ -81,7 +81,7 @@ struct kv {
 	struct policy_kv_opts o;
 };
 
-int policy_kv_create(const struct policy_kv_opts *o, void **state)
+int policy_kv_new(const struct policy_kv_opts *o, void **state)
 {
 	struct kv *k = calloc(1, sizeof(*k));
 
@@ -95,7 +95,7 @@ int policy_kv_create(const struct policy_kv_opts *o, void **state)
 	return 0;
 }
 
-void policy_kv_destroy(void *state)
+void policy_kv_free(void *state)
 {
 	free(state);
 }
@@ -478,7 +478,7 @@ const struct policy_ops policy_kv = {
     .name = "kv",
     .source = POLICY_SRC_EVENTS,
     .needs = POLICY_NEEDS_ACTIVE,
-    .create = policy_kv_create,
-    .destroy = policy_kv_destroy,
+    .create = policy_kv_new,
+    .destroy = policy_kv_free,
     .pick = policy_kv_pick,
 };

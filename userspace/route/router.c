@@ -8,16 +8,18 @@
  * A flight is a request between router_pick and router_done: the worker it is on, its chain
  * (for the worker's active block set and for retries), what was predicted. Flights live in an
  * array indexed by ticket (1-based), recycled through a free list; their chain buffers are kept
- * for the next request, so a warm router allocates nothing per request. */
-#include <arpa/inet.h>
+ * for the next request, so a warm router allocates nothing per request.
+ *
+ * This file: the life cycle, the Services and workers, the flights and the queue of sent prompts
+ * (router_sent to router_work), the end of a request. Reading the request is router_prompt.c, the
+ * pick router_pick.c, what the router shows router_debug.c; route/router_int.h has what they
+ * share. */
+#include <assert.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "core/mix.h"
 #include "core/clock.h"
 #include "kv/approx.h"
 #include "kv/blockhash.h"
@@ -25,422 +27,49 @@
 #include "kv/index.h"
 #include "core/log.h"
 #include "core/metrics.h"
-#include "prompt/models.h"
 #include "prompt/openai.h"
 #include "route/router.h"
 #include "route/scrape.h"
 #include "prompt/tokenizer.h"
 #include "route/workers.h"
+#include "route/router_int.h"
 
-/* Why a request could not be read exactly (the label of kvsplice_route_fallbacks_total). */
-#define FALLBACKS(X)                                                                               \
-	X(NO_TOKENIZER, "no_tokenizer") /* no tokenizer configured for the model */                \
-	X(TEMPLATE, "chat_template")	/* the model's chat template is not the one rendered */    \
-	X(NOT_EXACT, "not_exact")	/* the reader or renderer reported it cannot be exact */   \
-	X(CACHE_SALT, "cache_salt")	/* cache_salt enters the engine's hash of block 0 */       \
-	X(NOT_JSON, "not_json")		/* the body is not JSON */                                 \
-	X(INVALID, "invalid")		/* vLLM will refuse it (400) */                            \
-	X(NOMEM, "nomem")
-enum fallback {
-	FB_NONE = -1,
-#define X(e, s) FB_##e,
-	FALLBACKS(X)
-#undef X
-	    FB_MAX
-};
-static const char *const fb_names[FB_MAX] = {
-#define X(e, s) [FB_##e] = s,
-    FALLBACKS(X)
-#undef X
-};
-
-enum view { VIEW_NONE, VIEW_EVENTS, VIEW_APPROX, VIEW_TEXT };
-static const char *const view_names[] = {"none", "events", "approx", "text"};
-
-struct flight {
-	bool used;
-	uint32_t next_free;
-	uint32_t slot; /* worker slot of the current attempt, UINT32_MAX: none */
-	uint64_t *chain;
-	size_t n, cap;
-	enum view view;
-	bool wants_usage;
-	uint32_t prompt_tokens;
-	int64_t predicted, best; /* cached tokens on the chosen worker, and the best any held */
-	uint32_t prefill;	 /* blocks it has to prefill on its worker, until its first byte */
-	double first_s;		 /* when its first byte came (clock_s), 0: not yet */
-	uint64_t rec_seq;	 /* its record in the log (if still there) */
-	struct pinst *pol;	 /* its Service's policy */
-	/* A text prompt is tokenized only as far as a worker's cache can reach (the decision needs
-	 * nothing beyond the first block no worker holds), the rest once the request is on its
-	 * way to the worker (finish_prompt): text, its encoder, its tokens so far. */
-	struct buf text;
-	struct tok_stream ts;
-	struct tok_ids toks;
-	const struct tokenizer *tok;
-	bool partial;	  /* tokens missing: prompt_tokens and nblocks are estimates */
-	uint32_t nblocks; /* the prompt's full blocks (the policy's nblocks); n <= nblocks */
-	/* What its worker's accounting holds (workers_flight_add): the chain's first reg_n blocks
-	 * and reg_unhashed more, estimated. The chain grows past reg_n while router_work tokenizes
-	 * the rest; finish_prompt then registers it whole. */
-	size_t reg_n;
-	uint32_t reg_unhashed;
-	/* Sent, its rest waiting for router_work: its neighbours in the router's queue (ids, 0:
-	 * none). */
-	bool queued;
-	uint32_t qprev, qnext;
-	/* Done (router_done) with its rest still queued: off its worker already, it waits only
-	 * for its token count, which router_work books (book_prompt: into the prompt-token
-	 * metric) before it frees the flight. A worker that answers within microseconds then
-	 * does not hold the loop while the rest of a long prompt is tokenized. */
-	bool retired, book_prompt;
-};
-
-struct rec_cand {
-	char ep[DISCOVERY_NAME_MAX];
-	uint32_t depth, keys, prefill;
-	double load, waiting, free_blocks, score;
-	bool chosen;
-};
-
-struct route_rec {
-	uint64_t seq; /* 0: unused */
-	struct timespec when;
-	struct sockaddr_in client;
-	char service[DISCOVERY_NAME_MAX], endpoint[DISCOVERY_NAME_MAX];
-	char method[16], target[128], model[64];
-	const char *policy; /* its policy's name (static) */
-	int attempts, status;
-	double ms, decision_us;
-	uint32_t prompt_tokens, blocks, key_pos;
-	uint32_t decided_blocks; /* blocks hashed when it was decided (lazy: fewer than blocks) */
-	enum view view;
-	enum fallback fallback;
-	enum policy_reason reason;
-	int64_t predicted, best, reported;
-	uint32_t ncand;
-	struct rec_cand cand[ROUTER_LOG_CANDS];
-};
-
-/* The worker slots of one Service's endpoints, by endpoint index. */
-struct svc_slots {
-	char name[DISCOVERY_NAME_MAX];
-	size_t n;
-	uint32_t *slot;
-};
-
-struct rstats {
-	uint64_t *fallbacks[FB_MAX];
-	uint64_t *tok_prompt, *tok_predicted, *tok_best, *tok_reported, *tok_reported_prompt;
-	uint64_t *outcome[2][3]; /* [predicted hit][reported hit, miss, unknown] */
-	uint64_t *passthrough;
-	struct metrics_hist *decision;
-};
-
-/* The encoding cache of one tokenizer (a tok_cache serves one tokenizer only). */
-struct tcache {
-	const struct tokenizer *tok;
-	struct tok_cache *cache;
-};
-
-/* A policy of this router: the default (--router) and any a Service names, created when first
- * needed. */
-struct pinst {
-	const struct policy_ops *ops;
-	void *st;
-	bool ready; /* created */
-	uint64_t *decisions[POLICY_REASON_MAX];
-};
-
-struct router {
-	struct pinst pi[POLICY_COUNT];
-	struct pinst *pol; /* the default */
-	struct policy_kv_opts kv;
-	struct index *idx;
-	struct events *ev;
-	const struct models *models;
-	struct metrics *metrics;
-	struct approx *ax;
-	struct workers *ws;
-	struct scraper *scr;
-	/* bounds in force, for /metrics (the scrape ones 0 while scraping is off) */
-	size_t approx_max_entries, scrape_max_body, scrape_max_head;
-	int scrape_timeout_ms;
-	uint32_t bs;
-	uint64_t hseed;
-	uint64_t rng;
-	long tokcache_bytes;
-	bool whole_prompt; /* tokenize every prompt whole before deciding (not lazily) */
-	struct tcache tc[8];
-	/* per-request scratch, reused */
-	struct openai_req oq;
-	struct policy_cand *cand;
-	uint32_t *cand_slot;
-	size_t cand_cap;
-	uint32_t *depth; /* by index id or slot */
-	size_t depth_cap;
-	/* flights */
-	struct flight *fl;
-	uint32_t nfl, free_fl;
-	/* the flights whose rest waits for router_work, oldest first (ids, 0: none) */
-	uint32_t q_head, q_tail, nq;
-	/* Services */
-	struct svc_slots *svcs;
-	size_t nsvcs;
-	/* the decision log */
-	struct route_rec log[ROUTER_LOG];
-	uint64_t nlog;
-	struct rstats st;
-};
-
-static uint64_t rnd(struct router *r)
+static const char *flight_state_name(enum flight_state s)
 {
-	return mix_next(&r->rng);
+	static const char *const names[FLIGHT_NSTATES] = {
+	    [FLIGHT_FREE] = "free",
+	    [FLIGHT_ON] = "on",
+	    [FLIGHT_QUEUED] = "queued",
+	    [FLIGHT_RETIRED] = "retired",
+	};
+
+	return (unsigned)s < FLIGHT_NSTATES ? names[s] : "?";
 }
 
-/* --- metrics ---------------------------------------------------------------------------------- */
-
-static void worker_collector(struct buf *out, void *arg);
-
-static int stats_init(struct router *r)
+/* Moves f to state to. A move not in the list above is a bug of this file: asserted, and
+ * logged when asserts are compiled out (the move is made: the accounting around it already
+ * was). */
+static void flight_set(struct flight *f, enum flight_state to)
 {
-	struct metrics *m = r->metrics;
-	struct rstats *st = &r->st;
-	static const double bounds[] = {10e-6,	25e-6, 50e-6, 100e-6, 250e-6,
-					500e-6, 1e-3,  5e-3,  25e-3};
-	static const char *const oname[3] = {"hit", "miss", "unknown"};
-	char lb[128];
+	static const unsigned char moves[FLIGHT_NSTATES] = {
+	    [FLIGHT_FREE] = 1u << FLIGHT_ON,
+	    [FLIGHT_ON] = 1u << FLIGHT_QUEUED | 1u << FLIGHT_RETIRED | 1u << FLIGHT_FREE,
+	    [FLIGHT_QUEUED] = 1u << FLIGHT_ON | 1u << FLIGHT_FREE,
+	    [FLIGHT_RETIRED] = 1u << FLIGHT_FREE,
+	};
+	bool ok = (unsigned)f->state < FLIGHT_NSTATES && (moves[f->state] & 1u << to);
 
-	if (!m)
-		return 0;
-	for (size_t k = 0; k < POLICY_COUNT; k++)
-		for (int i = 0; i < POLICY_REASON_MAX; i++) {
-			snprintf(lb, sizeof(lb), "policy=\"%s\",reason=\"%s\"", r->pi[k].ops->name,
-				 policy_reason_name((enum policy_reason)i));
-			r->pi[k].decisions[i] =
-			    metrics_counter(m, "kvsplice_route_decisions_total", lb,
-					    "Routing decisions, by policy and reason.");
-			if (!r->pi[k].decisions[i])
-				return -ENOMEM;
-		}
-	for (int i = 0; i < FB_MAX; i++) {
-		snprintf(lb, sizeof(lb), "cause=\"%s\"", fb_names[i]);
-		st->fallbacks[i] = metrics_counter(
-		    m, "kvsplice_route_fallbacks_total", lb,
-		    "OpenAI requests routed on the approximate view of their raw bytes because "
-		    "exact tokens were impossible, by cause.");
-		if (!st->fallbacks[i])
-			return -ENOMEM;
-	}
-#define TOK(field, kind)                                                                           \
-	st->field =                                                                                \
-	    metrics_counter(m, "kvsplice_route_tokens_total", "kind=\"" kind "\"",                 \
-			    "Prompt tokens of routed requests; the cached part predicted on "      \
-			    "the chosen worker, the best any worker held, and what the "           \
-			    "workers reported (usage, where the response carried it).");           \
-	if (!st->field)                                                                            \
-		return -ENOMEM;
-	TOK(tok_prompt, "prompt")
-	TOK(tok_predicted, "predicted_cached")
-	TOK(tok_best, "best_cached")
-	TOK(tok_reported, "reported_cached")
-	TOK(tok_reported_prompt, "reported_prompt")
-#undef TOK
-	for (int p = 0; p < 2; p++)
-		for (int o = 0; o < 3; o++) {
-			snprintf(lb, sizeof(lb), "predicted=\"%s\",reported=\"%s\"", oname[p],
-				 oname[o]);
-			st->outcome[p][o] = metrics_counter(
-			    m, "kvsplice_route_outcomes_total", lb,
-			    "Routed prompts by predicted and reported prefix-cache hit.");
-			if (!st->outcome[p][o])
-				return -ENOMEM;
-		}
-	st->passthrough = metrics_counter(m, "kvsplice_route_passthrough_total", NULL,
-					  "Pass-through connections placed by load alone.");
-	st->decision = metrics_histogram(m, "kvsplice_route_decision_seconds", NULL,
-					 "Time to decide (read, tokenize, hash, look up, score).",
-					 bounds, (int)(sizeof(bounds) / sizeof(bounds[0])));
-	if (!st->passthrough || !st->decision)
-		return -ENOMEM;
-	return metrics_add_collector(m, worker_collector, r);
+	assert(ok);
+	if (!ok)
+		log_error("router", "flight: no move from %s to %s", flight_state_name(f->state),
+			  flight_state_name(to));
+	f->state = to;
 }
 
-static void put_label(struct buf *out, const char *s)
+/* In the router's queue (its rest owed by router_work)? */
+static bool flight_queued(const struct flight *f)
 {
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			buf_printf(out, "\\%c", *s);
-		else if (*s == '\n')
-			buf_puts(out, "\\n");
-		else
-			buf_append(out, s, 1);
-	}
-}
-
-/* The router's bounds (each named after its flag) and what the approximate view holds. */
-static void router_limits_text(const struct router *r, struct buf *out)
-{
-	struct approx_stats ax;
-
-	approx_stats(r->ax, &ax);
-	buf_printf(
-	    out,
-	    "# HELP kvsplice_approx_entries (worker, block) pairs the approximate view "
-	    "holds.\n"
-	    "# TYPE kvsplice_approx_entries gauge\nkvsplice_approx_entries %llu\n"
-	    "# HELP kvsplice_approx_evicted_total Pairs of the approximate view dropped, or "
-	    "not recorded, at its bound (--approx-max-entries).\n"
-	    "# TYPE kvsplice_approx_evicted_total counter\n"
-	    "kvsplice_approx_evicted_total %llu\n"
-	    "# HELP kvsplice_approx_displaced_total Pairs of the approximate view dropped "
-	    "because their worker's KV capacity of newer blocks was routed to it since.\n"
-	    "# TYPE kvsplice_approx_displaced_total counter\n"
-	    "kvsplice_approx_displaced_total %llu\n"
-	    "# HELP kvsplice_approx_limit_entries Bound on the (worker, block) pairs of the "
-	    "approximate view; past it the pairs closest to expiry go first "
-	    "(--approx-max-entries).\n"
-	    "# TYPE kvsplice_approx_limit_entries gauge\nkvsplice_approx_limit_entries %zu\n",
-	    (unsigned long long)ax.entries, (unsigned long long)ax.evicted,
-	    (unsigned long long)ax.displaced, r->approx_max_entries);
-	if (!r->scr)
-		return;
-	buf_printf(out,
-		   "# HELP kvsplice_scrape_limit_body_bytes Largest worker /metrics body read; a "
-		   "larger one fails the scrape (--scrape-max-body).\n"
-		   "# TYPE kvsplice_scrape_limit_body_bytes gauge\n"
-		   "kvsplice_scrape_limit_body_bytes %zu\n"
-		   "# HELP kvsplice_scrape_limit_head_bytes Longest worker /metrics answer head "
-		   "read; a longer one fails the scrape (--scrape-max-head).\n"
-		   "# TYPE kvsplice_scrape_limit_head_bytes gauge\n"
-		   "kvsplice_scrape_limit_head_bytes %zu\n"
-		   "# HELP kvsplice_scrape_limit_timeout_seconds Deadline of one scrape, connect "
-		   "to last byte (--scrape-timeout).\n"
-		   "# TYPE kvsplice_scrape_limit_timeout_seconds gauge\n"
-		   "kvsplice_scrape_limit_timeout_seconds %g\n",
-		   r->scrape_max_body, r->scrape_max_head, r->scrape_timeout_ms / 1000.0);
-}
-
-/* Per worker: what the router sees of it. */
-static void worker_collector(struct buf *out, void *arg)
-{
-	struct router *r = arg;
-	uint64_t t = clock_ms(), tc_bytes = 0;
-	static const char *const names[] = {
-	    "kvsplice_worker_inflight",	       "kvsplice_worker_remote_requests",
-	    "kvsplice_worker_waiting",	       "kvsplice_worker_free_blocks",
-	    "kvsplice_worker_capacity_blocks", "kvsplice_worker_routed_total",
-	    "kvsplice_worker_scrape_failures", "kvsplice_worker_restarts_total",
-	    "kvsplice_worker_prefill_blocks",  "kvsplice_worker_down",
-	    "kvsplice_worker_downs_total"};
-	static const char *const help[] = {
-	    "Requests this kvsplice has in flight on the worker.",
-	    "Requests others have on the worker, estimated from its metrics.",
-	    "Requests queued at the worker (its metrics; -1 unknown).",
-	    "Free KV blocks of the worker, estimated (-1 unknown).",
-	    "KV cache capacity of the worker, blocks (its metrics; 0 unknown).",
-	    "Requests routed to the worker.",
-	    "Consecutive failed scrapes of the worker's metrics.",
-	    "New worker processes seen in its metrics (its index is then synced again).",
-	    "KV blocks its requests from here owe before their first response byte.",
-	    "1 while the worker is avoided as down (its scrapes or its connects failed).",
-	    "Times the worker went down (its connects or its scrapes failed)."};
-	_Static_assert(sizeof(names) == sizeof(help), "a help line per worker metric");
-
-	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
-		buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", names[k], help[k], names[k],
-			   k == 5 || k == 7 || k == 10 ? "counter" : "gauge");
-		for (uint32_t i = 0; i < workers_count(r->ws); i++) {
-			struct worker *w = workers_at(r->ws, i);
-			double rem, wait, fb, cap, v = 0;
-
-			if (!w)
-				continue;
-			workers_load(r->ws, w, t, 0, &rem, &wait, &fb, &cap);
-			switch (k) {
-			case 0:
-				v = w->inflight;
-				break;
-			case 1:
-				v = rem;
-				break;
-			case 2:
-				v = wait;
-				break;
-			case 3:
-				v = fb;
-				break;
-			case 4:
-				v = cap;
-				break;
-			case 5:
-				v = (double)w->routed;
-				break;
-			case 6:
-				v = w->scrape_fails;
-				break;
-			case 7:
-				v = (double)w->restarts;
-				break;
-			case 8:
-				v = w->prefill;
-				break;
-			case 9:
-				v = workers_down(w);
-				break;
-			case 10:
-				v = (double)w->downs;
-				break;
-			}
-			buf_printf(out, "%s{worker=\"", names[k]);
-			put_label(out, w->name);
-			buf_printf(out, "\"} %.6g\n", v);
-		}
-	}
-	buf_puts(out, "# HELP kvsplice_worker_scrape_errors_total Failed scrapes of the worker's "
-		      "metrics, by cause (its /metrics too large for --scrape-max-body or "
-		      "--scrape-max-head, not answered within --scrape-timeout, ...).\n"
-		      "# TYPE kvsplice_worker_scrape_errors_total counter\n");
-	for (uint32_t i = 0; i < workers_count(r->ws); i++) {
-		struct worker *w = workers_at(r->ws, i);
-
-		for (int c = 0; w && c < WORKERS_SCRAPE_NCAUSES; c++) {
-			buf_puts(out, "kvsplice_worker_scrape_errors_total{worker=\"");
-			put_label(out, w->name);
-			buf_printf(out, "\",cause=\"%s\"} %llu\n",
-				   workers_scrape_cause_name((enum workers_scrape_cause)c),
-				   (unsigned long long)w->scrape_errors[c]);
-		}
-	}
-	router_limits_text(r, out);
-	buf_puts(out,
-		 "# HELP kvsplice_tokenizer_cache_total Encoding cache lookups (whole segments "
-		 "between special tokens, BPE pieces), by result.\n"
-		 "# TYPE kvsplice_tokenizer_cache_total counter\n");
-	for (size_t i = 0; i < sizeof(r->tc) / sizeof(r->tc[0]) && r->tc[i].tok; i++) {
-		struct tok_cache_stats st;
-
-		tok_cache_stats(r->tc[i].cache, &st);
-		buf_printf(out,
-			   "kvsplice_tokenizer_cache_total{tokenizer=\"%zu\",kind=\"segment\","
-			   "result=\"hit\"} %llu\n"
-			   "kvsplice_tokenizer_cache_total{tokenizer=\"%zu\",kind=\"segment\","
-			   "result=\"miss\"} %llu\n"
-			   "kvsplice_tokenizer_cache_total{tokenizer=\"%zu\",kind=\"piece\","
-			   "result=\"hit\"} %llu\n"
-			   "kvsplice_tokenizer_cache_total{tokenizer=\"%zu\",kind=\"piece\","
-			   "result=\"miss\"} %llu\n",
-			   i, (unsigned long long)st.segment_hits, i,
-			   (unsigned long long)st.segment_misses, i,
-			   (unsigned long long)st.piece_hits, i,
-			   (unsigned long long)st.piece_misses);
-		tc_bytes += st.bytes;
-	}
-	buf_printf(
-	    out,
-	    "# HELP kvsplice_tokenizer_cache_bytes Bytes held by the encoding caches.\n"
-	    "# TYPE kvsplice_tokenizer_cache_bytes gauge\nkvsplice_tokenizer_cache_bytes %llu\n",
-	    (unsigned long long)tc_bytes);
+	return f->state == FLIGHT_QUEUED || f->state == FLIGHT_RETIRED;
 }
 
 /* --- life cycle --------------------------------------------------------------------------------
@@ -485,9 +114,9 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 		goto fail;
 	r->pol->ready = true;
 	rc = -ENOMEM;
-	if (workers_new(&r->ws) < 0 || !(r->ax = approx_new(&acfg)))
+	if (workers_new(&r->ws) < 0 || approx_new(&acfg, &r->ax) < 0)
 		goto fail;
-	if ((rc = stats_init(r)) < 0)
+	if ((rc = router_debug_stats_init(r)) < 0)
 		goto fail;
 	r->approx_max_entries = acfg.max_entries ? acfg.max_entries : APPROX_DEFAULT_MAX_ENTRIES;
 	if (cfg->loop && cfg->scrape_interval_ms >= 0) {
@@ -542,27 +171,6 @@ void router_free(struct router *r)
 const char *router_policy(const struct router *r)
 {
 	return r->pol->ops->name;
-}
-
-/* The policy of svc: the one it names (created on first use), else the default. */
-static struct pinst *policy_of(struct router *r, const struct service *svc)
-{
-	struct pinst *p = NULL;
-
-	for (size_t k = 0; svc->policy[0] && k < POLICY_COUNT; k++)
-		if (strcmp(r->pi[k].ops->name, svc->policy) == 0)
-			p = &r->pi[k];
-	if (!p)
-		return r->pol;
-	if (!p->ready) {
-		if (p->ops->create && p->ops->create(&r->kv, &p->st) < 0) {
-			log_warn("router", "service %s: policy %s: out of memory, %s used",
-				 svc->name, svc->policy, r->pol->ops->name);
-			return r->pol;
-		}
-		p->ready = true;
-	}
-	return p;
 }
 
 /* --- Services and workers ----------------------------------------------------------------------
@@ -639,7 +247,8 @@ void router_set_services(struct router *r, const struct services *s)
 
 			ns[i].slot[k] = w ? w->slot : UINT32_MAX;
 			if (w)
-				w->events_id = r->ev ? events_worker_find(r->ev, w->name) : -1;
+				workers_set_events_id(w, r->ev ? events_worker_find(r->ev, w->name)
+							       : -1);
 		}
 	}
 	r->svcs = ns;
@@ -661,25 +270,6 @@ void router_set_services(struct router *r, const struct services *s)
 	free(t);
 }
 
-/* The worker slot of endpoint k of svc, or UINT32_MAX. */
-static uint32_t slot_of(struct router *r, const struct service *svc, size_t k)
-{
-	struct worker *w;
-
-	for (size_t i = 0; i < r->nsvcs; i++)
-		if (r->svcs[i].n == svc->nendpoints && strcmp(r->svcs[i].name, svc->name) == 0) {
-			w = workers_at(r->ws, r->svcs[i].slot[k]);
-			if (w &&
-			    w->addr.sin_addr.s_addr == svc->endpoints[k].addr.sin_addr.s_addr &&
-			    w->addr.sin_port == svc->endpoints[k].addr.sin_port)
-				return w->slot;
-			break;
-		}
-	/* a snapshot older than the router's (a connection keeps the one it started with) */
-	w = workers_find(r->ws, svc->name, &svc->endpoints[k]);
-	return w ? w->slot : UINT32_MAX;
-}
-
 void router_tick(struct router *r)
 {
 	if (r->scr)
@@ -687,69 +277,7 @@ void router_tick(struct router *r)
 	approx_expire(r->ax, clock_s());
 }
 
-/* --- reading the request -----------------------------------------------------------------------
- */
-
-static int chain_reserve(struct flight *f, size_t n)
-{
-	uint64_t *p;
-
-	if (f->cap >= n)
-		return 0;
-	p = realloc(f->chain, (n ? n : 1) * sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	f->chain = p;
-	f->cap = n;
-	return 0;
-}
-
-/* The encoding cache of tokenizer t (created on first use), or NULL (off, or out of slots). */
-static struct tok_cache *tcache_of(struct router *r, const struct tokenizer *t)
-{
-	if (!t || r->tokcache_bytes <= 0)
-		return NULL;
-	for (size_t i = 0; i < sizeof(r->tc) / sizeof(r->tc[0]); i++) {
-		if (r->tc[i].tok == t)
-			return r->tc[i].cache;
-		if (!r->tc[i].tok) {
-			r->tc[i].cache = tok_cache_new((size_t)r->tokcache_bytes);
-			if (r->tc[i].cache)
-				r->tc[i].tok = t;
-			return r->tc[i].cache;
-		}
-	}
-	return NULL;
-}
-
-/* The fallback view: the raw body bytes in ROUTER_TEXT_CHUNK-byte blocks. */
-static int read_text(struct router *r, const struct router_request *req, struct flight *f)
-{
-	size_t n = req->body_len / ROUTER_TEXT_CHUNK;
-
-	if (n > ROUTER_MAX_BLOCKS)
-		n = ROUTER_MAX_BLOCKS;
-	if (chain_reserve(f, n))
-		return -ENOMEM;
-	f->n = blockhash_bytes_chain(r->hseed, ROUTER_TEXT_CHUNK, req->body, req->body_len,
-				     f->chain, n);
-	f->nblocks = (uint32_t)f->n;
-	f->view = VIEW_TEXT;
-	return 0;
-}
-
-static enum fallback fallback_of(int rc, const char *why)
-{
-	if (rc == -ENOMEM)
-		return FB_NOMEM;
-	if (rc == OPENAI_INVALID)
-		return why && strstr(why, "not valid JSON") ? FB_NOT_JSON : FB_INVALID;
-	if (why && strcmp(why, "no tokenizer loaded") == 0)
-		return FB_NO_TOKENIZER;
-	return FB_NOT_EXACT;
-}
-
-static int scratch(struct router *r, size_t ncand, size_t ndepth)
+int router_scratch(struct router *r, size_t ncand, size_t ndepth)
 {
 	if (ncand > r->cand_cap) {
 		struct policy_cand *c = realloc(r->cand, ncand * sizeof(*c));
@@ -775,10 +303,6 @@ static int scratch(struct router *r, size_t ncand, size_t ndepth)
 	return 0;
 }
 
-static struct route_rec *rec_find(struct router *r, uint64_t seq);
-static void prefill_done(struct router *r, struct flight *f);
-static void decode_off(struct router *r, struct flight *f);
-
 /* Blocks of f's prompt past its chain (not tokenized yet: estimated). */
 static uint32_t unhashed(const struct flight *f)
 {
@@ -787,7 +311,7 @@ static uint32_t unhashed(const struct flight *f)
 
 /* Adds f to the accounting of the worker in slot (its chain so far and its unhashed rest), and
  * remembers what it added. Returns 0 or -ENOMEM (then nothing changed). */
-static int flight_reg(struct router *r, struct flight *f, uint32_t slot)
+int router_flight_reg(struct router *r, struct flight *f, uint32_t slot)
 {
 	uint32_t u = unhashed(f);
 	int rc = workers_flight_add(r->ws, slot, f->chain, f->n, u);
@@ -801,18 +325,19 @@ static int flight_reg(struct router *r, struct flight *f, uint32_t slot)
 
 /* Takes f out of its worker's accounting (what flight_reg added). f->slot is left to the
  * caller. */
-static void flight_unreg(struct router *r, struct flight *f)
+void router_flight_unreg(struct router *r, struct flight *f)
 {
 	if (f->slot != UINT32_MAX)
 		workers_flight_del(r->ws, f->slot, f->chain, f->reg_n, f->reg_unhashed);
 }
 
-/* The queue of flights whose rest router_work has to do. */
-static void queue_push(struct router *r, uint32_t id)
+/* The queue of flights whose rest router_work has to do: flight id in, as to (QUEUED or
+ * RETIRED). */
+static void queue_push(struct router *r, uint32_t id, enum flight_state to)
 {
 	struct flight *f = &r->fl[id - 1];
 
-	f->queued = true;
+	flight_set(f, to);
 	f->qnext = 0;
 	f->qprev = r->q_tail;
 	if (r->q_tail)
@@ -823,10 +348,9 @@ static void queue_push(struct router *r, uint32_t id)
 	r->nq++;
 }
 
-static void queue_del(struct router *r, struct flight *f)
+/* Takes f out of the queue's links (its state is the caller's). */
+static void queue_unlink(struct router *r, struct flight *f)
 {
-	if (!f->queued)
-		return;
 	if (f->qprev)
 		r->fl[f->qprev - 1].qnext = f->qnext;
 	else
@@ -835,368 +359,21 @@ static void queue_del(struct router *r, struct flight *f)
 		r->fl[f->qnext - 1].qprev = f->qprev;
 	else
 		r->q_tail = f->qprev;
-	f->queued = false;
 	f->qprev = f->qnext = 0;
 	r->nq--;
 }
 
-/* The request body read for its prompt: tokenized whole, or with lazy its text kept untokenized
- * (r->oq.text_pending) for read_text_prompt. */
-static int parse(struct router *r, bool lazy, const struct tokenizer *t, enum openai_endpoint ep,
-		 const struct router_request *req, const char **why)
+/* A sent flight's rest no longer owed by router_work (done, or about to be retired): ON again.
+ * A no-op for a flight not QUEUED. */
+static void queue_del(struct router *r, struct flight *f)
 {
-	if (lazy)
-		return openai_parse_text(t, tcache_of(r, t), ep, req->body, req->body_len, &r->oq,
-					 why);
-	return openai_parse_cached(t, tcache_of(r, t), ep, req->body, req->body_len, &r->oq, why);
-}
-
-/* Appends to f's chain the hashes of the full blocks of tokens[0..n) past those it has (tokens
- * holds the whole prompt so far). Returns 0 or -ENOMEM. */
-static int chain_extend(struct router *r, struct flight *f, const uint32_t *tokens, size_t n)
-{
-	size_t nb = n / r->bs;
-
-	if (nb > ROUTER_MAX_BLOCKS)
-		nb = ROUTER_MAX_BLOCKS;
-	if (nb <= f->n)
-		return 0;
-	if (chain_reserve(f, nb))
-		return -ENOMEM;
-	f->n +=
-	    blockhash_chain(r->hseed, r->bs, f->n ? f->chain[f->n - 1] : 0, tokens + f->n * r->bs,
-			    (nb - f->n) * r->bs, f->chain + f->n, nb - f->n);
-	return 0;
-}
-
-/* With the tokens so far, the prompt's size: exact when all are there, else the tokens so far
- * plus the bytes left at the rate of the bytes done (natural text varies by a few per cent). */
-static void prompt_size(struct router *r, struct flight *f)
-{
-	double est = (double)f->toks.n;
-
-	f->partial = !f->ts.done;
-	if (f->partial && f->ts.pos)
-		est += (double)(f->text.len - f->ts.pos) * (double)f->toks.n / (double)f->ts.pos;
-	f->prompt_tokens = est < UINT32_MAX ? (uint32_t)est : UINT32_MAX;
-	f->nblocks = f->prompt_tokens / r->bs;
-	if (f->nblocks > ROUTER_MAX_BLOCKS)
-		f->nblocks = ROUTER_MAX_BLOCKS;
-	if (f->nblocks < f->n)
-		f->nblocks = (uint32_t)f->n;
-}
-
-/* A text prompt (r->oq.text): tokenized with t in growing steps, each step's new blocks hashed,
- * until the last block hashed is one no worker holds or computes for a request in flight (every
- * worker's match, and its overlap with the requests in flight there, then ends inside the chain,
- * so the decision sees them exactly) or the text ends. Measured: a never-seen 10 KB prompt is
- * decided on its first ROUTER_LAZY_TOKENS tokens instead of ~2,500 (docs/benchmarks.md). */
-static int read_text_prompt(struct router *r, struct flight *f, const struct tokenizer *t)
-{
-	size_t want = ROUTER_LAZY_TOKENS, nd = index_max_workers(r->idx);
-	int rc, d;
-
-	buf_free(&f->text);
-	f->text = r->oq.text; /* handed over: r->oq is reused by the next request */
-	r->oq.text = (struct buf){0};
-	r->oq.text_pending = false;
-	f->tok = t;
-	f->toks.n = 0;
-	tok_stream_free(&f->ts);
-	tok_stream_init(&f->ts, f->text.data ? f->text.data : "", f->text.len);
-	if (scratch(r, 0, nd ? nd : 1))
-		return -ENOMEM;
-	for (;;) {
-		if ((rc = tokenizer_encode_more(t, tcache_of(r, t), &f->ts, want, &f->toks)) < 0 ||
-		    (rc = chain_extend(r, f, f->toks.v, f->toks.n)) < 0)
-			return rc;
-		if (f->ts.done || f->n >= ROUTER_MAX_BLOCKS)
-			break;
-		/* no worker holds the last block, and none computes it for a request in flight
-		 * (the policies read the overlap with those too: active, fresh) */
-		if (f->n && (d = index_query(r->idx, f->chain, f->n, r->depth, NULL, nd)) >= 0 &&
-		    (size_t)d < f->n && !workers_block_in_flight(r->ws, f->chain[f->n - 1]))
-			break;
-		want = f->toks.n * 2;
-	}
-	prompt_size(r, f);
-	return 0;
-}
-
-/* The rest of f's prompt, tokenized and hashed: its chain, token count and worker accounting
- * become exact (router_sent; router_done when it was never sent). */
-static void finish_prompt(struct router *r, struct flight *f)
-{
-	struct worker *w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
-	struct route_rec *rec;
-	size_t n0 = f->n;
-	uint32_t nb0 = f->nblocks;
-
-	queue_del(r, f);
-	if (!f->partial)
+	if (f->state != FLIGHT_QUEUED)
 		return;
-	if (tokenizer_encode_more(f->tok, tcache_of(r, f->tok), &f->ts, SIZE_MAX, &f->toks) < 0)
-		return; /* out of memory: the estimates stay */
-	if (w)
-		flight_unreg(r, f);
-	if (chain_extend(r, f, f->toks.v, f->toks.n) < 0)
-		f->n = n0;
-	prompt_size(r, f);
-	if (w && flight_reg(r, f, f->slot) < 0) {
-		prefill_done(r, f); /* as router_pick does when it cannot add: off the worker */
-		decode_off(r, f);
-		f->slot = UINT32_MAX;
-	} else if (w && f->prefill) { /* its backlog there: the blocks it does not hold, exact */
-		uint32_t d = nb0 - f->prefill, p = f->nblocks > d ? f->nblocks - d : 0;
-
-		w->prefill = w->prefill - f->prefill + p;
-		f->prefill = p;
-	}
-	rec = rec_find(r, f->rec_seq);
-	if (rec) {
-		rec->prompt_tokens = f->prompt_tokens;
-		rec->blocks = (uint32_t)f->n;
-	}
+	queue_unlink(r, f);
+	flight_set(f, FLIGHT_ON);
 }
 
-/* Reads req into flight f and rec: the endpoint, the model, the tokens and the chain, or the
- * fallback view. */
-static void read_request(struct router *r, const struct router_request *req, struct flight *f,
-			 struct route_rec *rec)
-{
-	enum openai_endpoint ep = OPENAI_NONE;
-	const struct model_tok *mt;
-	const char *why = NULL;
-	size_t plen = req->target_len;
-	bool lazy;
-	int rc;
-
-	f->n = f->nblocks = 0;
-	f->partial = false;
-	f->view = VIEW_NONE;
-	f->wants_usage = false;
-	f->prompt_tokens = 0;
-	rec->fallback = FB_NONE;
-	if (req->method) {
-		const char *q = memchr(req->target, '?', req->target_len);
-
-		if (q)
-			plen = (size_t)(q - req->target);
-		ep = openai_endpoint_of(req->method, req->method_len, req->target, plen);
-	}
-	if (ep == OPENAI_NONE)
-		return;
-	f->wants_usage = true;
-	f->view = f->pol->ops->source == POLICY_SRC_APPROX ||
-			  (!r->idx && f->pol->ops->source != POLICY_SRC_NONE)
-		      ? VIEW_APPROX
-		  : f->pol->ops->source == POLICY_SRC_EVENTS ? VIEW_EVENTS
-							     : VIEW_NONE;
-	lazy = f->view == VIEW_EVENTS && !r->whole_prompt;
-	mt = models_find(r->models, NULL);
-	openai_req_free(&r->oq);
-	rc = parse(r, lazy, mt ? mt->tok : NULL, ep, req, &why);
-	if (rc == OPENAI_OK && r->oq.model) {
-		/* several models configured: read again with the model's own tokenizer */
-		const struct model_tok *m2 = models_find(r->models, r->oq.model);
-
-		if (m2 != mt && m2) {
-			mt = m2;
-			openai_req_free(&r->oq);
-			rc = parse(r, lazy, mt->tok, ep, req, &why);
-		}
-	}
-	if (r->oq.model)
-		snprintf(rec->model, sizeof(rec->model), "%s", r->oq.model);
-	if (rc == OPENAI_OK && !mt)
-		rc = OPENAI_UNSUPPORTED, why = "no tokenizer loaded";
-	if (rc == OPENAI_OK && ep == OPENAI_CHAT && !mt->chat_ok)
-		rec->fallback = FB_TEMPLATE;
-	else if (rc == OPENAI_OK && r->oq.cache_salt)
-		rec->fallback = FB_CACHE_SALT;
-	else if (rc != OPENAI_OK)
-		rec->fallback = fallback_of(rc, why);
-	if (rec->fallback != FB_NONE) {
-		if (r->st.fallbacks[rec->fallback])
-			metrics_inc(r->st.fallbacks[rec->fallback]);
-		if (f->pol->ops->source != POLICY_SRC_NONE && read_text(r, req, f) < 0)
-			f->n = 0;
-		return;
-	}
-	if (r->oq.text_pending) {
-		if (read_text_prompt(r, f, mt->tok) < 0)
-			f->n = f->nblocks = 0;
-		return;
-	}
-	f->prompt_tokens = (uint32_t)r->oq.prompt.n;
-	if (f->view == VIEW_NONE)
-		return;
-	if (chain_extend(r, f, r->oq.prompt.v, r->oq.prompt.n) < 0)
-		f->n = 0;
-	f->nblocks = (uint32_t)f->n;
-}
-
-/* --- the view and the pick ------------------------------------------------------------------- */
-
-/* Cached tokens a depth of d blocks gives a prompt of n tokens (vLLM: whole blocks, at most
- * n - 1 tokens). */
-static int64_t cached_of(const struct router *r, uint32_t d, uint32_t n)
-{
-	uint64_t c = (uint64_t)d * r->bs, lim = n ? (uint64_t)(n - 1) / r->bs * r->bs : 0;
-
-	return (int64_t)(c < lim ? c : lim);
-}
-
-/* Fills the candidates of svc not in tried (workers known to be down and endpoints terminating are
- * left out while others are up: kube-proxy's fallback to terminating endpoints when no other is
- * left). Returns their number, or -ENOMEM. */
-static long candidates(struct router *r, const struct service *svc, uint64_t tried)
-{
-	uint64_t now = clock_ms();
-	size_t n = 0;
-
-	if (scratch(r, svc->nendpoints, 0))
-		return -ENOMEM;
-	for (int pass = 0; pass < 2 && !n; pass++)
-		for (size_t k = 0; k < svc->nendpoints; k++) {
-			uint32_t slot = slot_of(r, svc, k);
-			struct worker *w = slot == UINT32_MAX ? NULL : workers_at(r->ws, slot);
-
-			if (tried & (1ULL << (k % 64)))
-				continue;
-			if (pass == 0 &&
-			    ((w && workers_avoid(w, now)) || svc->endpoints[k].terminating))
-				continue;
-			memset(&r->cand[n], 0, sizeof(r->cand[n]));
-			r->cand[n].ep = (uint32_t)k;
-			r->cand[n].id = w ? w->id : k;
-			r->cand_slot[n] = slot;
-			n++;
-		}
-	return (long)n;
-}
-
-/* Depths, keys and load of the n candidates for flight f. */
-static int fill_view(struct router *r, struct flight *f, size_t n, struct policy_view *v)
-{
-	uint64_t t = clock_ms();
-	double now_s = clock_s();
-	uint32_t key_pos = UINT32_MAX;
-	double cap_floor = 0;
-
-	v->nblocks = f->nblocks;
-	if (f->n && (f->view == VIEW_EVENTS || f->view == VIEW_APPROX || f->view == VIEW_TEXT)) {
-		bool events = f->view == VIEW_EVENTS;
-		size_t nd = events ? index_max_workers(r->idx) : workers_count(r->ws);
-
-		if (scratch(r, 0, nd ? nd : 1))
-			return -ENOMEM;
-		if (events)
-			index_query(r->idx, f->chain, f->n, r->depth, NULL, nd);
-		else
-			approx_query(r->ax, f->chain, f->n, clock_s(), r->depth, nd);
-		for (size_t i = 0; i < n; i++) {
-			struct worker *w = workers_at(r->ws, r->cand_slot[i]);
-			int id = !w ? -1 : events ? w->events_id : (int)w->slot;
-
-			r->cand[i].depth = id >= 0 && (size_t)id < nd ? r->depth[id] : 0;
-			if (r->cand[i].depth < key_pos)
-				key_pos = r->cand[i].depth;
-		}
-		if (key_pos >= f->n)
-			key_pos = (uint32_t)f->n - 1;
-		v->key_pos = key_pos;
-		v->key = f->chain[key_pos];
-		v->prefixes = events ? index_blocks_at(r->idx, key_pos) : 0;
-		for (size_t i = 0; i < n; i++) {
-			struct worker *w = workers_at(r->ws, r->cand_slot[i]);
-
-			if (!w)
-				continue;
-			if (events)
-				r->cand[i].keys = w->events_id >= 0
-						      ? index_worker_blocks_at(
-							    r->idx, (uint32_t)w->events_id, key_pos)
-						      : 0;
-			else
-				r->cand[i].keys = approx_blocks_at(r->ax, w->slot, key_pos);
-		}
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct worker *w = workers_at(r->ws, r->cand_slot[i]);
-
-		if (w && r->idx && w->events_id >= 0) {
-			uint64_t gpu = 0;
-
-			index_worker_blocks(r->idx, (uint32_t)w->events_id, &gpu, NULL);
-			workers_blocks_seen(w, gpu);
-		}
-		if (w && (double)w->max_blocks_seen > cap_floor)
-			cap_floor = (double)w->max_blocks_seen;
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct worker *w = workers_at(r->ws, r->cand_slot[i]);
-		struct policy_cand *c = &r->cand[i];
-
-		c->waiting = c->free_blocks = -1;
-		if (!w)
-			continue;
-		c->local = w->inflight;
-		c->prefill = w->prefill;
-		c->decode_ms =
-		    w->decoding ? ((double)w->decoding * now_s - w->decode_since) * 1000 : 0;
-		workers_load(r->ws, w, t, cap_floor, &c->remote, &c->waiting, &c->free_blocks,
-			     &c->capacity);
-		if (f->pol->ops->needs & POLICY_NEEDS_ACTIVE) {
-			c->active = workers_active(r->ws, w);
-			c->flight = workers_active_depth(r->ws, w, f->chain, f->n);
-			c->fresh = f->nblocks - c->flight;
-		}
-	}
-	v->c = r->cand;
-	v->n = n;
-	v->rnd = rnd(r);
-	return 0;
-}
-
-/* A new record in the log for this decision. */
-static struct route_rec *rec_new(struct router *r, const struct service *svc,
-				 const struct router_request *req)
-{
-	struct route_rec *rec = &r->log[r->nlog % ROUTER_LOG];
-	size_t tl = req->target_len;
-
-	memset(rec, 0, sizeof(*rec));
-	rec->seq = ++r->nlog;
-	clock_gettime(CLOCK_REALTIME, &rec->when);
-	if (req->client)
-		rec->client = *req->client;
-	snprintf(rec->service, sizeof(rec->service), "%s", svc->name);
-	if (req->method) {
-		const char *q = memchr(req->target, '?', req->target_len);
-
-		if (q) /* the path only: a query string may carry what is not ours to log */
-			tl = (size_t)(q - req->target);
-		snprintf(rec->method, sizeof(rec->method), "%.*s", (int)req->method_len,
-			 req->method);
-		snprintf(rec->target, sizeof(rec->target), "%.*s", (int)tl, req->target);
-	}
-	rec->reported = -1;
-	rec->predicted = rec->best = -1;
-	return rec;
-}
-
-static struct route_rec *rec_find(struct router *r, uint64_t seq)
-{
-	struct route_rec *rec;
-
-	if (!seq || seq + ROUTER_LOG <= r->nlog)
-		return NULL;
-	rec = &r->log[(seq - 1) % ROUTER_LOG];
-	return rec->seq == seq ? rec : NULL;
-}
-
-static struct flight *flight_new(struct router *r, uint32_t *id)
+struct flight *router_flight_new(struct router *r, uint32_t *id)
 {
 	struct flight *f;
 
@@ -1214,7 +391,7 @@ static struct flight *flight_new(struct router *r, uint32_t *id)
 		memset(f, 0, sizeof(*f));
 		*id = ++r->nfl;
 	}
-	f->used = true;
+	flight_set(f, FLIGHT_ON);
 	f->slot = UINT32_MAX;
 	f->n = f->nblocks = 0;
 	f->partial = false;
@@ -1223,178 +400,38 @@ static struct flight *flight_new(struct router *r, uint32_t *id)
 	f->first_s = 0;
 	f->reg_n = 0;
 	f->reg_unhashed = 0;
-	f->queued = false;
 	f->qprev = f->qnext = 0;
-	f->retired = f->book_prompt = false;
+	f->book_prompt = false;
 	return f;
 }
 
 /* Takes f off its worker: its prefill backlog, its decoding, its blocks. */
 static void flight_off(struct router *r, struct flight *f)
 {
-	prefill_done(r, f);
-	decode_off(r, f);
-	flight_unreg(r, f);
+	router_prefill_done(r, f);
+	router_decode_off(r, f);
+	router_flight_unreg(r, f);
 	f->slot = UINT32_MAX;
 }
 
-static void flight_release(struct router *r, uint32_t id)
+void router_flight_release(struct router *r, uint32_t id)
 {
 	struct flight *f = &r->fl[id - 1];
 
-	queue_del(r, f);
+	if (flight_queued(f))
+		queue_unlink(r, f);
 	flight_off(r, f);
-	f->used = false;
+	flight_set(f, FLIGHT_FREE);
 	f->next_free = r->free_fl;
 	r->free_fl = id;
-}
-
-int router_pick(struct router *r, const struct service *svc, const struct router_request *req,
-		struct router_ticket *t)
-{
-	double t0 = clock_s();
-	struct policy_view v = {0};
-	struct policy_choice ch = {0};
-	struct route_rec *rec = NULL;
-	struct flight *f;
-	struct worker *w;
-	uint32_t id = t->flight;
-	long n;
-	int64_t best = -1;
-	bool first = !id;
-
-	if (!svc || !svc->nendpoints)
-		goto none;
-	if (first) {
-		f = flight_new(r, &id);
-		if (!f)
-			return -ENOMEM;
-		f->pol = policy_of(r, svc);
-		rec = rec_new(r, svc, req);
-		f->rec_seq = rec->seq;
-		rec->policy = f->pol->ops->name;
-		if (req->method)
-			read_request(r, req, f, rec);
-		else if (r->st.passthrough)
-			metrics_inc(r->st.passthrough);
-	} else {
-		f = &r->fl[id - 1];
-		prefill_done(r, f);
-		decode_off(r, f);
-		flight_unreg(r, f); /* the failed attempt leaves that worker */
-		f->slot = UINT32_MAX;
-		rec = rec_find(r, f->rec_seq);
-	}
-	n = candidates(r, svc, req->tried);
-	if (n <= 0) {
-		flight_release(r, id);
-		goto none;
-	}
-	v.service = svc->name;
-	v.nendpoints = svc->nendpoints;
-	if (fill_view(r, f, (size_t)n, &v) < 0 || f->pol->ops->pick(f->pol->st, &v, &ch) < 0 ||
-	    ch.cand >= (size_t)n) {
-		ch.cand = (size_t)(rnd(r) % (uint64_t)n); /* out of memory: anywhere */
-		ch.reason = POLICY_RANDOM;
-	}
-	w = workers_at(r->ws, r->cand_slot[ch.cand]);
-	if (w) {
-		workers_probe(w, clock_ms()); /* down by its connects: this request is its probe */
-		if (flight_reg(r, f, w->slot) == 0) {
-			uint32_t d = policy_held(&v.c[ch.cand]);
-
-			f->slot = w->slot;
-			/* the blocks it has to compute there wait in that worker's prefill queue
-			 * (those a request in flight there computes are cached when it is
-			 * scheduled) */
-			f->prefill = f->nblocks - (d < f->nblocks ? d : f->nblocks);
-			w->prefill += f->prefill;
-		}
-		w->routed++;
-		if ((f->view == VIEW_APPROX || f->view == VIEW_TEXT) && f->n)
-			approx_insert(r->ax, w->slot, f->chain, f->n, clock_s());
-	}
-	if (f->view != VIEW_TEXT && f->prompt_tokens) {
-		f->predicted = cached_of(r, v.c[ch.cand].depth, f->prompt_tokens);
-		for (size_t i = 0; i < v.n; i++) {
-			int64_t c = cached_of(r, v.c[i].depth, f->prompt_tokens);
-
-			if (c > best)
-				best = c;
-		}
-	}
-	if (f->pol->decisions[ch.reason])
-		metrics_inc(f->pol->decisions[ch.reason]);
-	if (rec) {
-		struct rec_cand *rc;
-
-		rec->attempts++;
-		snprintf(rec->endpoint, sizeof(rec->endpoint), "%s",
-			 svc->endpoints[v.c[ch.cand].ep].name);
-		rec->reason = ch.reason;
-		rec->view = f->view;
-		rec->prompt_tokens = f->prompt_tokens;
-		rec->blocks = rec->decided_blocks = (uint32_t)f->n;
-		rec->key_pos = v.nblocks ? v.key_pos : 0;
-		rec->predicted = f->predicted;
-		rec->best = f->best = best;
-		rec->ncand = 0;
-		for (size_t i = 0; i < v.n; i++) {
-			/* the choice always, the others while there is room */
-			if (rec->ncand == ROUTER_LOG_CANDS - 1 && i != ch.cand)
-				continue;
-			if (rec->ncand == ROUTER_LOG_CANDS)
-				break;
-			rc = &rec->cand[rec->ncand++];
-			snprintf(rc->ep, sizeof(rc->ep), "%s", svc->endpoints[v.c[i].ep].name);
-			rc->depth = v.c[i].depth;
-			rc->keys = v.c[i].keys;
-			rc->prefill = v.c[i].prefill;
-			rc->load = policy_load(&v.c[i]);
-			rc->waiting = v.c[i].waiting;
-			rc->free_blocks = v.c[i].free_blocks;
-			rc->score = v.c[i].score;
-			rc->chosen = i == ch.cand;
-		}
-		rec->decision_us += (clock_s() - t0) * 1e6;
-	}
-	if (first && r->st.decision)
-		metrics_observe(r->st.decision, clock_s() - t0);
-	t->flight = id;
-	return (int)v.c[ch.cand].ep;
-none:
-	t->flight = 0;
-	return -ENOENT;
-}
-
-/* Takes flight f's blocks out of its worker's prefill backlog (once). */
-static void prefill_done(struct router *r, struct flight *f)
-{
-	struct worker *w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
-
-	if (w && f->prefill)
-		w->prefill -= f->prefill < w->prefill ? f->prefill : w->prefill;
-	f->prefill = 0;
-}
-
-/* Takes flight f off its worker's decoding requests (once). */
-static void decode_off(struct router *r, struct flight *f)
-{
-	struct worker *w = f->slot != UINT32_MAX ? workers_at(r->ws, f->slot) : NULL;
-
-	if (w && f->first_s > 0 && w->decoding) {
-		w->decoding--;
-		w->decode_since = w->decoding ? w->decode_since - f->first_s : 0;
-	}
-	f->first_s = 0;
 }
 
 void router_sent(struct router *r, struct router_ticket *t)
 {
 	struct flight *f = t->flight ? &r->fl[t->flight - 1] : NULL;
 
-	if (f && f->partial && !f->queued)
-		queue_push(r, t->flight);
+	if (f && f->partial && !flight_queued(f))
+		queue_push(r, t->flight, FLIGHT_QUEUED);
 }
 
 bool router_busy(const struct router *r)
@@ -1402,18 +439,21 @@ bool router_busy(const struct router *r)
 	return r->q_head != 0;
 }
 
-/* Flight id's rest tokenized and hashed (finish_prompt); one already done (retired) is then
- * booked and freed. */
+/* Flight id's rest tokenized and hashed (finish_prompt); one already done (RETIRED) is then
+ * booked and freed, one still on (QUEUED) is ON again. */
 static void complete(struct router *r, uint32_t id)
 {
 	struct flight *f = &r->fl[id - 1];
 
-	finish_prompt(r, f);
-	if (!f->retired)
+	if (f->state != FLIGHT_RETIRED) {
+		queue_del(r, f);
+		router_prompt_finish(r, f);
 		return;
+	}
+	router_prompt_finish(r, f);
 	if (f->book_prompt && r->metrics)
 		metrics_add(r->st.tok_prompt, f->prompt_tokens);
-	flight_release(r, id);
+	router_flight_release(r, id);
 }
 
 bool router_work(struct router *r)
@@ -1427,10 +467,9 @@ bool router_work(struct router *r)
 	if (!(id = r->q_head))
 		return false;
 	f = &r->fl[id - 1];
-	if (tokenizer_encode_more(f->tok, tcache_of(r, f->tok), &f->ts,
-				  f->toks.n + ROUTER_SLICE_TOKENS, &f->toks) < 0 ||
-	    chain_extend(r, f, f->toks.v, f->toks.n) < 0 || f->ts.done || f->n >= ROUTER_MAX_BLOCKS)
-		complete(r, id); /* its last slice (or out of memory: finish_prompt decides) */
+	if (router_prompt_slice(r, f))
+		complete(r,
+			 id); /* its last slice (or out of memory: router_prompt_finish decides) */
 	return r->q_head != 0;
 }
 
@@ -1438,7 +477,7 @@ void router_settle(struct router *r)
 {
 	for (uint32_t id = r->q_head, next; id; id = next) {
 		next = r->fl[id - 1].qnext;
-		if (r->fl[id - 1].retired)
+		if (r->fl[id - 1].state == FLIGHT_RETIRED)
 			complete(r, id);
 	}
 }
@@ -1450,11 +489,10 @@ void router_first_byte(struct router *r, struct router_ticket *t)
 
 	if (!f)
 		return;
-	prefill_done(r, f);
+	router_prefill_done(r, f);
 	if (w && f->first_s <= 0) {
 		f->first_s = clock_s();
-		w->decoding++;
-		w->decode_since += f->first_s;
+		workers_decode_start(w, f->first_s);
 	}
 }
 
@@ -1515,10 +553,10 @@ void router_done(struct router *r, struct router_ticket *t, const struct router_
 	/* vLLM leaves prompt_tokens_details out of the usage when nothing was cached: from a worker
 	 * known to report them, a usage without them is 0 cached tokens, not "unknown" */
 	if (w && cached >= 0)
-		w->reports_cached = true;
+		workers_reports_cached(w);
 	else if (w && w->reports_cached && o->prompt_tokens >= 0)
 		cached = 0;
-	rec = rec_find(r, f->rec_seq);
+	rec = router_rec_find(r, f->rec_seq);
 	if (rec) {
 		rec->status = o->status;
 		rec->ms = o->ms;
@@ -1548,127 +586,9 @@ void router_done(struct router *r, struct router_ticket *t, const struct router_
 		 * by router_work while the loop is idle (complete), not on this turn */
 		queue_del(r, f); /* behind the requests still in flight, whose rests count more */
 		flight_off(r, f);
-		f->retired = true;
-		queue_push(r, t->flight);
+		queue_push(r, t->flight, FLIGHT_RETIRED);
 	} else {
-		flight_release(r, t->flight);
+		router_flight_release(r, t->flight);
 	}
 	t->flight = 0;
-}
-
-/* --- /debug --------------------------------------------------------------------------------- */
-
-static int json_num(struct buf *out, const char *key, double v)
-{
-	if (v < 0)
-		return buf_printf(out, ",\"%s\":null", key);
-	return buf_printf(out, ",\"%s\":%.6g", key, v);
-}
-
-int router_debug_json(const struct router *r, struct buf *out)
-{
-	uint64_t n = r->nlog < ROUTER_LOG ? r->nlog : ROUTER_LOG;
-	int rc = buf_printf(out, "{\"router\":\"%s\",\"routes\":[", r->pol->ops->name);
-
-	for (uint64_t i = 0; i < n && !rc; i++) {
-		const struct route_rec *x = &r->log[(r->nlog - 1 - i) % ROUTER_LOG];
-		char a[INET_ADDRSTRLEN], tm_s[32];
-		struct tm tm;
-
-		inet_ntop(AF_INET, &x->client.sin_addr, a, sizeof(a));
-		gmtime_r(&x->when.tv_sec, &tm);
-		strftime(tm_s, sizeof(tm_s), "%Y-%m-%dT%H:%M:%S", &tm);
-		rc |= buf_printf(out, "%s{\"time\":\"%s.%03ldZ\",\"client\":\"%s:%u\",\"service\":",
-				 i ? "," : "", tm_s, x->when.tv_nsec / 1000000, a,
-				 ntohs(x->client.sin_port));
-		rc |= buf_json_str(out, x->service, strlen(x->service));
-		rc |= buf_printf(out, ",\"policy\":\"%s\"", x->policy ? x->policy : "");
-		rc |= buf_puts(out, ",\"method\":");
-		rc |= buf_json_str(out, x->method, strlen(x->method));
-		rc |= buf_puts(out, ",\"target\":");
-		rc |= buf_json_str(out, x->target, strlen(x->target));
-		rc |= buf_puts(out, ",\"endpoint\":");
-		rc |= buf_json_str(out, x->endpoint, strlen(x->endpoint));
-		rc |= buf_printf(out, ",\"attempts\":%d,\"status\":%d,\"ms\":%.3f,\"model\":",
-				 x->attempts, x->status, x->ms);
-		rc |= x->model[0] ? buf_json_str(out, x->model, strlen(x->model))
-				  : buf_puts(out, "null");
-		rc |= buf_printf(out,
-				 ",\"prompt_tokens\":%u,\"blocks\":%u,\"decided_on_blocks\":%u,"
-				 "\"key_pos\":%u,\"view\":\"%s\",\"fallback\":",
-				 x->prompt_tokens, x->blocks, x->decided_blocks, x->key_pos,
-				 view_names[x->view]);
-		rc |= x->fallback == FB_NONE ? buf_puts(out, "null")
-					     : buf_printf(out, "\"%s\"", fb_names[x->fallback]);
-		rc |= buf_printf(out, ",\"reason\":\"%s\"", policy_reason_name(x->reason));
-		rc |= json_num(out, "predicted_cached_tokens", (double)x->predicted);
-		rc |= json_num(out, "best_cached_tokens", (double)x->best);
-		rc |= json_num(out, "reported_cached_tokens", (double)x->reported);
-		rc |= buf_printf(out, ",\"decision_us\":%.1f,\"candidates\":[", x->decision_us);
-		for (uint32_t k = 0; k < x->ncand; k++) {
-			const struct rec_cand *c = &x->cand[k];
-
-			rc |= buf_printf(out, "%s{\"endpoint\":", k ? "," : "");
-			rc |= buf_json_str(out, c->ep, strlen(c->ep));
-			rc |= buf_printf(
-			    out, ",\"depth\":%u,\"keys\":%u,\"load\":%.6g,\"prefill_blocks\":%u",
-			    c->depth, c->keys, c->load, c->prefill);
-			rc |= json_num(out, "waiting", c->waiting);
-			rc |= json_num(out, "free_blocks", c->free_blocks);
-			rc |= buf_printf(out, ",\"score\":%.6g,\"chosen\":%s}", c->score,
-					 c->chosen ? "true" : "false");
-		}
-		rc |= buf_puts(out, "]}");
-	}
-	rc |= buf_puts(out, "]}\n");
-	return rc ? -ENOMEM : 0;
-}
-
-int router_workers_json(const struct router *r, struct buf *out)
-{
-	uint64_t t = clock_ms();
-	int rc = buf_printf(out, "{\"router\":\"%s\",\"workers\":[", r->pol->ops->name), first = 1;
-
-	for (uint32_t i = 0; i < workers_count(r->ws); i++) {
-		struct worker *w = workers_at(r->ws, i);
-		double rem, wait, fb, cap;
-
-		if (!w)
-			continue;
-		workers_load(r->ws, w, t, 0, &rem, &wait, &fb, &cap);
-		rc |= buf_printf(out, "%s{\"name\":", first ? "" : ",");
-		rc |= buf_json_str(out, w->name, strlen(w->name));
-		rc |= buf_printf(
-		    out,
-		    ",\"slot\":%u,\"events_id\":%d,\"inflight\":%u,\"prefill_blocks\":%u,"
-		    "\"active_blocks\":%u,\"remote_requests\":%.6g",
-		    w->slot, w->events_id, w->inflight, w->prefill, workers_active(r->ws, w), rem);
-		rc |= json_num(out, "waiting", wait);
-		rc |= json_num(out, "free_blocks", fb);
-		rc |= json_num(out, "capacity_blocks", cap > 0 ? cap : -1);
-		rc |= json_num(out, "kv_usage", w->have_metrics ? w->m.kv_usage : -1);
-		rc |= json_num(out, "running", w->have_metrics ? w->m.running : -1);
-		rc |=
-		    buf_printf(out,
-			       ",\"metrics_age_ms\":%lld,\"scrapes\":%llu,\"scrape_failures\":%u,"
-			       "\"scrape_error\":%d,\"down\":%s,\"restarts\":%llu,\"routed\":%llu,",
-			       w->have_metrics ? (long long)(t - w->metrics_ms) : -1LL,
-			       (unsigned long long)w->scrapes, w->scrape_fails, w->scrape_err,
-			       workers_down(w) ? "true" : "false", (unsigned long long)w->restarts,
-			       (unsigned long long)w->routed);
-		rc |= buf_printf(out,
-				 "\"down_by\":%s,\"connect_failures\":%u,\"backoff_ms\":%u,"
-				 "\"retry_in_ms\":%lld,\"downs\":%llu}",
-				 workers_scrape_down(w) && w->connect_down ? "\"scrapes+connects\""
-				 : workers_scrape_down(w)		   ? "\"scrapes\""
-				 : w->connect_down			   ? "\"connects\""
-									   : "null",
-				 w->connect_fails, w->backoff_ms,
-				 w->backoff_ms && w->retry_ms > t ? (long long)(w->retry_ms - t)
-								  : 0LL,
-				 (unsigned long long)w->downs);
-		first = 0;
-	}
-	rc |= buf_puts(out, "]}\n");
-	return rc ? -ENOMEM : 0;
 }

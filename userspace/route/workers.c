@@ -476,3 +476,47 @@ void workers_probe(struct worker *w, uint64_t now_ms)
 	if (w->connect_down)
 		w->retry_ms = now_ms + w->backoff_ms;
 }
+
+void workers_set_events_id(struct worker *w, int id)
+{
+	w->events_id = id;
+}
+
+void workers_routed(struct worker *w)
+{
+	w->routed++;
+}
+
+void workers_prefill_add(struct worker *w, uint32_t blocks)
+{
+	w->prefill += blocks;
+}
+
+void workers_prefill_done(struct worker *w, uint32_t blocks)
+{
+	w->prefill -= blocks < w->prefill ? blocks : w->prefill;
+}
+
+void workers_prefill_move(struct worker *w, uint32_t from, uint32_t to)
+{
+	w->prefill = w->prefill - from + to;
+}
+
+void workers_decode_start(struct worker *w, double first_s)
+{
+	w->decoding++;
+	w->decode_since += first_s;
+}
+
+void workers_decode_end(struct worker *w, double first_s)
+{
+	if (!w->decoding)
+		return;
+	w->decoding--;
+	w->decode_since = w->decoding ? w->decode_since - first_s : 0;
+}
+
+void workers_reports_cached(struct worker *w)
+{
+	w->reports_cached = true;
+}

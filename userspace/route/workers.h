@@ -205,4 +205,22 @@ void workers_connect_ok(struct worker *w);
  * next one waits another backoff. No-op otherwise. */
 void workers_probe(struct worker *w, uint64_t now_ms);
 
+/* The router's share of w's fields (everything else in struct worker is written here, from
+ * the Services, the scrapes and the connects; the router reads them). */
+/* w is id in the events module and the index (-1: none), as router_set_services finds it. */
+void workers_set_events_id(struct worker *w, int id);
+/* A request was routed to w (router_pick): its routed total. */
+void workers_routed(struct worker *w);
+/* Prefill backlog: a request's blocks to compute there added; taken out at its first byte (never
+ * below 0); or, once its prompt is hashed whole, its estimate from replaced by the exact to. */
+void workers_prefill_add(struct worker *w, uint32_t blocks);
+void workers_prefill_done(struct worker *w, uint32_t blocks);
+void workers_prefill_move(struct worker *w, uint32_t from, uint32_t to);
+/* A request on w decoding from first_s (clock_s of its first byte) on, or no longer (with the
+ * same first_s; a no-op when none decodes). */
+void workers_decode_start(struct worker *w, double first_s);
+void workers_decode_end(struct worker *w, double first_s);
+/* w's responses carry usage.prompt_tokens_details.cached_tokens. */
+void workers_reports_cached(struct worker *w);
+
 #endif

@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: Apache-2.0
+/* router_debug: what the router shows (route/router_int.h has the map of its files): the metrics
+ * it registers and its /metrics collector (per worker, its bounds, the tokenizer caches), and the
+ * JSON of /debug/route (the decision log) and /debug/workers (the worker table). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "core/metrics.h"
+#include "kv/approx.h"
+#include "prompt/tokenizer.h"
+#include "route/router_int.h"
+#include "route/workers.h"
+
+static const char *const fb_names[FB_MAX] = {
+#define X(e, s) [FB_##e] = s,
+    FALLBACKS(X)
+#undef X
+};
+
+static const char *const view_names[] = {"none", "events", "approx", "text"};
+
+static void worker_collector(struct buf *out, void *arg);
+
+/* --- metrics ---------------------------------------------------------------------------------- */
+
+int router_debug_stats_init(struct router *r)
+{
+	struct metrics *m = r->metrics;
+	struct rstats *st = &r->st;
+	static const double bounds[] = {10e-6,	25e-6, 50e-6, 100e-6, 250e-6,
+					500e-6, 1e-3,  5e-3,  25e-3};
+	static const char *const oname[3] = {"hit", "miss", "unknown"};
+	char lb[128];
+
+	if (!m)
+		return 0;
+	for (size_t k = 0; k < POLICY_COUNT; k++)
+		for (int i = 0; i < POLICY_REASON_MAX; i++) {
+			snprintf(lb, sizeof(lb), "policy=\"%s\",reason=\"%s\"", r->pi[k].ops->name,
+				 policy_reason_name((enum policy_reason)i));
+			r->pi[k].decisions[i] =
+			    metrics_counter(m, "kvsplice_route_decisions_total", lb,
+					    "Routing decisions, by policy and reason.");
+			if (!r->pi[k].decisions[i])
+				return -ENOMEM;
+		}
+	for (int i = 0; i < FB_MAX; i++) {
+		snprintf(lb, sizeof(lb), "cause=\"%s\"", fb_names[i]);
+		st->fallbacks[i] = metrics_counter(
+		    m, "kvsplice_route_fallbacks_total", lb,
+		    "OpenAI requests routed on the approximate view of their raw bytes because "
+		    "exact tokens were impossible, by cause.");
+		if (!st->fallbacks[i])
+			return -ENOMEM;
+	}
+#define TOK(field, kind)                                                                           \
+	st->field =                                                                                \
+	    metrics_counter(m, "kvsplice_route_tokens_total", "kind=\"" kind "\"",                 \
+			    "Prompt tokens of routed requests; the cached part predicted on "      \
+			    "the chosen worker, the best any worker held, and what the "           \
+			    "workers reported (usage, where the response carried it).");           \
+	if (!st->field)                                                                            \
+		return -ENOMEM;
+	TOK(tok_prompt, "prompt")
+	TOK(tok_predicted, "predicted_cached")
+	TOK(tok_best, "best_cached")
+	TOK(tok_reported, "reported_cached")
+	TOK(tok_reported_prompt, "reported_prompt")
+#undef TOK
+	for (int p = 0; p < 2; p++)
+		for (int o = 0; o < 3; o++) {
+			snprintf(lb, sizeof(lb), "predicted=\"%s\",reported=\"%s\"", oname[p],
+				 oname[o]);
+			st->outcome[p][o] = metrics_counter(
+			    m, "kvsplice_route_outcomes_total", lb,
+			    "Routed prompts by predicted and reported prefix-cache hit.");
+			if (!st->outcome[p][o])
+				return -ENOMEM;
+		}
+	st->passthrough = metrics_counter(m, "kvsplice_route_passthrough_total", NULL,
+					  "Pass-through connections placed by load alone.");
+	st->decision = metrics_histogram(m, "kvsplice_route_decision_seconds", NULL,
+					 "Time to decide (read, tokenize, hash, look up, score).",
+					 bounds, (int)(sizeof(bounds) / sizeof(bounds[0])));
+	if (!st->passthrough || !st->decision)
+		return -ENOMEM;
+	return metrics_add_collector(m, worker_collector, r);
+}
+
+static void put_label(struct buf *out, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			buf_printf(out, "\\%c", *s);
+		else if (*s == '\n')
+			buf_puts(out, "\\n");
+		else
+			buf_append(out, s, 1);
+	}
+}
+
+/* The router's bounds (each named after its flag) and what the approximate view holds. */
+static void router_limits_text(const struct router *r, struct buf *out)
+{
+	struct approx_stats ax;
+
+	approx_stats(r->ax, &ax);
+	buf_printf(
+	    out,
+	    "# HELP kvsplice_approx_entries (worker, block) pairs the approximate view "
+	    "holds.\n"
+	    "# TYPE kvsplice_approx_entries gauge\nkvsplice_approx_entries %llu\n"
+	    "# HELP kvsplice_approx_evicted_total Pairs of the approximate view dropped, or "
+	    "not recorded, at its bound (--approx-max-entries).\n"
+	    "# TYPE kvsplice_approx_evicted_total counter\n"
+	    "kvsplice_approx_evicted_total %llu\n"
+	    "# HELP kvsplice_approx_displaced_total Pairs of the approximate view dropped "
+	    "because their worker's KV capacity of newer blocks was routed to it since.\n"
+	    "# TYPE kvsplice_approx_displaced_total counter\n"
+	    "kvsplice_approx_displaced_total %llu\n"
+	    "# HELP kvsplice_approx_limit_entries Bound on the (worker, block) pairs of the "
+	    "approximate view; past it the pairs closest to expiry go first "
+	    "(--approx-max-entries).\n"
+	    "# TYPE kvsplice_approx_limit_entries gauge\nkvsplice_approx_limit_entries %zu\n",
+	    (unsigned long long)ax.entries, (unsigned long long)ax.evicted,
+	    (unsigned long long)ax.displaced, r->approx_max_entries);
+	if (!r->scr)
+		return;
+	buf_printf(out,
+		   "# HELP kvsplice_scrape_limit_body_bytes Largest worker /metrics body read; a "
+		   "larger one fails the scrape (--scrape-max-body).\n"
+		   "# TYPE kvsplice_scrape_limit_body_bytes gauge\n"
+		   "kvsplice_scrape_limit_body_bytes %zu\n"
+		   "# HELP kvsplice_scrape_limit_head_bytes Longest worker /metrics answer head "
+		   "read; a longer one fails the scrape (--scrape-max-head).\n"
+		   "# TYPE kvsplice_scrape_limit_head_bytes gauge\n"
+		   "kvsplice_scrape_limit_head_bytes %zu\n"
+		   "# HELP kvsplice_scrape_limit_timeout_seconds Deadline of one scrape, connect "
+		   "to last byte (--scrape-timeout).\n"
+		   "# TYPE kvsplice_scrape_limit_timeout_seconds gauge\n"
+		   "kvsplice_scrape_limit_timeout_seconds %g\n",
+		   r->scrape_max_body, r->scrape_max_head, r->scrape_timeout_ms / 1000.0);
+}
+
+/* Per worker: what the router sees of it. */
+static void worker_collector(struct buf *out, void *arg)
+{
+	struct router *r = arg;
+	uint64_t t = clock_ms(), tc_bytes = 0;
+	static const char *const names[] = {
+	    "kvsplice_worker_inflight",	       "kvsplice_worker_remote_requests",
+	    "kvsplice_worker_waiting",	       "kvsplice_worker_free_blocks",
+	    "kvsplice_worker_capacity_blocks", "kvsplice_worker_routed_total",
+	    "kvsplice_worker_scrape_failures", "kvsplice_worker_restarts_total",
+	    "kvsplice_worker_prefill_blocks",  "kvsplice_worker_down",
+	    "kvsplice_worker_downs_total"};
+	static const char *const help[] = {
+	    "Requests this kvsplice has in flight on the worker.",
+	    "Requests others have on the worker, estimated from its metrics.",
+	    "Requests queued at the worker (its metrics; -1 unknown).",
+	    "Free KV blocks of the worker, estimated (-1 unknown).",
+	    "KV cache capacity of the worker, blocks (its metrics; 0 unknown).",
+	    "Requests routed to the worker.",
+	    "Consecutive failed scrapes of the worker's metrics.",
+	    "New worker processes seen in its metrics (its index is then synced again).",
+	    "KV blocks its requests from here owe before their first response byte.",
+	    "1 while the worker is avoided as down (its scrapes or its connects failed).",
+	    "Times the worker went down (its connects or its scrapes failed)."};
+	_Static_assert(sizeof(names) == sizeof(help), "a help line per worker metric");
+
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+		buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", names[k], help[k], names[k],
+			   k == 5 || k == 7 || k == 10 ? "counter" : "gauge");
+		for (uint32_t i = 0; i < workers_count(r->ws); i++) {
+			struct worker *w = workers_at(r->ws, i);
+			double rem, wait, fb, cap, v = 0;
+
+			if (!w)
+				continue;
+			workers_load(r->ws, w, t, 0, &rem, &wait, &fb, &cap);
+			switch (k) {
+			case 0:
+				v = w->inflight;
+				break;
+			case 1:
+				v = rem;
+				break;
+			case 2:
+				v = wait;
+				break;
+			case 3:
+				v = fb;
+				break;
+			case 4:
+				v = cap;
+				break;
+			case 5:
+				v = (double)w->routed;
+				break;
+			case 6:
+				v = w->scrape_fails;
+				break;
+			case 7:
+				v = (double)w->restarts;
+				break;
+			case 8:
+				v = w->prefill;
+				break;
+			case 9:
+				v = workers_down(w);
+				break;
+			case 10:
+				v = (double)w->downs;
+				break;
+			}
+			buf_printf(out, "%s{worker=\"", names[k]);
+			put_label(out, w->name);
+			buf_printf(out, "\"} %.6g\n", v);
+		}
+	}
+	buf_puts(out, "# HELP kvsplice_worker_scrape_errors_total Failed scrapes of the worker's "
+		      "metrics, by cause (its /metrics too large for --scrape-max-body or "
+		      "--scrape-max-head, not answered within --scrape-timeout, ...).\n"
+		      "# TYPE kvsplice_worker_scrape_errors_total counter\n");
+	for (uint32_t i = 0; i < workers_count(r->ws); i++) {
+		struct worker *w = workers_at(r->ws, i);
+
+		for (int c = 0; w && c < WORKERS_SCRAPE_NCAUSES; c++) {
+			buf_puts(out, "kvsplice_worker_scrape_errors_total{worker=\"");
+			put_label(out, w->name);
+			buf_printf(out, "\",cause=\"%s\"} %llu\n",
+				   workers_scrape_cause_name((enum workers_scrape_cause)c),
+				   (unsigned long long)w->scrape_errors[c]);
+		}
+	}
+	router_limits_text(r, out);
+	buf_puts(out,
+		 "# HELP kvsplice_tokenizer_cache_total Encoding cache lookups (whole segments "
+		 "between special tokens, BPE pieces), by result.\n"
+		 "# TYPE kvsplice_tokenizer_cache_total counter\n");
+	for (size_t i = 0; i < sizeof(r->tc) / sizeof(r->tc[0]) && r->tc[i].tok; i++) {
+		struct tok_cache_stats st;
+
+		tok_cache_stats(r->tc[i].cache, &st);
+		buf_printf(out,
+			   "kvsplice_tokenizer_cache_total{tokenizer=\"%zu\",kind=\"segment\","
+			   "result=\"hit\"} %llu\n"
+			   "kvsplice_tokenizer_cache_total{tokenizer=\"%zu\",kind=\"segment\","
+			   "result=\"miss\"} %llu\n"
+			   "kvsplice_tokenizer_cache_total{tokenizer=\"%zu\",kind=\"piece\","
+			   "result=\"hit\"} %llu\n"
+			   "kvsplice_tokenizer_cache_total{tokenizer=\"%zu\",kind=\"piece\","
+			   "result=\"miss\"} %llu\n",
+			   i, (unsigned long long)st.segment_hits, i,
+			   (unsigned long long)st.segment_misses, i,
+			   (unsigned long long)st.piece_hits, i,
+			   (unsigned long long)st.piece_misses);
+		tc_bytes += st.bytes;
+	}
+	buf_printf(
+	    out,
+	    "# HELP kvsplice_tokenizer_cache_bytes Bytes held by the encoding caches.\n"
+	    "# TYPE kvsplice_tokenizer_cache_bytes gauge\nkvsplice_tokenizer_cache_bytes %llu\n",
+	    (unsigned long long)tc_bytes);
+}
+
+/* --- /debug --------------------------------------------------------------------------------- */
+
+static int json_num(struct buf *out, const char *key, double v)
+{
+	if (v < 0)
+		return buf_printf(out, ",\"%s\":null", key);
+	return buf_printf(out, ",\"%s\":%.6g", key, v);
+}
+
+int router_debug_json(const struct router *r, struct buf *out)
+{
+	uint64_t n = r->nlog < ROUTER_LOG ? r->nlog : ROUTER_LOG;
+	int rc = buf_printf(out, "{\"router\":\"%s\",\"routes\":[", r->pol->ops->name);
+
+	for (uint64_t i = 0; i < n && !rc; i++) {
+		const struct route_rec *x = &r->log[(r->nlog - 1 - i) % ROUTER_LOG];
+		char a[INET_ADDRSTRLEN], tm_s[32];
+		struct tm tm;
+
+		inet_ntop(AF_INET, &x->client.sin_addr, a, sizeof(a));
+		gmtime_r(&x->when.tv_sec, &tm);
+		strftime(tm_s, sizeof(tm_s), "%Y-%m-%dT%H:%M:%S", &tm);
+		rc |= buf_printf(out, "%s{\"time\":\"%s.%03ldZ\",\"client\":\"%s:%u\",\"service\":",
+				 i ? "," : "", tm_s, x->when.tv_nsec / 1000000, a,
+				 ntohs(x->client.sin_port));
+		rc |= buf_json_str(out, x->service, strlen(x->service));
+		rc |= buf_printf(out, ",\"policy\":\"%s\"", x->policy ? x->policy : "");
+		rc |= buf_puts(out, ",\"method\":");
+		rc |= buf_json_str(out, x->method, strlen(x->method));
+		rc |= buf_puts(out, ",\"target\":");
+		rc |= buf_json_str(out, x->target, strlen(x->target));
+		rc |= buf_puts(out, ",\"endpoint\":");
+		rc |= buf_json_str(out, x->endpoint, strlen(x->endpoint));
+		rc |= buf_printf(out, ",\"attempts\":%d,\"status\":%d,\"ms\":%.3f,\"model\":",
+				 x->attempts, x->status, x->ms);
+		rc |= x->model[0] ? buf_json_str(out, x->model, strlen(x->model))
+				  : buf_puts(out, "null");
+		rc |= buf_printf(out,
+				 ",\"prompt_tokens\":%u,\"blocks\":%u,\"decided_on_blocks\":%u,"
+				 "\"key_pos\":%u,\"view\":\"%s\",\"fallback\":",
+				 x->prompt_tokens, x->blocks, x->decided_blocks, x->key_pos,
+				 view_names[x->view]);
+		rc |= x->fallback == FB_NONE ? buf_puts(out, "null")
+					     : buf_printf(out, "\"%s\"", fb_names[x->fallback]);
+		rc |= buf_printf(out, ",\"reason\":\"%s\"", policy_reason_name(x->reason));
+		rc |= json_num(out, "predicted_cached_tokens", (double)x->predicted);
+		rc |= json_num(out, "best_cached_tokens", (double)x->best);
+		rc |= json_num(out, "reported_cached_tokens", (double)x->reported);
+		rc |= buf_printf(out, ",\"decision_us\":%.1f,\"candidates\":[", x->decision_us);
+		for (uint32_t k = 0; k < x->ncand; k++) {
+			const struct rec_cand *c = &x->cand[k];
+
+			rc |= buf_printf(out, "%s{\"endpoint\":", k ? "," : "");
+			rc |= buf_json_str(out, c->ep, strlen(c->ep));
+			rc |= buf_printf(
+			    out, ",\"depth\":%u,\"keys\":%u,\"load\":%.6g,\"prefill_blocks\":%u",
+			    c->depth, c->keys, c->load, c->prefill);
+			rc |= json_num(out, "waiting", c->waiting);
+			rc |= json_num(out, "free_blocks", c->free_blocks);
+			rc |= buf_printf(out, ",\"score\":%.6g,\"chosen\":%s}", c->score,
+					 c->chosen ? "true" : "false");
+		}
+		rc |= buf_puts(out, "]}");
+	}
+	rc |= buf_puts(out, "]}\n");
+	return rc ? -ENOMEM : 0;
+}
+
+int router_workers_json(const struct router *r, struct buf *out)
+{
+	uint64_t t = clock_ms();
+	int rc = buf_printf(out, "{\"router\":\"%s\",\"workers\":[", r->pol->ops->name), first = 1;
+
+	for (uint32_t i = 0; i < workers_count(r->ws); i++) {
+		struct worker *w = workers_at(r->ws, i);
+		double rem, wait, fb, cap;
+
+		if (!w)
+			continue;
+		workers_load(r->ws, w, t, 0, &rem, &wait, &fb, &cap);
+		rc |= buf_printf(out, "%s{\"name\":", first ? "" : ",");
+		rc |= buf_json_str(out, w->name, strlen(w->name));
+		rc |= buf_printf(
+		    out,
+		    ",\"slot\":%u,\"events_id\":%d,\"inflight\":%u,\"prefill_blocks\":%u,"
+		    "\"active_blocks\":%u,\"remote_requests\":%.6g",
+		    w->slot, w->events_id, w->inflight, w->prefill, workers_active(r->ws, w), rem);
+		rc |= json_num(out, "waiting", wait);
+		rc |= json_num(out, "free_blocks", fb);
+		rc |= json_num(out, "capacity_blocks", cap > 0 ? cap : -1);
+		rc |= json_num(out, "kv_usage", w->have_metrics ? w->m.kv_usage : -1);
+		rc |= json_num(out, "running", w->have_metrics ? w->m.running : -1);
+		rc |=
+		    buf_printf(out,
+			       ",\"metrics_age_ms\":%lld,\"scrapes\":%llu,\"scrape_failures\":%u,"
+			       "\"scrape_error\":%d,\"down\":%s,\"restarts\":%llu,\"routed\":%llu,",
+			       w->have_metrics ? (long long)(t - w->metrics_ms) : -1LL,
+			       (unsigned long long)w->scrapes, w->scrape_fails, w->scrape_err,
+			       workers_down(w) ? "true" : "false", (unsigned long long)w->restarts,
+			       (unsigned long long)w->routed);
+		rc |= buf_printf(out,
+				 "\"down_by\":%s,\"connect_failures\":%u,\"backoff_ms\":%u,"
+				 "\"retry_in_ms\":%lld,\"downs\":%llu}",
+				 workers_scrape_down(w) && w->connect_down ? "\"scrapes+connects\""
+				 : workers_scrape_down(w)		   ? "\"scrapes\""
+				 : w->connect_down			   ? "\"connects\""
+									   : "null",
+				 w->connect_fails, w->backoff_ms,
+				 w->backoff_ms && w->retry_ms > t ? (long long)(w->retry_ms - t)
+								  : 0LL,
+				 (unsigned long long)w->downs);
+		first = 0;
+	}
+	rc |= buf_puts(out, "]}\n");
+	return rc ? -ENOMEM : 0;
+}
