@@ -4,6 +4,7 @@
 #include "daemon/daemon.h"
 #include "kv/index.h"
 #include "node/bpfctl.h"
+#include "route/router.h"
 #include "route/scrape.h"
 
 static const struct {
@@ -34,8 +35,8 @@ const char *catalog_when_text(enum catalog_when w)
 /* In layer order, then by module. */
 const struct catalog_metrics catalog_metrics[] = {
     {"kv/index.c", index_families, &index_nfamilies, CATALOG_EVENTS},
-    /* route/router.c's collector still writes this text itself, the same bytes; converted, it
-     * calls scraper_metrics. */
+    {"route/router_debug.c", router_families, &router_nfamilies, CATALOG_SERVING},
+    /* written by scraper_metrics, which the router's collector calls */
     {"route/scrape.c", scrape_families, &scrape_nfamilies, CATALOG_SCRAPE},
     {"node/bpfctl.c", bpfctl_families, &bpfctl_nfamilies, CATALOG_BPF},
     {"daemon/admin.c", admin_families, &admin_nfamilies, CATALOG_ALWAYS},
@@ -49,4 +50,4 @@ const size_t catalog_nmetrics = sizeof(catalog_metrics) / sizeof(catalog_metrics
 /* The modules that still register by name. Once each has its table above, empty this list and
  * set catalog_metrics_complete. */
 const bool catalog_metrics_complete = false;
-const char *const catalog_metrics_pending[] = {"kv/events.c", "route/router.c", "proxy/", NULL};
+const char *const catalog_metrics_pending[] = {"kv/events.c", "proxy/", NULL};

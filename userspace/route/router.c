@@ -128,9 +128,6 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 
 		if ((rc = scraper_new(cfg->loop, &so, scrape_cb, r, &r->scr)) < 0)
 			goto fail;
-		r->scrape_max_body = so.max_body ? so.max_body : SCRAPE_DEFAULT_MAX_BODY;
-		r->scrape_max_head = so.max_head ? so.max_head : SCRAPE_DEFAULT_MAX_HEAD;
-		r->scrape_timeout_ms = so.timeout_ms ? so.timeout_ms : SCRAPE_DEFAULT_TIMEOUT_MS;
 	}
 	*out = r;
 	return 0;

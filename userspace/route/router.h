@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "core/metrics.h"
 #include "discovery/discovery.h"
 #include "route/policy.h"
 
@@ -81,6 +82,10 @@ struct events;
 struct models;
 struct metrics;
 struct loop;
+
+/* The router's /metrics families (daemon/catalog.c lists them): there once the daemon serves. */
+extern const struct metrics_family router_families[];
+extern const size_t router_nfamilies;
 
 struct router_cfg {
 	const char *policy;		 /* a policy_find name; NULL: "kv" */

@@ -23,6 +23,109 @@ static const char *const fb_names[FB_MAX] = {
 
 static const char *const view_names[] = {"none", "events", "approx", "text"};
 
+/* The router's /metrics families (daemon/catalog.c lists them). The per-worker ones are in the
+ * order worker_collector writes them. */
+enum {
+	RF_DECISIONS,
+	RF_FALLBACKS,
+	RF_TOKENS,
+	RF_OUTCOMES,
+	RF_PASSTHROUGH,
+	RF_DECISION_SECONDS,
+	RF_W_INFLIGHT,
+	RF_W_REMOTE,
+	RF_W_WAITING,
+	RF_W_FREE,
+	RF_W_CAPACITY,
+	RF_W_ROUTED,
+	RF_W_SCRAPE_FAILURES,
+	RF_W_RESTARTS,
+	RF_W_PREFILL,
+	RF_W_DOWN,
+	RF_W_DOWNS,
+	RF_W_SCRAPE_ERRORS,
+	RF_APPROX_ENTRIES,
+	RF_APPROX_EVICTED,
+	RF_APPROX_DISPLACED,
+	RF_APPROX_LIMIT,
+	RF_TOKCACHE,
+	RF_TOKCACHE_BYTES,
+	RF_COUNT
+};
+const struct metrics_family router_families[RF_COUNT] = {
+    [RF_DECISIONS] = {"kvsplice_route_decisions_total", METRICS_COUNTER,
+		      "Routing decisions, by policy and reason.", "policy,reason"},
+    [RF_FALLBACKS] = {"kvsplice_route_fallbacks_total", METRICS_COUNTER,
+		      "OpenAI requests routed on the approximate view of their raw bytes because "
+		      "exact tokens were impossible, by cause.",
+		      "cause"},
+    [RF_TOKENS] = {"kvsplice_route_tokens_total", METRICS_COUNTER,
+		   "Prompt tokens of routed requests; the cached part predicted on the chosen "
+		   "worker, the best any worker held, and what the workers reported (usage, "
+		   "where the response carried it).",
+		   "kind"},
+    [RF_OUTCOMES] = {"kvsplice_route_outcomes_total", METRICS_COUNTER,
+		     "Routed prompts by predicted and reported prefix-cache hit.",
+		     "predicted,reported"},
+    [RF_PASSTHROUGH] = {"kvsplice_route_passthrough_total", METRICS_COUNTER,
+			"Pass-through connections placed by load alone.", NULL},
+    [RF_DECISION_SECONDS] = {"kvsplice_route_decision_seconds", METRICS_HISTOGRAM,
+			     "Time to decide (read, tokenize, hash, look up, score).", NULL},
+    [RF_W_INFLIGHT] = {"kvsplice_worker_inflight", METRICS_GAUGE,
+		       "Requests this kvsplice has in flight on the worker.", "worker"},
+    [RF_W_REMOTE] = {"kvsplice_worker_remote_requests", METRICS_GAUGE,
+		     "Requests others have on the worker, estimated from its metrics.", "worker"},
+    [RF_W_WAITING] = {"kvsplice_worker_waiting", METRICS_GAUGE,
+		      "Requests queued at the worker (its metrics; -1 unknown).", "worker"},
+    [RF_W_FREE] = {"kvsplice_worker_free_blocks", METRICS_GAUGE,
+		   "Free KV blocks of the worker, estimated (-1 unknown).", "worker"},
+    [RF_W_CAPACITY] = {"kvsplice_worker_capacity_blocks", METRICS_GAUGE,
+		       "KV cache capacity of the worker, blocks (its metrics; 0 unknown).",
+		       "worker"},
+    [RF_W_ROUTED] = {"kvsplice_worker_routed_total", METRICS_COUNTER,
+		     "Requests routed to the worker.", "worker"},
+    [RF_W_SCRAPE_FAILURES] = {"kvsplice_worker_scrape_failures", METRICS_GAUGE,
+			      "Consecutive failed scrapes of the worker's metrics.", "worker"},
+    [RF_W_RESTARTS] = {"kvsplice_worker_restarts_total", METRICS_COUNTER,
+		       "New worker processes seen in its metrics (its index is then synced "
+		       "again).",
+		       "worker"},
+    [RF_W_PREFILL] = {"kvsplice_worker_prefill_blocks", METRICS_GAUGE,
+		      "KV blocks its requests from here owe before their first response byte.",
+		      "worker"},
+    [RF_W_DOWN] = {"kvsplice_worker_down", METRICS_GAUGE,
+		   "1 while the worker is avoided as down (its scrapes or its connects failed).",
+		   "worker"},
+    [RF_W_DOWNS] = {"kvsplice_worker_downs_total", METRICS_COUNTER,
+		    "Times the worker went down (its connects or its scrapes failed).", "worker"},
+    [RF_W_SCRAPE_ERRORS] = {"kvsplice_worker_scrape_errors_total", METRICS_COUNTER,
+			    "Failed scrapes of the worker's metrics, by cause (its /metrics too "
+			    "large for --scrape-max-body or --scrape-max-head, not answered "
+			    "within --scrape-timeout, ...).",
+			    "worker,cause"},
+    [RF_APPROX_ENTRIES] = {"kvsplice_approx_entries", METRICS_GAUGE,
+			   "(worker, block) pairs the approximate view holds.", NULL},
+    [RF_APPROX_EVICTED] = {"kvsplice_approx_evicted_total", METRICS_COUNTER,
+			   "Pairs of the approximate view dropped, or not recorded, at its bound "
+			   "(--approx-max-entries).",
+			   NULL},
+    [RF_APPROX_DISPLACED] = {"kvsplice_approx_displaced_total", METRICS_COUNTER,
+			     "Pairs of the approximate view dropped because their worker's KV "
+			     "capacity of newer blocks was routed to it since.",
+			     NULL},
+    [RF_APPROX_LIMIT] = {"kvsplice_approx_limit_entries", METRICS_GAUGE,
+			 "Bound on the (worker, block) pairs of the approximate view; past it the "
+			 "pairs closest to expiry go first (--approx-max-entries).",
+			 NULL},
+    [RF_TOKCACHE] = {"kvsplice_tokenizer_cache_total", METRICS_COUNTER,
+		     "Encoding cache lookups (whole segments between special tokens, BPE pieces), "
+		     "by result.",
+		     "tokenizer,kind,result"},
+    [RF_TOKCACHE_BYTES] = {"kvsplice_tokenizer_cache_bytes", METRICS_GAUGE,
+			   "Bytes held by the encoding caches.", NULL},
+};
+const size_t router_nfamilies = RF_COUNT;
+
 static void worker_collector(struct buf *out, void *arg);
 
 /* --- metrics ---------------------------------------------------------------------------------- */
@@ -43,26 +146,18 @@ int router_debug_stats_init(struct router *r)
 			snprintf(lb, sizeof(lb), "policy=\"%s\",reason=\"%s\"", r->pi[k].ops->name,
 				 policy_reason_name((enum policy_reason)i));
 			r->pi[k].decisions[i] =
-			    metrics_counter(m, "kvsplice_route_decisions_total", lb,
-					    "Routing decisions, by policy and reason.");
+			    metrics_counter_of(m, &router_families[RF_DECISIONS], lb);
 			if (!r->pi[k].decisions[i])
 				return -ENOMEM;
 		}
 	for (int i = 0; i < FB_MAX; i++) {
 		snprintf(lb, sizeof(lb), "cause=\"%s\"", fb_names[i]);
-		st->fallbacks[i] = metrics_counter(
-		    m, "kvsplice_route_fallbacks_total", lb,
-		    "OpenAI requests routed on the approximate view of their raw bytes because "
-		    "exact tokens were impossible, by cause.");
+		st->fallbacks[i] = metrics_counter_of(m, &router_families[RF_FALLBACKS], lb);
 		if (!st->fallbacks[i])
 			return -ENOMEM;
 	}
 #define TOK(field, kind)                                                                           \
-	st->field =                                                                                \
-	    metrics_counter(m, "kvsplice_route_tokens_total", "kind=\"" kind "\"",                 \
-			    "Prompt tokens of routed requests; the cached part predicted on "      \
-			    "the chosen worker, the best any worker held, and what the "           \
-			    "workers reported (usage, where the response carried it).");           \
+	st->field = metrics_counter_of(m, &router_families[RF_TOKENS], "kind=\"" kind "\"");       \
 	if (!st->field)                                                                            \
 		return -ENOMEM;
 	TOK(tok_prompt, "prompt")
@@ -75,17 +170,14 @@ int router_debug_stats_init(struct router *r)
 		for (int o = 0; o < 3; o++) {
 			snprintf(lb, sizeof(lb), "predicted=\"%s\",reported=\"%s\"", oname[p],
 				 oname[o]);
-			st->outcome[p][o] = metrics_counter(
-			    m, "kvsplice_route_outcomes_total", lb,
-			    "Routed prompts by predicted and reported prefix-cache hit.");
+			st->outcome[p][o] =
+			    metrics_counter_of(m, &router_families[RF_OUTCOMES], lb);
 			if (!st->outcome[p][o])
 				return -ENOMEM;
 		}
-	st->passthrough = metrics_counter(m, "kvsplice_route_passthrough_total", NULL,
-					  "Pass-through connections placed by load alone.");
-	st->decision = metrics_histogram(m, "kvsplice_route_decision_seconds", NULL,
-					 "Time to decide (read, tokenize, hash, look up, score).",
-					 bounds, (int)(sizeof(bounds) / sizeof(bounds[0])));
+	st->passthrough = metrics_counter_of(m, &router_families[RF_PASSTHROUGH], NULL);
+	st->decision = metrics_histogram_of(m, &router_families[RF_DECISION_SECONDS], NULL, bounds,
+					    (int)(sizeof(bounds) / sizeof(bounds[0])));
 	if (!st->passthrough || !st->decision)
 		return -ENOMEM;
 	return metrics_add_collector(m, worker_collector, r);
@@ -103,47 +195,26 @@ static void put_label(struct buf *out, const char *s)
 	}
 }
 
-/* The router's bounds (each named after its flag) and what the approximate view holds. */
+/* The router's bounds (each named after its flag) and what the approximate view holds; the
+ * scraper's bounds when it scrapes. */
 static void router_limits_text(const struct router *r, struct buf *out)
 {
 	struct approx_stats ax;
 
 	approx_stats(r->ax, &ax);
-	buf_printf(
-	    out,
-	    "# HELP kvsplice_approx_entries (worker, block) pairs the approximate view "
-	    "holds.\n"
-	    "# TYPE kvsplice_approx_entries gauge\nkvsplice_approx_entries %llu\n"
-	    "# HELP kvsplice_approx_evicted_total Pairs of the approximate view dropped, or "
-	    "not recorded, at its bound (--approx-max-entries).\n"
-	    "# TYPE kvsplice_approx_evicted_total counter\n"
-	    "kvsplice_approx_evicted_total %llu\n"
-	    "# HELP kvsplice_approx_displaced_total Pairs of the approximate view dropped "
-	    "because their worker's KV capacity of newer blocks was routed to it since.\n"
-	    "# TYPE kvsplice_approx_displaced_total counter\n"
-	    "kvsplice_approx_displaced_total %llu\n"
-	    "# HELP kvsplice_approx_limit_entries Bound on the (worker, block) pairs of the "
-	    "approximate view; past it the pairs closest to expiry go first "
-	    "(--approx-max-entries).\n"
-	    "# TYPE kvsplice_approx_limit_entries gauge\nkvsplice_approx_limit_entries %zu\n",
-	    (unsigned long long)ax.entries, (unsigned long long)ax.evicted,
-	    (unsigned long long)ax.displaced, r->approx_max_entries);
-	if (!r->scr)
-		return;
-	buf_printf(out,
-		   "# HELP kvsplice_scrape_limit_body_bytes Largest worker /metrics body read; a "
-		   "larger one fails the scrape (--scrape-max-body).\n"
-		   "# TYPE kvsplice_scrape_limit_body_bytes gauge\n"
-		   "kvsplice_scrape_limit_body_bytes %zu\n"
-		   "# HELP kvsplice_scrape_limit_head_bytes Longest worker /metrics answer head "
-		   "read; a longer one fails the scrape (--scrape-max-head).\n"
-		   "# TYPE kvsplice_scrape_limit_head_bytes gauge\n"
-		   "kvsplice_scrape_limit_head_bytes %zu\n"
-		   "# HELP kvsplice_scrape_limit_timeout_seconds Deadline of one scrape, connect "
-		   "to last byte (--scrape-timeout).\n"
-		   "# TYPE kvsplice_scrape_limit_timeout_seconds gauge\n"
-		   "kvsplice_scrape_limit_timeout_seconds %g\n",
-		   r->scrape_max_body, r->scrape_max_head, r->scrape_timeout_ms / 1000.0);
+	metrics_head(out, &router_families[RF_APPROX_ENTRIES]);
+	buf_printf(out, "%s %llu\n", router_families[RF_APPROX_ENTRIES].name,
+		   (unsigned long long)ax.entries);
+	metrics_head(out, &router_families[RF_APPROX_EVICTED]);
+	buf_printf(out, "%s %llu\n", router_families[RF_APPROX_EVICTED].name,
+		   (unsigned long long)ax.evicted);
+	metrics_head(out, &router_families[RF_APPROX_DISPLACED]);
+	buf_printf(out, "%s %llu\n", router_families[RF_APPROX_DISPLACED].name,
+		   (unsigned long long)ax.displaced);
+	metrics_head(out, &router_families[RF_APPROX_LIMIT]);
+	buf_printf(out, "%s %zu\n", router_families[RF_APPROX_LIMIT].name, r->approx_max_entries);
+	if (r->scr)
+		scraper_metrics(r->scr, out);
 }
 
 /* Per worker: what the router sees of it. */
@@ -151,30 +222,10 @@ static void worker_collector(struct buf *out, void *arg)
 {
 	struct router *r = arg;
 	uint64_t t = clock_ms(), tc_bytes = 0;
-	static const char *const names[] = {
-	    "kvsplice_worker_inflight",	       "kvsplice_worker_remote_requests",
-	    "kvsplice_worker_waiting",	       "kvsplice_worker_free_blocks",
-	    "kvsplice_worker_capacity_blocks", "kvsplice_worker_routed_total",
-	    "kvsplice_worker_scrape_failures", "kvsplice_worker_restarts_total",
-	    "kvsplice_worker_prefill_blocks",  "kvsplice_worker_down",
-	    "kvsplice_worker_downs_total"};
-	static const char *const help[] = {
-	    "Requests this kvsplice has in flight on the worker.",
-	    "Requests others have on the worker, estimated from its metrics.",
-	    "Requests queued at the worker (its metrics; -1 unknown).",
-	    "Free KV blocks of the worker, estimated (-1 unknown).",
-	    "KV cache capacity of the worker, blocks (its metrics; 0 unknown).",
-	    "Requests routed to the worker.",
-	    "Consecutive failed scrapes of the worker's metrics.",
-	    "New worker processes seen in its metrics (its index is then synced again).",
-	    "KV blocks its requests from here owe before their first response byte.",
-	    "1 while the worker is avoided as down (its scrapes or its connects failed).",
-	    "Times the worker went down (its connects or its scrapes failed)."};
-	_Static_assert(sizeof(names) == sizeof(help), "a help line per worker metric");
+	for (size_t k = 0; k <= RF_W_DOWNS - RF_W_INFLIGHT; k++) {
+		const struct metrics_family *f = &router_families[RF_W_INFLIGHT + k];
 
-	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
-		buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", names[k], help[k], names[k],
-			   k == 5 || k == 7 || k == 10 ? "counter" : "gauge");
+		metrics_head(out, f);
 		for (uint32_t i = 0; i < workers_count(r->ws); i++) {
 			struct worker *w = workers_at(r->ws, i);
 			double rem, wait, fb, cap, v = 0;
@@ -217,15 +268,12 @@ static void worker_collector(struct buf *out, void *arg)
 				v = (double)w->downs;
 				break;
 			}
-			buf_printf(out, "%s{worker=\"", names[k]);
+			buf_printf(out, "%s{worker=\"", f->name);
 			put_label(out, w->name);
 			buf_printf(out, "\"} %.6g\n", v);
 		}
 	}
-	buf_puts(out, "# HELP kvsplice_worker_scrape_errors_total Failed scrapes of the worker's "
-		      "metrics, by cause (its /metrics too large for --scrape-max-body or "
-		      "--scrape-max-head, not answered within --scrape-timeout, ...).\n"
-		      "# TYPE kvsplice_worker_scrape_errors_total counter\n");
+	metrics_head(out, &router_families[RF_W_SCRAPE_ERRORS]);
 	for (uint32_t i = 0; i < workers_count(r->ws); i++) {
 		struct worker *w = workers_at(r->ws, i);
 
@@ -238,10 +286,7 @@ static void worker_collector(struct buf *out, void *arg)
 		}
 	}
 	router_limits_text(r, out);
-	buf_puts(out,
-		 "# HELP kvsplice_tokenizer_cache_total Encoding cache lookups (whole segments "
-		 "between special tokens, BPE pieces), by result.\n"
-		 "# TYPE kvsplice_tokenizer_cache_total counter\n");
+	metrics_head(out, &router_families[RF_TOKCACHE]);
 	for (size_t i = 0; i < sizeof(r->tc) / sizeof(r->tc[0]) && r->tc[i].tok; i++) {
 		struct tok_cache_stats st;
 
@@ -261,11 +306,9 @@ static void worker_collector(struct buf *out, void *arg)
 			   (unsigned long long)st.piece_misses);
 		tc_bytes += st.bytes;
 	}
-	buf_printf(
-	    out,
-	    "# HELP kvsplice_tokenizer_cache_bytes Bytes held by the encoding caches.\n"
-	    "# TYPE kvsplice_tokenizer_cache_bytes gauge\nkvsplice_tokenizer_cache_bytes %llu\n",
-	    (unsigned long long)tc_bytes);
+	metrics_head(out, &router_families[RF_TOKCACHE_BYTES]);
+	buf_printf(out, "%s %llu\n", router_families[RF_TOKCACHE_BYTES].name,
+		   (unsigned long long)tc_bytes);
 }
 
 /* --- /debug --------------------------------------------------------------------------------- */

@@ -163,9 +163,8 @@ struct router {
 	struct approx *ax;
 	struct workers *ws;
 	struct scraper *scr;
-	/* bounds in force, for /metrics (the scrape ones 0 while scraping is off) */
-	size_t approx_max_entries, scrape_max_body, scrape_max_head;
-	int scrape_timeout_ms;
+	/* the bound in force, for /metrics (the scraper reports its own) */
+	size_t approx_max_entries;
 	uint32_t bs;
 	uint64_t hseed;
 	uint64_t rng;
