@@ -1573,6 +1573,11 @@ static void publisher_loss_tests(void)
 	EQ(events_worker_add(ev, 0, "w", p.pub_ep, p.rep_ep, "kv"), 0, "worker added");
 	EQ(serve_replay(&p, 0, 2000), 0, "initial sync from 0 (an empty buffer)");
 	CHECK(wait_subscribed(ev, &p, 3000), "subscribed");
+	pump(ev, 100);
+	events_worker_stats(ev, 0, &st);
+	EQ(st.state, EVENTS_ST_TAKING, "an empty buffer: the live stream taken as it comes");
+	CHECK(debug_has(ev, "\"state\":\"waiting\",\"seq_state\":\"taking\""),
+	      "debug JSON: waiting, seq_state taking");
 	for (uint64_t s = 0; s < 5; s++)
 		publish(&p, s);
 	pump(ev, 200);
