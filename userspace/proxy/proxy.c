@@ -44,7 +44,7 @@
 #include "node/bpfctl.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "proxy/proxy_int.h"
+#include "proxy/types.h"
 
 void route_end(struct conn *c, int status)
 {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/mix.h"
-#include "proxy/proxy_int.h"
+#include "proxy/types.h"
 
 void conn_account(struct conn *c)
 {

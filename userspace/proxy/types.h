@@ -10,8 +10,8 @@
  *   proxy_answer.c   the answers kvsplice gives itself (errors, shedding, refused connections)
  *   proxy_limits.c   bounds: bytes buffered, connections per client address, buffer release
  * Everything runs on the loop's thread. */
-#ifndef KVS_PROXY_INT_H
-#define KVS_PROXY_INT_H
+#ifndef KVS_PROXY_TYPES_H
+#define KVS_PROXY_TYPES_H
 
 #include <netinet/in.h>
 #include <stdbool.h>

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "proxy/proxy_int.h"
+#include "proxy/types.h"
 
 int client_flush(struct conn *c)
 {

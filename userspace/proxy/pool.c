@@ -11,7 +11,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "proxy/proxy_int.h"
+#include "proxy/types.h"
 
 static void up_unlink(struct upstream **head, struct upstream *u)
 {

@@ -12,7 +12,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "proxy/proxy_int.h"
+#include "proxy/types.h"
 
 void request_reset(struct conn *c)
 {

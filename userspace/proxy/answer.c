@@ -8,7 +8,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "proxy/proxy_int.h"
+#include "proxy/types.h"
 
 /* Queues the answer and moves c on: closing (lingering) or to the next request. */
 static void answer(struct conn *c, int status, const char *message, bool close, int retry_after)
