@@ -117,6 +117,12 @@ void proxy_free(struct proxy *p);
 int proxy_listen_fd(const struct proxy *p, int i);
 int proxy_listen_addr(const struct proxy *p, int i, struct sockaddr_in *out);
 
+/* Serves fd, a connected stream socket (made non-blocking here), as a client connection from
+ * peer, as if accepted on listener 0: the same limits (over one it is answered 503 and closed),
+ * the Service found the same way (the only one, without BPF or listeners). fd is the proxy's
+ * from the call on. Returns 0, or a negative errno (fd closed). For tests: a socketpair end. */
+int proxy_adopt(struct proxy *p, int fd, const struct sockaddr_in *peer);
+
 /* Original destinations come from b (NULL: no BPF; the Service is chosen by the listener's port,
  * or is the only Service). b must outlive the proxy or be reset to NULL first. */
 void proxy_set_bpf(struct proxy *p, struct bpfctl *b);
