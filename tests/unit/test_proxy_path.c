@@ -22,6 +22,7 @@
 #include "core/loop.h"
 #include "core/metrics.h"
 #include "discovery/discovery.h"
+#include "proxy/conn.h"
 #include "proxy/proxy.h"
 #include "route/policy.h"
 #include "route/router.h"
@@ -299,6 +300,34 @@ static void test_answer(const char *what, size_t max_head, size_t max_body, cons
 	world_free(&w);
 }
 
+/* conn_show, the line the proxy's logs print for a connection: its state and flags by name. */
+static void test_show(void)
+{
+	static const char want[] = "conn 127.0.0.1:40000 TUNNEL flags=passthrough|cli_eof|up_shut ";
+	static struct conn c;
+	char line[CONN_SHOW_MAX];
+
+	c.peer.sin_family = AF_INET;
+	c.peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	c.peer.sin_port = htons(40000);
+	c.state = C_TUNNEL;
+	c.flags = CF_PASSTHROUGH | CF_CLI_EOF | CF_UP_SHUT;
+	c.requests = 2;
+	snprintf(c.ep_name, sizeof(c.ep_name), "up");
+	conn_show(&c, line, sizeof(line));
+	CHECK(strncmp(line, want, strlen(want)) == 0,
+	      "conn_show names the state and each flag set: %s", line);
+	CHECK(strstr(line, " requests=2 ") && strstr(line, " endpoint=up ") &&
+		  strstr(line, " upstream=none"),
+	      "conn_show gives the request count, the endpoint, the upstream");
+	c.flags = 0;
+	c.state = C_HEAD;
+	conn_show(&c, line, sizeof(line));
+	CHECK(strstr(line, " HEAD flags=- ") != NULL, "no flag: \"-\" (%s)", line);
+	conn_show(&c, line, 12);
+	CHECK_EQ(strlen(line), 11, "a short buffer gets a cut, terminated line");
+}
+
 int main(void)
 {
 	static char big_head[1024];
@@ -307,6 +336,7 @@ int main(void)
 	log_set_level(LOG_ERROR);
 	discovery_set_routes(&policy_routes);
 
+	test_show();
 	test_relay_and_reuse();
 	test_answer("malformed request", 0, 0, "GET / HTTP/1.1\r\nno colon here\r\n\r\n",
 		    "HTTP/1.1 400 ", "kvsplice_errors_total{reason=\"bad_request\"}");
