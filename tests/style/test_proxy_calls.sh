@@ -4,8 +4,9 @@
 # userspace/proxy/*.c, the symbols each one defines and the ones it needs (nm) make a graph of
 # which file calls which; any circle in it fails (a step calling back into the driver, pool.c
 # calling conn.c which calls pool.c, ...). Also: a file's external functions are named after it
-# (conn.c: conn_*; proxy.c: proxy_*, the public API). A self-check first: the check must fail on
-# a copy of pool.c compiled with a call back up into conn.c.
+# (conn.c: conn_*; proxy.c: proxy_*, the public API), and only proxy.c assigns a connection's
+# state (c->state). A self-check first: the check must fail on a copy of pool.c compiled with a
+# call back up into conn.c.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh
@@ -122,6 +123,12 @@ else
 	ok 1 "no call circle among the proxy's files"
 fi
 printf '%s\n' "$out" | sort | sed 's/^/#   /'
+
+# Only the driver moves the state machine: no other file assigns a connection's state.
+moved=$(grep -nE '(->|\.)state[[:space:]]*=[^=]' userspace/proxy/*.c | grep -v '^userspace/proxy/proxy.c:')
+[ -z "$moved" ]
+ok $? "only userspace/proxy/proxy.c changes a connection's state"
+[ -z "$moved" ] || printf '%s\n' "$moved" | sed 's/^/#   /'
 
 # A file's external functions carry its name.
 bad=$(nm_lines "${objs[@]}" | awk '$2 == "D" && index($3, $1 "_") != 1 { print $1 ".c defines " $3 }')
