@@ -340,7 +340,7 @@ static void drain_listener(int lfd)
 /* --- the harness's side of an input ----------------------------------------------------------- */
 
 /* Watches s for reading (on) or takes it out of the loop: a socket with nothing to wait for would
- * still report HUP and ERR (as the proxy's own would, proxy.c "CPU"). */
+ * still report HUP and ERR (as the proxy's own would, docs/internals/proxy.md "CPU"). */
 static void hsock_watch(struct hsock *s, bool on)
 {
 	if (s->ev.fd < 0)

@@ -236,7 +236,8 @@ static size_t client_in_limit(const struct conn *c)
 	return PROXY_HIGH_WATER;
 }
 
-/* Sets ev's interest; none takes it out of epoll (see the top: ERR/HUP would still wake us). */
+/* Sets ev's interest; none takes it out of epoll (ERR/HUP would still wake us: "CPU" in
+ * docs/internals/proxy.md). */
 static int ev_want(struct loop *l, struct loop_ev *ev, uint32_t events)
 {
 	if (!events) {
