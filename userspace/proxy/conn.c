@@ -33,26 +33,6 @@ void conn_forget_request(struct conn *c)
 	limits_trim(c, PROXY_KEEP_BUF);
 }
 
-void conn_list_unlink(struct conn **head, struct conn *c)
-{
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		*head = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	c->next = c->prev = NULL;
-}
-
-void conn_list_push(struct conn **head, struct conn *c)
-{
-	c->prev = NULL;
-	c->next = *head;
-	if (*head)
-		(*head)->prev = c;
-	*head = c;
-}
-
 void conn_pipe_close(struct conn *c)
 {
 	for (int i = 0; i < 2; i++)

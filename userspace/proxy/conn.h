@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* conn: one client connection's bookkeeping (private; see proxy/types.h for where it sits):
- * closing it, ending its request (the router's accounting, its buffers), its lists, and
+ * closing it, ending its request (the router's accounting, its buffers), and
  * conn_show, which renders it for logs. Calls pool and limits only; never changes c->state. */
 #ifndef KVS_PROXY_CONN_H
 #define KVS_PROXY_CONN_H
@@ -18,9 +18,6 @@ void conn_route_end(struct conn *c, int status);
 void conn_forget_request(struct conn *c);
 /* Closes c's splice pipe, if any. */
 void conn_pipe_close(struct conn *c);
-/* Doubly linked lists of conns (live, zombies, free) by head pointer. */
-void conn_list_push(struct conn **head, struct conn *c);
-void conn_list_unlink(struct conn **head, struct conn *c);
 /* Writes one line describing c into out (n bytes, NUL-terminated, cut to fit): client address,
  * state, its flags by name, the request count, the endpoint, bytes waiting each way. Returns out.
  */

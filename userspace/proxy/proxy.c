@@ -334,7 +334,7 @@ static void interest(struct conn *c)
 /* Moves c's state as a step said: the one place (with progress and the event handlers below)
  * where a connection's state changes. A complete request is routed, a lost upstream handed to
  * upstream_failed, and their outcomes applied in turn. Returns the last step. */
-static enum step drive(struct conn *c, enum step s)
+static inline enum step drive(struct conn *c, enum step s)
 {
 	for (;;) {
 		switch (s) {

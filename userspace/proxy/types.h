@@ -280,6 +280,27 @@ static inline void conn_set(struct conn *c, uint32_t f)
 	c->flags |= f;
 }
 
+/* Doubly linked lists of conns (live, zombies, free) by head pointer. */
+static inline void conn_list_unlink(struct conn **head, struct conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		*head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+}
+
+static inline void conn_list_push(struct conn **head, struct conn *c)
+{
+	c->prev = NULL;
+	c->next = *head;
+	if (*head)
+		(*head)->prev = c;
+	*head = c;
+}
+
 /* Bytes of c->out the client may be sent now (the held tail is a response head being parsed). */
 static inline size_t conn_out_sendable(const struct conn *c)
 {
