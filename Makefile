@@ -174,11 +174,9 @@ $(BUILD)/fuzzobj/%.o: %.c | $(BPF_SKELS)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) $(CPPFLAGS) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 
-# fuzz_proxy reads two of the proxy's gauges as they are registered (see the file).
-$(BUILD)/fuzz/fuzz_proxy: FUZZ_LDFLAGS := -Wl,--wrap=metrics_gauge
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJS)
 	$(call msg,FUZZ,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CLANG) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ $(FUZZ_LDFLAGS) $(LDLIBS) -o $@
+	$(Q)$(CLANG) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ $(LDLIBS) -o $@
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,37 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-/* proxy: see proxy.h; the files of the proxy are listed in proxy_int.h. This one is the driver.
- * One client connection is a struct conn moving through these states:
- *
- *   HEAD ──head parsed──▶ BODY ──body complete──▶ route ─▶ CONNECT ─▶ SEND ─▶ RESP ──done──▶ HEAD
- *     │ ▲ (keep-alive; pipelined bytes are parsed right away)                 │    │
- *     │ └── answered by kvsplice itself (errors, 503, shed), keep-alive       │    └─▶ CLOSING
- *     │                                                          101 to an Upgrade
- *     └─ first bytes not HTTP/1.x ─▶ (CONNECT, SEND) ─────────────────────▶ TUNNEL
- *
- * A request is fully read before the endpoint is chosen (the router may read the body), and is
- * kept until the first response byte arrives, so a failed connect, or a pooled connection the
- * server closed meanwhile, can be retried without the client noticing (a non-idempotent request
- * only when not one byte of it reached the worker). Upstream connections return to a
- * per-endpoint idle pool when the response ended cleanly and both sides allow keep-alive, and
- * are peeked at before reuse. An Upgrade becomes a tunnel only once the upstream answered 101;
- * until then the client's bytes wait unparsed; CONNECT is refused (405).
- *
- * Memory: every buffer of a connection is bounded: the client's input to --max-head while a head
- * is read (PROXY_HIGH_WATER otherwise), answers and relayed bytes to about PROXY_HIGH_WATER, a
- * request body to --max-body in a buffer of exactly its size. Capacity above PROXY_KEEP_BUF is
- * released when a request ends, and all of it after PROXY_IDLE_TRIM_MS of keep-alive idleness.
- * The sum over the live connections (p->buffered, kvsplice_buffer_bytes) is bounded by
- * --max-buffered: a request that would pass it is shed with 503 + Retry-After. Connections are
- * capped overall (--max-conns) and per client address (--max-conns-per-ip); beyond, a new one is
- * answered 503 and closed. Closed conns (without buffers, at most PROXY_FREE_MAX) and upstreams
- * are recycled through free lists; objects closed inside a loop batch are freed only after the
- * batch (see loop.h).
- *
- * CPU: the loop is level-triggered and epoll reports ERR and HUP whatever the interest mask, so a
- * socket with nothing to wait for is taken out of epoll rather than left with an empty mask (a
- * dead peer would wake the loop forever), and a deadline moves only when bytes move. */
+/* proxy: the driver (see proxy.h for the contract, proxy/types.h for the files of the proxy and
+ * docs/internals/proxy.md for the state machine). Options, listeners, accept, a connection's
+ * epoll interest, housekeeping and drain are here; so is the state machine's step function: the
+ * steps (request, upstream, relay, answer) say what happened (enum step) and drive() alone
+ * moves a connection's state. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,21 +19,13 @@
 #include "node/bpfctl.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "proxy/proxy_int.h"
-
-void route_end(struct conn *c, int status)
-{
-	struct router_outcome o = {
-	    .status = status,
-	    .cached_tokens = c->rs.usage_on ? c->rs.usage.cached_tokens : -1,
-	    .prompt_tokens = c->rs.usage_on ? c->rs.usage.prompt_tokens : -1,
-	    .attempts = c->rq.attempts,
-	    .ms = c->t_req ? (double)(clock_ns() - c->t_req) / 1e6 : 0,
-	};
-
-	router_done(c->p->router, &c->ticket, &o);
-	c->rs.usage_on = false;
-}
+#include "proxy/answer.h"
+#include "proxy/conn.h"
+#include "proxy/limits.h"
+#include "proxy/pool.h"
+#include "proxy/relay.h"
+#include "proxy/request.h"
+#include "proxy/upstream.h"
 
 void proxy_opts_default(struct proxy_opts *o)
 {
@@ -96,39 +63,17 @@ const char *proxy_relay_name(enum proxy_relay r)
 	return r == PROXY_RELAY_COPY ? "copy" : "splice";
 }
 
-/* --- lists ------------------------------------------------------------------------------------ */
-
-static void conn_unlink(struct conn **head, struct conn *c)
-{
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		*head = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	c->next = c->prev = NULL;
-}
-
-static void conn_push(struct conn **head, struct conn *c)
-{
-	c->prev = NULL;
-	c->next = *head;
-	if (*head)
-		(*head)->prev = c;
-	*head = c;
-}
-
 /* --- a connection's life ---------------------------------------------------------------------- */
 
-static void conn_cb(struct loop_ev *ev, uint32_t events);
+static void on_client(struct loop_ev *ev, uint32_t events);
 static void listeners_close(struct proxy *p);
 
-static struct conn *conn_alloc(struct proxy *p)
+static struct conn *alloc_conn(struct proxy *p)
 {
 	struct conn *c = p->free_conns;
 
 	if (c) {
-		conn_unlink(&p->free_conns, c);
+		conn_list_unlink(&p->free_conns, c);
 		p->nfree--;
 		memset(c, 0, sizeof(*c)); /* its buffers were freed when it was reaped */
 	} else {
@@ -138,49 +83,8 @@ static struct conn *conn_alloc(struct proxy *p)
 	}
 	c->p = p;
 	c->pipe[0] = c->pipe[1] = -1;
-	c->ev.cb = conn_cb;
+	c->ev.cb = on_client;
 	return c;
-}
-
-static void conn_pipe_close(struct conn *c)
-{
-	for (int i = 0; i < 2; i++)
-		if (c->pipe[i] >= 0)
-			close(c->pipe[i]);
-	c->pipe[0] = c->pipe[1] = -1;
-	c->pipe_bytes = 0;
-}
-
-void conn_close(struct conn *c)
-{
-	struct proxy *p = c->p;
-
-	if (c->ev.fd < 0)
-		return;
-	route_end(c, c->rs.head_done ? c->rs.status : 0);
-	if (c->up)
-		up_close(c->up);
-	c->up = NULL;
-	conn_pipe_close(c);
-	loop_forget(&c->ev);
-	close(c->ev.fd);
-	c->ev.fd = -1;
-	conn_unlink(&p->live, c);
-	conn_push(&p->zombies, c);
-	p->nlive--;
-	metrics_gauge_add(p->st.active, -1);
-	if (p->o.max_conns_per_ip)
-		ip_count_del(&p->ips, c->peer.sin_addr.s_addr);
-	/* its buffers are freed at the reap; they no longer count */
-	p->buffered -= c->acct;
-	metrics_gauge_add(p->st.buffer_bytes, -(int64_t)c->acct);
-	c->acct = 0;
-}
-
-void conn_touch(struct conn *c)
-{
-	c->t_moved = clock_ms();
-	c->deadline = c->t_moved + (uint64_t)c->p->o.idle_timeout_ms;
 }
 
 /* Which Service is this connection for? BPF's original destination; for a connection that did
@@ -188,7 +92,7 @@ void conn_touch(struct conn *c)
  * false for an intercepted connection whose original destination no current Service has (one
  * removed since, or an entry a previous process left in the pinned map): it must be closed,
  * never handed to another Service; the client's retry then takes kube-proxy's path. */
-static bool conn_find_service(struct conn *c)
+static bool find_service(struct conn *c)
 {
 	struct proxy *p = c->p;
 	const struct service *svc = NULL;
@@ -221,21 +125,63 @@ static bool conn_find_service(struct conn *c)
 
 /* Is a new connection from peer over a connection limit? Returns the refusal's message (and
  * counts it), or NULL. */
-static const char *accept_over_limit(struct proxy *p, const struct sockaddr_in *peer)
+static const char *over_limit(struct proxy *p, const struct sockaddr_in *peer)
 {
 	if (p->o.max_conns && p->nlive >= p->o.max_conns) {
 		metrics_inc(p->st.refused_conns);
 		return "kvsplice has too many connections (--max-conns); retry later";
 	}
 	if (p->o.max_conns_per_ip &&
-	    ip_count_get(&p->ips, peer->sin_addr.s_addr) >= (uint32_t)p->o.max_conns_per_ip) {
+	    limits_ip_count(&p->ips, peer->sin_addr.s_addr) >= (uint32_t)p->o.max_conns_per_ip) {
 		metrics_inc(p->st.refused_per_ip);
 		return "too many connections from this client (--max-conns-per-ip); retry later";
 	}
 	return NULL;
 }
 
-static void accept_cb(struct loop_ev *ev, uint32_t events)
+static void interest(struct conn *c);
+
+/* Makes fd, a client connection from peer (to listener lidx), a struct conn, or answers it 503
+ * and closes it when it is over a connection limit. Returns 0, or -ENOMEM (fd closed). */
+static int admit(struct proxy *p, int fd, const struct sockaddr_in *peer, int lidx)
+{
+	const char *refuse = over_limit(p, peer);
+	struct conn *c;
+
+	if (refuse) {
+		struct sockaddr_in orig;
+
+		if (p->bpf) /* its original destination is not needed: drop it */
+			bpfctl_origdst_take(p->bpf, peer, &orig);
+		answer_refused(p, fd, refuse);
+		return 0;
+	}
+	c = alloc_conn(p);
+	if (!c || (p->o.max_conns_per_ip && limits_ip_add(&p->ips, peer->sin_addr.s_addr))) {
+		if (c)
+			conn_list_push(&p->zombies, c);
+		close(fd);
+		return -ENOMEM;
+	}
+	c->ev.fd = fd; /* TCP_NODELAY is inherited from the listener */
+	c->peer = *peer;
+	c->lidx = lidx;
+	c->state = C_HEAD;
+	c->t_idle = clock_ms();
+	c->deadline = c->t_idle + (uint64_t)p->o.header_timeout_ms;
+	conn_list_push(&p->live, c);
+	p->nlive++;
+	metrics_inc(p->st.accepted);
+	metrics_gauge_add(p->st.active, 1);
+	if (!find_service(c)) {
+		conn_close(c);
+		return 0;
+	}
+	interest(c);
+	return 0;
+}
+
+static void on_accept(struct loop_ev *ev, uint32_t events)
 {
 	struct listener *l = container_of(ev, struct listener, ev);
 	struct proxy *p = l->p;
@@ -245,8 +191,6 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 		socklen_t plen = sizeof(peer);
 		int fd =
 		    accept4(ev->fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		const char *refuse;
-		struct conn *c;
 
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
@@ -262,38 +206,21 @@ static void accept_cb(struct loop_ev *ev, uint32_t events)
 			}
 			return;
 		}
-		refuse = accept_over_limit(p, &peer);
-		if (refuse) {
-			struct sockaddr_in orig;
-
-			if (p->bpf) /* its original destination is not needed: drop it */
-				bpfctl_origdst_take(p->bpf, &peer, &orig);
-			answer_refused(p, fd, refuse);
-			continue;
-		}
-		c = conn_alloc(p);
-		if (!c || (p->o.max_conns_per_ip && ip_count_add(&p->ips, peer.sin_addr.s_addr))) {
-			if (c)
-				conn_push(&p->zombies, c);
-			close(fd);
-			continue;
-		}
-		c->ev.fd = fd; /* TCP_NODELAY is inherited from the listener */
-		c->peer = peer;
-		c->lidx = l->idx;
-		c->state = C_HEAD;
-		c->t_idle = clock_ms();
-		c->deadline = c->t_idle + (uint64_t)p->o.header_timeout_ms;
-		conn_push(&p->live, c);
-		p->nlive++;
-		metrics_inc(p->st.accepted);
-		metrics_gauge_add(p->st.active, 1);
-		if (!conn_find_service(c)) {
-			conn_close(c);
-			continue;
-		}
-		conn_update(c);
+		admit(p, fd, &peer, l->idx);
 	}
+}
+
+int proxy_adopt(struct proxy *p, int fd, const struct sockaddr_in *peer)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return admit(p, fd, peer, 0);
 }
 
 /* --- interest --------------------------------------------------------------------------------- */
@@ -309,7 +236,8 @@ static size_t client_in_limit(const struct conn *c)
 	return PROXY_HIGH_WATER;
 }
 
-/* Sets ev's interest; none takes it out of epoll (see the top: ERR/HUP would still wake us). */
+/* Sets ev's interest; none takes it out of epoll (ERR/HUP would still wake us: "CPU" in
+ * docs/internals/proxy.md). */
 static int ev_want(struct loop *l, struct loop_ev *ev, uint32_t events)
 {
 	if (!events) {
@@ -319,7 +247,9 @@ static int ev_want(struct loop *l, struct loop_ev *ev, uint32_t events)
 	return loop_set(l, ev, events);
 }
 
-void conn_update(struct conn *c)
+/* Sets the epoll interest of c and its upstream from the state, and closes a connection that is
+ * finished (or lingers it). */
+static void interest(struct conn *c)
 {
 	struct proxy *p = c->p;
 	uint32_t ce = 0, ue = 0;
@@ -327,14 +257,14 @@ void conn_update(struct conn *c)
 
 	if (c->ev.fd < 0)
 		return;
-	if (out_sendable(c) || c->pipe_bytes)
+	if (conn_out_sendable(c) || c->pipe_bytes)
 		ce |= EPOLLOUT;
 	switch (c->state) {
 	case C_HEAD:
 	case C_BODY:
 		/* answers kvsplice queued are bounded too: no more reading (and no more requests
 		 * answered) while a client does not read them */
-		if (!c->cli_done && buf_unread(&c->out) < PROXY_HIGH_WATER &&
+		if (!conn_has(c, CF_CLI_DONE) && buf_unread(&c->out) < PROXY_HIGH_WATER &&
 		    buf_unread(&c->in) < client_in_limit(c))
 			ce |= EPOLLIN;
 		break;
@@ -351,28 +281,29 @@ void conn_update(struct conn *c)
 		if (buf_unread(&c->out) < PROXY_HIGH_WATER && !c->pipe_bytes)
 			ue |= EPOLLIN | EPOLLRDHUP;
 	client_in:
-		if (!c->rdhup_seen && buf_unread(&c->in) < PROXY_HIGH_WATER)
+		if (!conn_has(c, CF_CLI_RDHUP) && buf_unread(&c->in) < PROXY_HIGH_WATER)
 			ce |= EPOLLIN;
 		break;
 	case C_TUNNEL:
-		if (!c->tn.cli_eof && buf_unread(&c->in) < PROXY_HIGH_WATER)
+		if (!conn_has(c, CF_CLI_EOF) && buf_unread(&c->in) < PROXY_HIGH_WATER)
 			ce |= EPOLLIN;
-		if (!c->tn.up_eof && buf_unread(&c->out) < PROXY_HIGH_WATER && !c->pipe_bytes)
+		if (!conn_has(c, CF_UP_EOF) && buf_unread(&c->out) < PROXY_HIGH_WATER &&
+		    !c->pipe_bytes)
 			ue |= EPOLLIN;
 		if (buf_unread(&c->in))
 			ue |= EPOLLOUT;
 		break;
 	case C_CLOSING:
-		if (!out_sendable(c) && !c->pipe_bytes) {
-			if (!c->linger || c->rdhup_seen) {
+		if (!conn_out_sendable(c) && !c->pipe_bytes) {
+			if (!conn_has(c, CF_LINGER) || conn_has(c, CF_CLI_RDHUP)) {
 				conn_close(c);
 				return;
 			}
 			/* lingering close: our side is done, read and drop until the client closes
 			 */
-			if (!c->tn.cli_shut) {
+			if (!conn_has(c, CF_CLI_SHUT)) {
 				shutdown(c->ev.fd, SHUT_WR);
-				c->tn.cli_shut = true;
+				conn_set(c, CF_CLI_SHUT);
 				c->deadline = clock_ms() + PROXY_LINGER_MS;
 			}
 			ce |= EPOLLIN;
@@ -382,11 +313,11 @@ void conn_update(struct conn *c)
 	/* a client that goes away while we wait for the upstream is noticed (once); while a request
 	 * is read, its EOF is found by reading (and with reading paused, a half-close must not
 	 * wake us: RDHUP stays level-triggered) */
-	if (!c->rdhup_seen && c->state != C_TUNNEL &&
+	if (!conn_has(c, CF_CLI_RDHUP) && c->state != C_TUNNEL &&
 	    ((c->state != C_HEAD && c->state != C_BODY) || (ce & EPOLLIN)))
 		ce |= EPOLLRDHUP;
-	conn_account(c);
-	/* outside a tunnel an ERR or HUP of the client closes it (conn_cb): it stays registered
+	limits_account(c);
+	/* outside a tunnel an ERR or HUP of the client closes it (on_client): it stays registered
 	 * even with nothing to wait for, so that a client gone while its request is with the
 	 * upstream is noticed (and the upstream's work abandoned) */
 	rc = c->state == C_TUNNEL ? ev_want(p->loop, &c->ev, ce) : loop_set(p->loop, &c->ev, ce);
@@ -400,28 +331,74 @@ void conn_update(struct conn *c)
 
 /* --- driving a connection --------------------------------------------------------------------- */
 
-void conn_progress(struct conn *c)
+/* Moves c's state as a step said: the one place (with progress and the event handlers below)
+ * where a connection's state changes. A complete request is routed, a lost upstream handed to
+ * upstream_failed, and their outcomes applied in turn. Returns the last step. */
+static inline enum step drive(struct conn *c, enum step s)
+{
+	for (;;) {
+		switch (s) {
+		case STEP_ROUTE:
+			s = upstream_route(c);
+			continue;
+		case STEP_UPSTREAM_LOST:
+			s = upstream_failed(c, false);
+			continue;
+		case STEP_BODY:
+			c->state = C_BODY;
+			break;
+		case STEP_CONNECT:
+			c->state = C_CONNECT;
+			break;
+		case STEP_SEND:
+			c->state = C_SEND;
+			break;
+		case STEP_TUNNEL:
+			c->state = C_TUNNEL;
+			break;
+		case STEP_NEXT:
+			c->state = C_HEAD;
+			break;
+		case STEP_CLOSE:
+			c->state = C_CLOSING;
+			break;
+		case STEP_WAIT:
+		case STEP_GONE:
+		case STEP_SENT:
+			break;
+		}
+		return s;
+	}
+}
+
+/* Makes every step possible now, then sets the epoll interest. */
+static void progress(struct conn *c)
 {
 	struct proxy *p = c->p;
 
 	for (int guard = 0; guard < 64 && c->ev.fd >= 0; guard++) {
 		enum cstate s = c->state;
 		bool again = false;
-		int r;
+		enum step r;
 
 		switch (c->state) {
 		case C_HEAD:
 		case C_BODY:
-			if (client_flush(c) < 0)
+			if (relay_flush(c) == STEP_GONE)
 				return;
 			if (buf_unread(&c->out) >= PROXY_HIGH_WATER)
 				break; /* answers pile up: wait until the client reads them */
 			r = request_read(c);
-			if (r < 0 && c->ev.fd >= 0 && c->state == C_HEAD && buf_unread(&c->in)) {
+			if (r == STEP_ROUTE) {
+				drive(c, r);
+				break;
+			}
+			r = drive(c, r);
+			if (r == STEP_NEXT && buf_unread(&c->in)) {
 				/* answered by kvsplice and kept alive: the next pipelined request,
 				 * now (bounded by the guard, and by the answers queued) */
 				again = true;
-			} else if (r == 0 && c->cli_done) {
+			} else if ((r == STEP_WAIT || r == STEP_BODY) && conn_has(c, CF_CLI_DONE)) {
 				/* the client has said all it will: a request cut short is an abort
 				 */
 				if (buf_unread(&c->in) || c->state == C_BODY)
@@ -432,41 +409,39 @@ void conn_progress(struct conn *c)
 		case C_CONNECT:
 			break;
 		case C_SEND:
-			r = request_send(c);
-			if (r < 0)
+			r = upstream_send(c);
+			if (r != STEP_SENT) {
+				drive(c, r);
 				break;
-			if (r == 1) {
-				if (c->passthrough) {
-					c->state = C_TUNNEL;
-					conn_touch(c);
-				} else {
-					/* nothing to read before the upstream answers: wait for
-					 * EPOLLIN instead of a read that would fail; meanwhile the
-					 * router finishes what its decision left for later, in
-					 * slices while the loop is idle (router_work) */
-					c->state = C_RESP;
-					conn_update(c);
-					router_sent(p->router, &c->ticket);
-					return;
-				}
 			}
-			break;
+			if (conn_has(c, CF_PASSTHROUGH)) {
+				c->state = C_TUNNEL;
+				conn_touch(c);
+				break;
+			}
+			/* nothing to read before the upstream answers: wait for EPOLLIN instead of
+			 * a read that would fail; meanwhile the router finishes what its decision
+			 * left for later, in slices while the loop is idle (router_work) */
+			c->state = C_RESP;
+			interest(c);
+			router_sent(p->router, &c->ticket);
+			return;
 		case C_RESP:
-			response_pump(c);
+			drive(c, relay_response(c));
 			break;
 		case C_TUNNEL:
-			tunnel_pump(c);
+			relay_tunnel(c);
 			break;
 		case C_CLOSING:
-			/* once flushed, conn_update closes (or lingers) */
-			if (client_flush(c) < 0)
+			/* once flushed, interest() closes (or lingers) */
+			if (relay_flush(c) == STEP_GONE)
 				return;
 			break;
 		}
 		if (c->ev.fd < 0 || (c->state == s && !again))
 			break;
 	}
-	conn_update(c);
+	interest(c);
 }
 
 /* Reads what the client sent into c->in, within client_in_limit. Returns 0, 1 on EOF, -1 when
@@ -509,7 +484,8 @@ static int client_read(struct conn *c)
 	return 0;
 }
 
-static void conn_cb(struct loop_ev *ev, uint32_t events)
+/* Events of a client socket. */
+static void on_client(struct loop_ev *ev, uint32_t events)
 {
 	struct conn *c = container_of(ev, struct conn, ev);
 	struct proxy *p = c->p;
@@ -523,8 +499,7 @@ static void conn_cb(struct loop_ev *ev, uint32_t events)
 	    c->state != C_BODY) {
 		/* the client went away (or half-closed) while its response is pending: finish
 		 * this response, then close */
-		c->rdhup_seen = true;
-		c->close_after = true;
+		conn_set(c, CF_CLI_RDHUP | CF_CLOSE_AFTER);
 	}
 	if ((events & EPOLLIN) && c->state == C_CLOSING) {
 		char junk[16384];
@@ -542,9 +517,8 @@ static void conn_cb(struct loop_ev *ev, uint32_t events)
 		if (r == 1) {
 			/* EOF: serve what was sent (complete requests, or a pass-through
 			 * stream), then close */
-			c->rdhup_seen = true;
-			c->cli_done = true;
-			if (c->state == C_HEAD && !buf_unread(&c->in) && !out_sendable(c) &&
+			conn_set(c, CF_CLI_RDHUP | CF_CLI_DONE);
+			if (c->state == C_HEAD && !buf_unread(&c->in) && !conn_out_sendable(c) &&
 			    !c->pipe_bytes) {
 				conn_close(c); /* the usual end of a keep-alive connection */
 				return;
@@ -555,16 +529,18 @@ static void conn_cb(struct loop_ev *ev, uint32_t events)
 		conn_close(c);
 		return;
 	}
-	conn_progress(c);
+	progress(c);
 }
 
-void upstream_cb(struct loop_ev *ev, uint32_t events)
+/* Events of an upstream socket (its owner's state machine, or the pool's); pool.c gives it to
+ * every upstream as p->upstream_cb. */
+static void on_upstream(struct loop_ev *ev, uint32_t events)
 {
 	struct upstream *u = container_of(ev, struct upstream, ev);
 	struct conn *c = u->c;
 
 	if (!c) { /* idle in the pool: the server closed it or sent junk */
-		up_close(u);
+		pool_close(u);
 		return;
 	}
 	if (c->state == C_CONNECT) {
@@ -574,9 +550,12 @@ void upstream_cb(struct loop_ev *ev, uint32_t events)
 		if (getsockopt(u->ev.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
 			err = errno;
 		if (err) {
-			log_debug("proxy", "upstream connect: %s", strerror(err));
-			upstream_failed(c, true);
-			conn_progress(c);
+			char show[CONN_SHOW_MAX];
+
+			log_debug("proxy", "upstream connect: %s (%s)", strerror(err),
+				  conn_show(c, show, sizeof(show)));
+			drive(c, upstream_failed(c, true));
+			progress(c);
 			return;
 		}
 		u->connecting = false;
@@ -585,11 +564,14 @@ void upstream_cb(struct loop_ev *ev, uint32_t events)
 		conn_touch(c);
 	} else if (c->state == C_SEND && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
 		/* the server answers (or closes) before taking the whole request */
-		if (request_send(c) < 0) {
-			conn_progress(c);
+		enum step r = upstream_send(c);
+
+		if (r != STEP_SENT && r != STEP_WAIT) {
+			drive(c, r);
+			progress(c);
 			return;
 		}
-		if (!c->passthrough) {
+		if (!conn_has(c, CF_PASSTHROUGH)) {
 			if (c->fwd_sent < c->fwd.len + c->body.len) {
 				/* stop sending; the connection cannot be reused after this */
 				c->fwd_sent = c->fwd.len + c->body.len;
@@ -599,7 +581,7 @@ void upstream_cb(struct loop_ev *ev, uint32_t events)
 		}
 	}
 	/* no deadline moves here: only bytes moved do (a dead socket's wake-ups are not life) */
-	conn_progress(c);
+	progress(c);
 }
 
 /* --- housekeeping ----------------------------------------------------------------------------- */
@@ -609,13 +591,13 @@ static void reap(struct proxy *p)
 	while (p->zombies) {
 		struct conn *c = p->zombies;
 
-		conn_unlink(&p->zombies, c);
+		conn_list_unlink(&p->zombies, c);
 		buf_free(&c->in);
 		buf_free(&c->out);
 		buf_free(&c->fwd);
 		buf_free(&c->body);
 		if (p->nfree < PROXY_FREE_MAX) {
-			conn_push(&p->free_conns, c);
+			conn_list_push(&p->free_conns, c);
 			p->nfree++;
 		} else {
 			free(c);
@@ -650,12 +632,17 @@ void proxy_tick(struct proxy *p)
 		}
 		if ((c->state == C_SEND || c->state == C_RESP) &&
 		    router_ticket_hung(p->router, &c->ticket)) {
-			request_abandon(c);
+			enum step s = upstream_abandon(c);
+
+			if (s != STEP_WAIT) {
+				drive(c, s);
+				progress(c);
+			}
 			if (c->ev.fd < 0)
 				continue;
 		}
 		if (p->draining && c->state == C_HEAD && !c->t_req && !buf_unread(&c->in) &&
-		    !out_sendable(c) && !c->pipe_bytes &&
+		    !conn_out_sendable(c) && !c->pipe_bytes &&
 		    now >= (c->t_idle > p->drain_start ? c->t_idle : p->drain_start) +
 			       PROXY_DRAIN_IDLE_MS) {
 			conn_close(c); /* its client sent nothing more: nothing races the close */
@@ -665,30 +652,35 @@ void proxy_tick(struct proxy *p)
 			continue;
 		switch (c->state) {
 		case C_HEAD:
-			if (!buf_unread(&c->in) && !out_sendable(c)) {
+			if (!buf_unread(&c->in) && !conn_out_sendable(c)) {
 				metrics_inc(p->st.idle_timeouts);
 				conn_close(c);
 				break;
 			}
 			/* fallthrough */
 		case C_BODY:
-			conn_error(c, 408, "timed out reading the request", true);
-			conn_update(c);
+			drive(c, answer_error(c, 408, "timed out reading the request", true));
+			interest(c);
 			break;
 		case C_CLOSING:
 			conn_close(c); /* a slow reader of an error, or the end of a linger */
 			break;
-		case C_CONNECT:
-			log_debug("proxy", "upstream connect timed out");
-			upstream_failed(c, true);
-			conn_progress(c);
+		case C_CONNECT: {
+			char show[CONN_SHOW_MAX];
+
+			log_debug("proxy", "upstream connect timed out (%s)",
+				  conn_show(c, show, sizeof(show)));
+			drive(c, upstream_failed(c, true));
+			progress(c);
 			break;
+		}
 		case C_SEND:
 		case C_RESP:
 			if (!c->rs.started) {
 				/* the endpoint took the request but says nothing */
-				conn_error(c, 504, "the endpoint did not answer in time", true);
-				conn_update(c);
+				drive(c, answer_error(c, 504, "the endpoint did not answer in time",
+						      true));
+				interest(c);
 				break;
 			}
 			/* fallthrough */
@@ -888,6 +880,7 @@ int proxy_new(const struct proxy_opts *o, struct loop *loop, struct metrics *m, 
 	p->o = *o;
 	p->loop = loop;
 	p->router = r;
+	p->upstream_cb = on_upstream;
 	stats_init(p, m);
 	if (metrics_failed(m))
 		goto cleanup;
@@ -922,7 +915,7 @@ int proxy_new(const struct proxy_opts *o, struct loop *loop, struct metrics *m, 
 	listening:
 		l->p = p;
 		l->idx = i;
-		l->ev.cb = accept_cb;
+		l->ev.cb = on_accept;
 		rc = loop_set(loop, &l->ev, EPOLLIN);
 		if (rc < 0)
 			goto cleanup;
@@ -951,11 +944,11 @@ void proxy_free(struct proxy *p)
 	while (p->free_conns) {
 		struct conn *c = p->free_conns;
 
-		conn_unlink(&p->free_conns, c);
+		conn_list_unlink(&p->free_conns, c);
 		free(c);
 	}
 	buf_free(&p->scratch);
-	ip_table_free(&p->ips);
+	limits_ip_free(&p->ips);
 	services_put(p->svcs);
 	free(p);
 }

@@ -7,17 +7,8 @@
  * Errors the proxy answers itself use the OpenAI JSON error shape. Memory and connections are
  * bounded (see the limits below): per-connection buffers, the bytes buffered by all connections
  * (beyond: 503 + Retry-After), connections overall and per client address. Not thread-safe:
- * everything runs on the caller's thread through proxy_loop().
- *
- * Stopping without losing anything. A drain (proxy_stop, or proxy_handed_over after a successor
- * took the listeners: handover.h) serves what this process holds to its end: a request in flight
- * finishes, its response head is rewritten to say "Connection: close" and the connection then
- * closes; a keep-alive connection whose response had already announced keep-alive stays open for
- * PROXY_DRAIN_IDLE_MS, so a client that sends its next request meanwhile is answered (with
- * "Connection: close") instead of meeting a closed connection; idle beyond that, it is closed.
- * proxy_stop alone (SIGTERM, no successor) first takes the listener out of BPF's sockmap, so new
- * connects fall open to the Service's DNAT at once, and keeps accepting for PROXY_STOP_GRACE_MS
- * what was already handed over before closing the listeners: nothing is reset in their backlog. */
+ * everything runs on the thread of the loop given to proxy_new. How it works inside (its files,
+ * the state machine, the drain, the bounds): docs/internals/proxy.md. */
 #ifndef KVS_PROXY_H
 #define KVS_PROXY_H
 
@@ -120,6 +111,12 @@ void proxy_free(struct proxy *p);
 int proxy_listen_fd(const struct proxy *p, int i);
 int proxy_listen_addr(const struct proxy *p, int i, struct sockaddr_in *out);
 
+/* Serves fd, a connected stream socket (made non-blocking here), as a client connection from
+ * peer, as if accepted on listener 0: the same limits (over one it is answered 503 and closed),
+ * the Service found the same way (the only one, without BPF or listeners). fd is the proxy's
+ * from the call on. Returns 0, or a negative errno (fd closed). For tests: a socketpair end. */
+int proxy_adopt(struct proxy *p, int fd, const struct sockaddr_in *peer);
+
 /* Original destinations come from b (NULL: no BPF; the Service is chosen by the listener's port,
  * or is the only Service). b must outlive the proxy or be reset to NULL first. */
 void proxy_set_bpf(struct proxy *p, struct bpfctl *b);
@@ -136,9 +133,11 @@ void proxy_tick(struct proxy *p);
  * still accepts them meanwhile). */
 void proxy_accept(struct proxy *p, bool on);
 
-/* Starts draining (see the top): the listener leaves BPF's sockmap (interception falls open at
- * once, if it is still this process's), the listeners close after PROXY_STOP_GRACE_MS, requests
- * in flight finish, keep-alive connections close after their next response or when idle. */
+/* Starts draining: the listener leaves BPF's sockmap (interception falls open at once, if it is
+ * still this process's), the listeners keep accepting for PROXY_STOP_GRACE_MS (nothing in their
+ * backlog is reset), then close; requests in flight finish, their responses saying
+ * "Connection: close"; a keep-alive connection whose response already announced keep-alive is
+ * served one more request if it comes within PROXY_DRAIN_IDLE_MS, else closed. */
 void proxy_stop(struct proxy *p);
 /* A successor serves the listeners now (handover): this process's copies are closed at once
  * (they stay in the sockmap: the successor holds them) and it drains as after proxy_stop. */

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* proxy_pool: upstream connections (see proxy_int.h): non-blocking connects with SO_MARK, the
- * per-endpoint idle pool, and the check that a pooled connection is still clean before reuse. */
+/* pool: see pool.h. */
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -11,7 +10,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "proxy/proxy_int.h"
+#include "proxy/pool.h"
 
 static void up_unlink(struct upstream **head, struct upstream *u)
 {
@@ -33,7 +32,7 @@ static void up_push(struct upstream **head, struct upstream *u)
 	*head = u;
 }
 
-void up_close(struct upstream *u)
+void pool_close(struct upstream *u)
 {
 	struct proxy *p = u->p;
 
@@ -50,13 +49,13 @@ void up_close(struct upstream *u)
 	up_push(&p->zombie_ups, u);
 }
 
-void up_release(struct upstream *u)
+void pool_release(struct upstream *u)
 {
 	struct proxy *p = u->p;
 	int n = 0;
 
 	if (p->draining) {
-		up_close(u);
+		pool_close(u);
 		return;
 	}
 	for (struct upstream *x = p->idle; x; x = x->next)
@@ -64,7 +63,7 @@ void up_release(struct upstream *u)
 		    x->addr.sin_port == u->addr.sin_port)
 			n++;
 	if (n >= p->o.pool_max) {
-		up_close(u);
+		pool_close(u);
 		return;
 	}
 	u->c = NULL;
@@ -72,7 +71,7 @@ void up_release(struct upstream *u)
 	u->idle_deadline = clock_ms() + (uint64_t)p->o.pool_idle_timeout_ms;
 	/* while idle, any readable event means the server closed it (or misbehaved): drop it */
 	if (loop_set(p->loop, &u->ev, EPOLLIN | EPOLLRDHUP) < 0) {
-		up_close(u);
+		pool_close(u);
 		return;
 	}
 	up_push(&p->idle, u);
@@ -90,7 +89,7 @@ static bool up_clean(const struct upstream *u)
 	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-struct upstream *up_take_idle(struct proxy *p, const struct sockaddr_in *a)
+struct upstream *pool_take_idle(struct proxy *p, const struct sockaddr_in *a)
 {
 	struct upstream *u, *next;
 
@@ -101,7 +100,7 @@ struct upstream *up_take_idle(struct proxy *p, const struct sockaddr_in *a)
 			continue;
 		if (!up_clean(u)) {
 			metrics_inc(p->st.up_stale);
-			up_close(u);
+			pool_close(u);
 			continue;
 		}
 		up_unlink(&p->idle, u);
@@ -112,7 +111,7 @@ struct upstream *up_take_idle(struct proxy *p, const struct sockaddr_in *a)
 	return NULL;
 }
 
-struct upstream *up_connect(struct proxy *p, const struct sockaddr_in *a)
+struct upstream *pool_connect(struct proxy *p, const struct sockaddr_in *a)
 {
 	struct upstream *u;
 	int fd, one = 1;
@@ -150,7 +149,7 @@ struct upstream *up_connect(struct proxy *p, const struct sockaddr_in *a)
 	memset(u, 0, sizeof(*u));
 	u->p = p;
 	u->ev.fd = fd;
-	u->ev.cb = upstream_cb;
+	u->ev.cb = p->upstream_cb;
 	u->addr = *a;
 	u->connecting = true;
 	return u;
@@ -163,7 +162,7 @@ void pool_expire(struct proxy *p, uint64_t now)
 	for (u = p->idle; u; u = next) {
 		next = u->next;
 		if (u->idle_deadline <= now)
-			up_close(u);
+			pool_close(u);
 	}
 }
 

@@ -1,24 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
-/* proxy_answer: the answers kvsplice gives itself instead of an endpoint's (see proxy_int.h), all
- * in the OpenAI error shape: request errors, no endpoint, load shed (503 + Retry-After), and
- * connections refused over a connection limit. */
+/* answer: see answer.h. */
 #include <errno.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "proxy/proxy_int.h"
+#include "proxy/answer.h"
+#include "proxy/conn.h"
+#include "proxy/pool.h"
 
-/* Queues the answer and moves c on: closing (lingering) or to the next request. */
-static void answer(struct conn *c, int status, const char *message, bool close, int retry_after)
+/* Queues the answer and tells the driver where c goes: closing (lingering) or to the next
+ * request. */
+static enum step answer(struct conn *c, int status, const char *message, bool close,
+			int retry_after)
 {
 	const char *type = status >= 500 ? "server_error" : "invalid_request_error";
 
 	metrics_inc(c->p->st.resp[status / 100]);
-	route_end(c, status);
+	conn_route_end(c, status);
 	if (c->up) {
-		up_close(c->up);
+		pool_close(c->up);
 		c->up = NULL;
 	}
 	if (c->p->draining)
@@ -26,22 +28,21 @@ static void answer(struct conn *c, int status, const char *message, bool close, 
 	c->out_hold = 0;
 	if (http_write_error_retry(&c->out, status, type, message, close, retry_after) < 0) {
 		conn_close(c);
-		return;
+		return STEP_GONE;
 	}
 	if (close) {
-		c->state = C_CLOSING;
-		c->linger = true;
-		return;
+		conn_set(c, CF_LINGER);
+		return STEP_CLOSE;
 	}
 	/* the request was read whole: the connection can go on with the next one */
-	request_reset(c);
-	c->state = C_HEAD;
+	conn_forget_request(c);
 	c->t_req = 0;
 	c->t_idle = clock_ms();
 	c->deadline = c->t_idle + (uint64_t)c->p->o.idle_timeout_ms;
+	return STEP_NEXT;
 }
 
-void conn_error(struct conn *c, int status, const char *message, bool close)
+enum step answer_error(struct conn *c, int status, const char *message, bool close)
 {
 	struct stats *st = &c->p->st;
 	uint64_t *counter = NULL;
@@ -78,13 +79,13 @@ void conn_error(struct conn *c, int status, const char *message, bool close)
 	}
 	if (counter)
 		metrics_inc(counter);
-	answer(c, status, message, close, 0);
+	return answer(c, status, message, close, 0);
 }
 
-void conn_shed(struct conn *c, uint64_t *counter, const char *message, bool close)
+enum step answer_shed(struct conn *c, uint64_t *counter, const char *message, bool close)
 {
 	metrics_inc(counter);
-	answer(c, 503, message, close, PROXY_RETRY_AFTER_S);
+	return answer(c, 503, message, close, PROXY_RETRY_AFTER_S);
 }
 
 void answer_refused(struct proxy *p, int fd, const char *message)

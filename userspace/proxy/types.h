@@ -1,17 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* proxy_int.h: the proxy's private types and the functions its files share (not part of the
- * contract: proxy.h is). One job per file:
- *   proxy.c          the driver: options, listeners, accept, a connection's life and epoll
- *                    interest, the state machine's step function, housekeeping, drain
- *   proxy_request.c  reading and parsing a request, choosing an endpoint, sending the request,
- *                    retrying a failed upstream
- *   proxy_pool.c     upstream connections: connect, the idle pool, the check before reuse
- *   proxy_relay.c    writing to the client, response framing, the relay (copy or splice), tunnels
- *   proxy_answer.c   the answers kvsplice gives itself (errors, shedding, refused connections)
- *   proxy_limits.c   bounds: bytes buffered, connections per client address, buffer release
+/* types: the proxy's private types, tunables and the hot helpers every proxy file shares (not
+ * part of the contract: proxy.h is). The files of the proxy, each one's functions named after it,
+ * and the way calls go (down only: tests/style/test_proxy_calls.sh fails on a call circle):
+ *
+ *   proxy.c     the driver: options, listeners, accept, epoll interest, housekeeping, drain,
+ *               and the state machine: the only file that changes a connection's state
+ *     request.c   reading and checking a request (head, whole body)
+ *     upstream.c  choosing an endpoint, sending the request, retrying a failed upstream
+ *     relay.c     bytes towards the client: the response framed as it streams, tunnels
+ *       answer.c    the answers kvsplice gives itself (errors, shedding, refused connections)
+ *         conn.c      one connection's bookkeeping: close, the request's end, conn_show
+ *           pool.c      upstream connections: connect, the idle pool, the check before reuse
+ *           limits.c    bounds: bytes buffered, connections per client address, buffer release
+ *             types.h     these types
+ *
+ * The steps (request, upstream, relay, answer) say what happened with an enum step; the driver
+ * moves the state. How a connection goes through its states: docs/internals/proxy.md.
  * Everything runs on the loop's thread. */
-#ifndef KVS_PROXY_INT_H
-#define KVS_PROXY_INT_H
+#ifndef KVS_PROXY_TYPES_H
+#define KVS_PROXY_TYPES_H
 
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -19,6 +26,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "core/clock.h"
 #include "discovery/discovery.h"
 #include "core/http.h"
 #include "core/loop.h"
@@ -86,7 +94,24 @@
 #define PROXY_RETRY_AFTER_S 1
 #endif
 
+/* A client connection's state; only the driver (proxy.c) changes it. */
 enum cstate { C_HEAD, C_BODY, C_CONNECT, C_SEND, C_RESP, C_TUNNEL, C_CLOSING };
+
+/* What a step (request, upstream, relay, answer) did, told to the driver, which moves the state
+ * accordingly (proxy.c, drive()). */
+enum step {
+	STEP_WAIT,    /* nothing more to do now: the state stays, events are awaited */
+	STEP_GONE,    /* the connection was closed */
+	STEP_BODY,    /* a request head was accepted: its body is read next (C_BODY) */
+	STEP_ROUTE,   /* a request is complete, or the bytes are pass-through: to an endpoint */
+	STEP_CONNECT, /* a new upstream connection is being made (C_CONNECT) */
+	STEP_SEND,    /* a pooled upstream connection is taken: the request is sent (C_SEND) */
+	STEP_SENT,    /* the request is all written upstream */
+	STEP_UPSTREAM_LOST, /* the upstream failed before any response byte (upstream_failed) */
+	STEP_TUNNEL,	    /* bytes go both ways as they are now (C_TUNNEL, after a 101) */
+	STEP_NEXT,  /* the exchange is over: the connection waits for its next request (C_HEAD) */
+	STEP_CLOSE, /* what is queued for the client goes out, then it closes (C_CLOSING) */
+};
 
 struct upstream {
 	struct loop_ev ev;
@@ -133,17 +158,34 @@ struct conn_resp {
 	int status;
 };
 
-/* Both directions of a tunnel (pass-through, or after a 101). */
-struct conn_tunnel {
-	bool cli_eof, up_eof;	/* read EOF from that side */
-	bool cli_shut, up_shut; /* shutdown(SHUT_WR) sent to that side */
+/* What is known of a connection and of each of its sides: bits of conn.flags (conn_show names
+ * them). Set once, cleared only when the connection is made anew. */
+enum conn_flag {
+	CF_PASSTHROUGH = 1u << 0, /* not HTTP/1.x: bytes relayed as they are, to one endpoint */
+	CF_SNIFFED = 1u << 1,	  /* the first request line was seen to be HTTP/1.x */
+	CF_CLOSE_AFTER = 1u << 2, /* close once the current response is out */
+	CF_LINGER = 1u << 3,	  /* after an error: half-close, drain the client, then close */
+	/* the client side */
+	CF_CLI_RDHUP = 1u << 4, /* it half-closed (or went away): it is not read any more */
+	CF_CLI_DONE = 1u << 5,	/* read its EOF: all it sent is in c->in (served, then closed) */
+	CF_CLI_EOF = 1u << 6,	/* tunnel: read its EOF */
+	CF_CLI_SHUT = 1u << 7,	/* shutdown(SHUT_WR) sent to it (tunnel, lingering close) */
+	/* the upstream side */
+	CF_UP_EOF = 1u << 8,  /* tunnel: read its EOF */
+	CF_UP_SHUT = 1u << 9, /* tunnel: shutdown(SHUT_WR) sent to it */
 };
+#define CONN_FLAG_NAMES                                                                            \
+	{                                                                                          \
+		"passthrough", "sniffed", "close_after", "linger", "cli_rdhup", "cli_done",        \
+		    "cli_eof", "cli_shut", "up_eof", "up_shut"                                     \
+	}
 
 struct conn {
 	struct loop_ev ev;
 	struct proxy *p;
 	struct conn *next, *prev; /* live list, zombie list or free list */
 	enum cstate state;
+	uint32_t flags; /* enum conn_flag bits */
 	struct sockaddr_in peer;
 	int lidx;			   /* listener index */
 	char svc_name[DISCOVERY_NAME_MAX]; /* the Service of this connection ("" = none) */
@@ -162,23 +204,15 @@ struct conn {
 	size_t fwd_sent; /* bytes of fwd then body written upstream */
 	size_t head_scan;
 
-	bool passthrough;	     /* not HTTP/1.x: bytes relayed as they are, to one endpoint */
-	bool sniffed;		     /* the first request line was seen to be HTTP/1.x */
-	struct router_ticket ticket; /* the router's accounting of the current request */
+	struct router_ticket ticket;	  /* the router's accounting of the current request */
 	char ep_name[DISCOVERY_NAME_MAX]; /* of the last endpoint tried */
 	struct upstream *up;
 	struct conn_req rq;  /* the current request: reset as a whole when it is done */
 	struct conn_resp rs; /* its response: likewise */
-	struct conn_tunnel tn;
 
 	/* splice */
 	int pipe[2];
 	size_t pipe_bytes;
-
-	bool close_after; /* close once the current response is out */
-	bool linger;	  /* after an error: half-close, drain the client, then close */
-	bool rdhup_seen;  /* the client half-closed (or went away): it is not read any more */
-	bool cli_done;	  /* read its EOF: all it sent is in c->in (served, then closed) */
 };
 
 struct stats {
@@ -219,6 +253,8 @@ struct proxy {
 	int nl;
 	struct conn *live, *zombies, *free_conns;
 	struct upstream *idle, *free_ups, *zombie_ups;
+	/* the driver's handler of upstream socket events (pool.c gives it to each new one) */
+	void (*upstream_cb)(struct loop_ev *ev, uint32_t events);
 	int nlive, nfree;
 	bool draining;
 	uint64_t drain_start, drain_deadline;
@@ -232,89 +268,50 @@ struct proxy {
 	struct buf scratch; /* de-chunked response bytes read for their usage */
 };
 
-/* --- proxy.c: the driver --- */
-void conn_close(struct conn *c);
-/* Makes every step possible now, then sets the epoll interest. */
-void conn_progress(struct conn *c);
-/* Sets the epoll interest from the state (and closes a connection that is finished). */
-void conn_update(struct conn *c);
-/* Bytes moved for c: its relay is not silent (pushes the idle deadline). */
-void conn_touch(struct conn *c);
-/* The current request of c ended with status (0: no response): the router's accounting. */
-void route_end(struct conn *c, int status);
-/* Events of an upstream socket (its owner's state machine, or the pool's). */
-void upstream_cb(struct loop_ev *ev, uint32_t events);
+/* --- hot helpers, inline in every file ----------------------------------------------------- */
 
-/* --- proxy_request.c --- */
-/* Parses what the client sent. Returns 1 when a request is complete and routed, 0 when more bytes
- * are needed, -1 when the connection was closed or answered by kvsplice. */
-int request_read(struct conn *c);
-/* Chooses an endpoint not tried yet and starts (or reuses) an upstream connection; answers 503 /
- * 502 when none is left. */
-void request_route(struct conn *c);
-/* Writes the request upstream. Returns 1 all sent, 0 blocked, -1 handled (failure). */
-int request_send(struct conn *c);
-/* The upstream failed before any response byte: retries where that is safe, else answers. A
- * failed connect also puts the endpoint's worker down (router_connect_failed). */
-void upstream_failed(struct conn *c, bool connect_failed);
-/* The worker c's request is on stopped answering (router_ticket_hung). A request with no response
- * byte yet is sent elsewhere when it is retry-safe (else it waits on, as before); a response that
- * started and has been silent for PROXY_HUNG_SILENCE_MS is cut (the client sees an error, not a
- * hang until --idle-timeout). */
-void request_abandon(struct conn *c);
-/* Forgets the request (its buffers emptied, capacity above PROXY_KEEP_BUF released). */
-void request_reset(struct conn *c);
+static inline bool conn_has(const struct conn *c, uint32_t f)
+{
+	return (c->flags & f) != 0;
+}
 
-/* --- proxy_pool.c --- */
-/* Starts a non-blocking connect. Returns the upstream, or NULL with errno set. */
-struct upstream *up_connect(struct proxy *p, const struct sockaddr_in *a);
-/* An idle pooled connection to a that is still clean (no EOF, no stray bytes), or NULL; the
- * unclean ones met on the way are closed. */
-struct upstream *up_take_idle(struct proxy *p, const struct sockaddr_in *a);
-/* Back to the idle pool, or closed (pool full, draining). */
-void up_release(struct upstream *u);
-void up_close(struct upstream *u);
-/* Closes pooled connections idle past their deadline (all of them when now is UINT64_MAX). */
-void pool_expire(struct proxy *p, uint64_t now);
-/* Frees closed upstreams (after a loop batch), and with all, the free list too. */
-void pool_reap(struct proxy *p, bool all);
+static inline void conn_set(struct conn *c, uint32_t f)
+{
+	c->flags |= f;
+}
 
-/* --- proxy_relay.c --- */
-/* Writes what can be written to the client. Returns 0, or -1 when the connection was closed. */
-int client_flush(struct conn *c);
-/* Moves response bytes upstream → client. Returns 0, or -1 when the conn was handed over. */
-int response_pump(struct conn *c);
-/* Moves bytes both ways in a tunnel. Returns 0, or -1 when the connection was closed. */
-int tunnel_pump(struct conn *c);
-static inline size_t out_sendable(const struct conn *c)
+/* Doubly linked lists of conns (live, zombies, free) by head pointer. */
+static inline void conn_list_unlink(struct conn **head, struct conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		*head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+}
+
+static inline void conn_list_push(struct conn **head, struct conn *c)
+{
+	c->prev = NULL;
+	c->next = *head;
+	if (*head)
+		(*head)->prev = c;
+	*head = c;
+}
+
+/* Bytes of c->out the client may be sent now (the held tail is a response head being parsed). */
+static inline size_t conn_out_sendable(const struct conn *c)
 {
 	return buf_unread(&c->out) - c->out_hold;
 }
 
-/* --- proxy_answer.c --- */
-/* Queues an error answer in the OpenAI shape (counted by status). close: the connection closes
- * once it is written (lingering); else the next request may follow. */
-void conn_error(struct conn *c, int status, const char *message, bool close);
-/* Sheds the current request: 503 with Retry-After, counted under *counter. */
-void conn_shed(struct conn *c, uint64_t *counter, const char *message, bool close);
-/* Answers a connection over a connection limit with 503 + Retry-After and closes it, without
- * making it a struct conn. */
-void answer_refused(struct proxy *p, int fd, const char *message);
-
-/* --- proxy_limits.c --- */
-/* Recounts c's buffers into p->buffered. */
-void conn_account(struct conn *c);
-/* Would a new request needing need more bytes pass --max-buffered? */
-bool limits_buffered_over(const struct proxy *p, uint64_t need);
-/* Gives b exactly n bytes of room (no doubling): for a body whose length is known. Returns 0 or
- * -ENOMEM. */
-int limits_buf_exact(struct buf *b, size_t n);
-/* Releases the capacity of c's empty buffers above keep bytes. */
-void limits_trim(struct conn *c, size_t keep);
-/* Connections from addr (network order): count, add one (0 or -ENOMEM), remove one. */
-uint32_t ip_count_get(const struct ip_table *t, uint32_t addr);
-int ip_count_add(struct ip_table *t, uint32_t addr);
-void ip_count_del(struct ip_table *t, uint32_t addr);
-void ip_table_free(struct ip_table *t);
+/* Bytes moved for c: its relay is not silent (pushes the idle deadline). */
+static inline void conn_touch(struct conn *c)
+{
+	c->t_moved = clock_ms();
+	c->deadline = c->t_moved + (uint64_t)c->p->o.idle_timeout_ms;
+}
 
 #endif

@@ -1,15 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-/* proxy_limits: the proxy's bounds (see proxy_int.h): the bytes buffered by all connections
- * (--max-buffered), buffer capacity released once a request is over, and connections counted per
- * client address (--max-conns-per-ip). */
+/* limits: see limits.h. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/mix.h"
-#include "proxy/proxy_int.h"
+#include "proxy/limits.h"
 
-void conn_account(struct conn *c)
+void limits_account(struct conn *c)
 {
 	struct proxy *p = c->p;
 	size_t now = c->in.cap + c->out.cap + c->fwd.cap + c->body.cap;
@@ -51,7 +49,7 @@ void limits_trim(struct conn *c, size_t keep)
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		if (!buf_unread(v[i]) && v[i]->cap > keep)
 			buf_free(v[i]);
-	conn_account(c);
+	limits_account(c);
 }
 
 /* --- connections per client address ------------------------------------------------------------
@@ -62,7 +60,7 @@ static size_t ip_slot(const struct ip_table *t, uint32_t addr)
 	return (size_t)mix64(addr) & (t->cap - 1);
 }
 
-uint32_t ip_count_get(const struct ip_table *t, uint32_t addr)
+uint32_t limits_ip_count(const struct ip_table *t, uint32_t addr)
 {
 	if (!t->cap)
 		return 0;
@@ -96,7 +94,7 @@ static int ip_table_grow(struct ip_table *t)
 	return 0;
 }
 
-int ip_count_add(struct ip_table *t, uint32_t addr)
+int limits_ip_add(struct ip_table *t, uint32_t addr)
 {
 	size_t i;
 
@@ -112,7 +110,7 @@ int ip_count_add(struct ip_table *t, uint32_t addr)
 	return 0;
 }
 
-void ip_count_del(struct ip_table *t, uint32_t addr)
+void limits_ip_del(struct ip_table *t, uint32_t addr)
 {
 	size_t i, j, mask = t->cap - 1;
 
@@ -137,7 +135,7 @@ void ip_count_del(struct ip_table *t, uint32_t addr)
 	t->v[i] = (struct ip_count){0};
 }
 
-void ip_table_free(struct ip_table *t)
+void limits_ip_free(struct ip_table *t)
 {
 	free(t->v);
 	*t = (struct ip_table){0};

@@ -1,7 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* proxy_relay: bytes towards the client (see proxy_int.h): the response is framed as it streams
- * past (so the upstream connection can be pooled at its end and the usage read), moved by
- * read/write or splice(2), and tunnels (pass-through, or after a 101) move bytes both ways. */
+/* relay: see relay.h. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -9,9 +7,12 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "proxy/proxy_int.h"
+#include "proxy/answer.h"
+#include "proxy/conn.h"
+#include "proxy/pool.h"
+#include "proxy/relay.h"
 
-int client_flush(struct conn *c)
+enum step relay_flush(struct conn *c)
 {
 	struct proxy *p = c->p;
 	bool relay = c->state == C_SEND || c->state == C_RESP || c->state == C_TUNNEL;
@@ -28,21 +29,21 @@ int client_flush(struct conn *c)
 				goto out;
 			metrics_inc(p->st.client_aborts);
 			conn_close(c);
-			return -1;
+			return STEP_GONE;
 		}
 		c->pipe_bytes -= (size_t)n;
 		moved += (size_t)n;
 		metrics_add(p->st.bytes_down, (uint64_t)n);
 	}
-	while (out_sendable(c)) {
-		ssize_t n = write(c->ev.fd, buf_rptr(&c->out), out_sendable(c));
+	while (conn_out_sendable(c)) {
+		ssize_t n = write(c->ev.fd, buf_rptr(&c->out), conn_out_sendable(c));
 
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				goto out;
 			metrics_inc(p->st.client_aborts);
 			conn_close(c);
-			return -1;
+			return STEP_GONE;
 		}
 		buf_consume(&c->out, (size_t)n);
 		moved += (size_t)n;
@@ -51,51 +52,51 @@ int client_flush(struct conn *c)
 out:
 	if (moved && relay)
 		conn_touch(c); /* a client reading the relay keeps it alive */
-	return 0;
+	return STEP_WAIT;
 }
 
-static void response_done(struct conn *c)
+/* The response is over: booked, its upstream connection pooled or closed, the request
+ * forgotten. Returns STEP_NEXT (keep-alive) or STEP_CLOSE. */
+static enum step response_done(struct conn *c)
 {
 	struct proxy *p = c->p;
 	bool keep;
 
 	metrics_observe(p->st.duration, (double)(clock_ns() - c->t_req) / 1e9);
-	route_end(c, c->rs.status);
+	conn_route_end(c, c->rs.status);
 	if (c->rs.status >= 100 && c->rs.status < 600)
 		metrics_inc(p->st.resp[c->rs.status / 100]);
 	if (c->up) {
 		if (c->rs.keep_alive && !c->rs.extra)
-			up_release(c->up);
+			pool_release(c->up);
 		else
-			up_close(c->up);
+			pool_close(c->up);
 		c->up = NULL;
 	}
 	/* a client that half-closed after pipelining requests gets them all answered; while
 	 * draining, a connection stays only if its response announced keep-alive (its client may
 	 * send again at once: it is answered, with "Connection: close") */
-	keep = c->rq.keep_alive && c->rs.keep_alive && !c->close_after && !c->rs.close_announced &&
-	       (!c->rdhup_seen || (c->cli_done && buf_unread(&c->in)));
-	request_reset(c);
+	keep = c->rq.keep_alive && c->rs.keep_alive && !conn_has(c, CF_CLOSE_AFTER) &&
+	       !c->rs.close_announced &&
+	       (!conn_has(c, CF_CLI_RDHUP) || (conn_has(c, CF_CLI_DONE) && buf_unread(&c->in)));
+	conn_forget_request(c);
 	c->t_req = 0;
-	if (!keep) {
-		c->state = C_CLOSING;
-		return;
-	}
-	c->state = C_HEAD;
-	c->sniffed = true; /* later requests must be HTTP: no pass-through mid-connection */
+	if (!keep)
+		return STEP_CLOSE;
+	conn_set(c, CF_SNIFFED); /* later requests must be HTTP: no pass-through mid-connection */
 	c->t_idle = clock_ms();
 	c->deadline = c->t_idle + (uint64_t)p->o.idle_timeout_ms;
+	return STEP_NEXT;
 }
 
 /* The response's last bytes go to the client first, then its end is booked (response_done: the
- * router may finish a prompt's tokens there, router_done). Returns 0, or -1 when the client was
- * lost (the connection is closed). */
-static int end_flushed(struct conn *c)
+ * router may finish a prompt's tokens there, router_done). Returns response_done's outcome, or
+ * STEP_GONE when the client was lost (the connection is closed). */
+static enum step end_flushed(struct conn *c)
 {
-	if (client_flush(c) < 0)
-		return -1;
-	response_done(c);
-	return 0;
+	if (relay_flush(c) == STEP_GONE)
+		return STEP_GONE;
+	return response_done(c);
 }
 
 /* Replaces the response head m (rc bytes, the first of the out_hold bytes held at the tail of out)
@@ -124,9 +125,10 @@ static int head_close(struct conn *c, const struct http_msg *m, size_t rc)
 	return (int)n;
 }
 
-/* Frames the response bytes held at the tail of out. Returns 1 when the response is complete, 0
- * when more is needed, -1 when it is broken (the connection was handled). */
-static int response_frame(struct conn *c)
+/* Frames the response bytes held at the tail of out, and ends the response once it is complete
+ * (end_flushed's outcome). Returns STEP_WAIT when more is needed, STEP_TUNNEL after a 101, or when
+ * the response is broken the outcome of answering (or cutting) it. */
+static enum step response_frame(struct conn *c)
 {
 	struct proxy *p = c->p;
 
@@ -136,14 +138,13 @@ static int response_frame(struct conn *c)
 		int rc = http_parse_response(d, c->out_hold, p->o.max_head, c->rq.method, &m);
 
 		if (rc == 0)
-			return 0;
+			return STEP_WAIT;
 		if (rc < 0 || (m.status == 101 && !c->rq.upgrade)) {
 			metrics_inc(p->st.up_bad_resp);
 			/* nothing of this response reached the client yet */
 			c->out.len -= c->out_hold;
 			c->out_hold = 0;
-			conn_error(c, 502, "malformed response from the endpoint", true);
-			return -1;
+			return answer_error(c, 502, "malformed response from the endpoint", true);
 		}
 		c->rs.status = m.status;
 		if (p->draining && m.status >= 200 && m.keep_alive) {
@@ -151,7 +152,7 @@ static int response_frame(struct conn *c)
 			 * this connection, so the response tells it (the body is unchanged) */
 			rc = head_close(c, &m, (size_t)rc);
 			if (rc < 0)
-				return -1;
+				return STEP_GONE;
 		}
 		c->out_hold -= (size_t)rc;
 		if (m.status < 200 && m.status != 101)
@@ -166,14 +167,13 @@ static int response_frame(struct conn *c)
 			metrics_inc(p->st.upgrades);
 			c->rs.framing = HTTP_BODY_EOF;
 			c->rs.keep_alive = false;
-			c->state = C_TUNNEL;
 			c->out_hold = 0;
 			conn_touch(c);
-			return 0;
+			return STEP_TUNNEL;
 		}
 	}
 	if (!c->rs.head_done)
-		return 0;
+		return STEP_WAIT;
 	if (c->out_hold || c->rs.framing == HTTP_BODY_NONE)
 		router_first_byte(p->router, &c->ticket);
 	switch (c->rs.framing) {
@@ -188,7 +188,7 @@ static int response_frame(struct conn *c)
 		c->rs.left -= take;
 		c->out_hold -= take;
 		if (c->rs.left)
-			return 0;
+			return STEP_WAIT;
 		break;
 	}
 	case HTTP_BODY_CHUNKED: {
@@ -207,12 +207,12 @@ static int response_frame(struct conn *c)
 			c->out.len -= c->out_hold;
 			c->out_hold = 0;
 			c->rs.keep_alive = false;
-			c->close_after = true;
-			return 1;
+			conn_set(c, CF_CLOSE_AFTER);
+			return end_flushed(c);
 		}
 		c->out_hold -= (size_t)used;
 		if (!done)
-			return 0;
+			return STEP_WAIT;
 		break;
 	}
 	case HTTP_BODY_EOF:
@@ -220,7 +220,7 @@ static int response_frame(struct conn *c)
 			openai_usage_feed(&c->rs.usage, c->out.data + c->out.len - c->out_hold,
 					  c->out_hold);
 		c->out_hold = 0;
-		return 0; /* ends when the upstream closes */
+		return STEP_WAIT; /* ends when the upstream closes */
 	}
 	if (c->out_hold) {
 		/* bytes after the end of the response: the server is out of step, drop them and
@@ -230,7 +230,7 @@ static int response_frame(struct conn *c)
 		c->out_hold = 0;
 		c->rs.extra = true;
 	}
-	return 1;
+	return end_flushed(c);
 }
 
 /* Can the rest of this response body go by splice(2)? */
@@ -239,7 +239,7 @@ static bool splice_ok(const struct conn *c)
 	return c->p->o.relay == PROXY_RELAY_SPLICE && c->rs.head_done &&
 	       ((c->rs.framing == HTTP_BODY_LENGTH && c->rs.left >= PROXY_SPLICE_MIN) ||
 		c->rs.framing == HTTP_BODY_EOF) &&
-	       !out_sendable(c) && !c->out_hold;
+	       !conn_out_sendable(c) && !c->out_hold;
 }
 
 static int pipe_open(struct conn *c)
@@ -252,18 +252,18 @@ static int pipe_open(struct conn *c)
 	return 0;
 }
 
-int response_pump(struct conn *c)
+enum step relay_response(struct conn *c)
 {
 	struct proxy *p = c->p;
 	size_t moved = 0;
 
-	while (c->state == C_RESP && moved < PROXY_BURST) {
+	while (moved < PROXY_BURST) {
 		ssize_t n;
 
-		if (client_flush(c) < 0)
-			return -1;
-		if (out_sendable(c) >= PROXY_HIGH_WATER || c->pipe_bytes)
-			return 0; /* wait for the client */
+		if (relay_flush(c) == STEP_GONE)
+			return STEP_GONE;
+		if (conn_out_sendable(c) >= PROXY_HIGH_WATER || c->pipe_bytes)
+			return STEP_WAIT; /* wait for the client */
 		if (splice_ok(c) && pipe_open(c) == 0) {
 			size_t want = c->rs.framing == HTTP_BODY_LENGTH ? (size_t)c->rs.left
 									: PROXY_PIPE_SIZE;
@@ -280,20 +280,20 @@ int response_pump(struct conn *c)
 				conn_touch(c);
 				if (c->rs.framing == HTTP_BODY_LENGTH) {
 					c->rs.left -= (uint64_t)n;
-					if (!c->rs.left && end_flushed(c) < 0)
-						return -1;
+					if (!c->rs.left)
+						return end_flushed(c);
 				}
 				continue;
 			}
 		} else {
 			if (buf_reserve(&c->out, PROXY_READ_CHUNK) < 0) {
 				conn_close(c);
-				return -1;
+				return STEP_GONE;
 			}
 			n = read(c->up->ev.fd, c->out.data + c->out.len,
 				 c->out.cap - c->out.len - 1);
 			if (n > 0) {
-				int r;
+				enum step s;
 
 				c->rs.started = true;
 				c->out.len += (size_t)n;
@@ -301,27 +301,22 @@ int response_pump(struct conn *c)
 				c->out_hold += (size_t)n;
 				moved += (size_t)n;
 				conn_touch(c);
-				r = response_frame(c);
-				if (r < 0)
-					return -1;
-				if (r == 1 && end_flushed(c) < 0)
-					return -1;
+				s = response_frame(c);
+				if (s != STEP_WAIT)
+					return s;
 				continue;
 			}
 		}
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			return 0;
+			return STEP_WAIT;
 		/* EOF or error from the upstream */
-		if (!c->rs.started) {
-			upstream_failed(c, false);
-			return -1;
-		}
-		up_close(c->up);
+		if (!c->rs.started)
+			return STEP_UPSTREAM_LOST;
+		pool_close(c->up);
 		c->up = NULL;
 		if (n == 0 && c->rs.head_done && c->rs.framing == HTTP_BODY_EOF) {
 			c->rs.keep_alive = false;
-			response_done(c);
-			return 0;
+			return response_done(c);
 		}
 		/* a truncated response: cut the client too */
 		metrics_inc(p->st.up_reset);
@@ -329,27 +324,25 @@ int response_pump(struct conn *c)
 			c->out.len -= c->out_hold;
 			c->out.data[c->out.len] = '\0';
 			c->out_hold = 0;
-			conn_error(c, 502, "the endpoint closed the connection mid-response", true);
-			return -1;
+			return answer_error(
+			    c, 502, "the endpoint closed the connection mid-response", true);
 		}
 		c->out_hold = 0;
-		c->state = C_CLOSING;
-		return 0;
+		return STEP_CLOSE;
 	}
-	return 0;
+	return STEP_WAIT;
 }
 
-int tunnel_pump(struct conn *c)
+enum step relay_tunnel(struct conn *c)
 {
 	struct proxy *p = c->p;
-	struct conn_tunnel *t = &c->tn;
 
 	for (int round = 0; round < 64; round++) {
 		bool progress = false;
 		ssize_t n;
 
 		/* client → upstream */
-		if (!t->cli_eof && buf_unread(&c->in) < PROXY_HIGH_WATER) {
+		if (!conn_has(c, CF_CLI_EOF) && buf_unread(&c->in) < PROXY_HIGH_WATER) {
 			if (buf_reserve(&c->in, PROXY_READ_CHUNK) < 0)
 				goto fail;
 			n = read(c->ev.fd, c->in.data + c->in.len, c->in.cap - c->in.len - 1);
@@ -357,7 +350,7 @@ int tunnel_pump(struct conn *c)
 				c->in.len += (size_t)n;
 				progress = true;
 			} else if (n == 0) {
-				t->cli_eof = true;
+				conn_set(c, CF_CLI_EOF);
 				progress = true;
 			} else if (errno != EAGAIN && errno != EINTR) {
 				goto fail;
@@ -374,12 +367,13 @@ int tunnel_pump(struct conn *c)
 			metrics_add(p->st.bytes_up, (uint64_t)n);
 			progress = true;
 		}
-		if (t->cli_eof && !buf_unread(&c->in) && !t->up_shut) {
+		if (conn_has(c, CF_CLI_EOF) && !buf_unread(&c->in) && !conn_has(c, CF_UP_SHUT)) {
 			shutdown(c->up->ev.fd, SHUT_WR);
-			t->up_shut = true;
+			conn_set(c, CF_UP_SHUT);
 		}
 		/* upstream → client */
-		if (!t->up_eof && !c->pipe_bytes && buf_unread(&c->out) < PROXY_HIGH_WATER) {
+		if (!conn_has(c, CF_UP_EOF) && !c->pipe_bytes &&
+		    buf_unread(&c->out) < PROXY_HIGH_WATER) {
 			if (p->o.relay == PROXY_RELAY_SPLICE && !buf_unread(&c->out) &&
 			    pipe_open(c) == 0) {
 				n = splice(c->up->ev.fd, NULL, c->pipe[1], NULL, PROXY_PIPE_SIZE,
@@ -397,28 +391,29 @@ int tunnel_pump(struct conn *c)
 			if (n > 0) {
 				progress = true;
 			} else if (n == 0) {
-				t->up_eof = true;
+				conn_set(c, CF_UP_EOF);
 				progress = true;
 			} else if (errno != EAGAIN && errno != EINTR) {
 				goto fail;
 			}
 		}
-		if (client_flush(c) < 0)
-			return -1;
-		if (t->up_eof && !out_sendable(c) && !c->pipe_bytes && !t->cli_shut) {
+		if (relay_flush(c) == STEP_GONE)
+			return STEP_GONE;
+		if (conn_has(c, CF_UP_EOF) && !conn_out_sendable(c) && !c->pipe_bytes &&
+		    !conn_has(c, CF_CLI_SHUT)) {
 			shutdown(c->ev.fd, SHUT_WR);
-			t->cli_shut = true;
+			conn_set(c, CF_CLI_SHUT);
 		}
-		if (t->cli_shut && t->up_shut) {
+		if (conn_has(c, CF_CLI_SHUT) && conn_has(c, CF_UP_SHUT)) {
 			conn_close(c);
-			return -1;
+			return STEP_GONE;
 		}
 		if (!progress)
 			break;
 		conn_touch(c);
 	}
-	return 0;
+	return STEP_WAIT;
 fail:
 	conn_close(c);
-	return -1;
+	return STEP_GONE;
 }
