@@ -146,7 +146,9 @@ static struct ingest_result bench_ingest(size_t total, size_t bpe, size_t cap)
 	enum { W = 64 };
 	struct ingest_result r = {0};
 	struct wstate ws[W] = {0};
-	struct index_cfg cfg = {.max_workers = W};
+	struct index_cfg cfg;
+	index_cfg_default(&cfg);
+	cfg.max_workers = W;
 	struct index *idx;
 	index_new(&cfg, &idx);
 	struct events_decoder *d;
@@ -245,7 +247,9 @@ int main(int argc, char **argv)
 	struct ingest_result s1 = bench_ingest(total_ingest / 4, 1, 585);
 
 	/* ---- lookup: 64 workers, 1 M entries ---- */
-	struct index_cfg cfg = {.max_workers = WORKERS};
+	struct index_cfg cfg;
+	index_cfg_default(&cfg);
+	cfg.max_workers = WORKERS;
 	struct index *idx;
 	index_new(&cfg, &idx);
 	uint64_t seed = index_seed(idx);

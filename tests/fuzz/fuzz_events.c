@@ -31,7 +31,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct index_stats st;
 
 	if (!idx) {
-		struct index_cfg cfg = {.max_workers = 4, .max_entries = 64};
+		struct index_cfg cfg;
+		index_cfg_default(&cfg);
+		cfg.max_workers = 4;
+		cfg.max_entries = 64;
 		index_new(&cfg, &idx);
 		events_decoder_new(&dec);
 		if (!idx || !dec)

@@ -745,7 +745,9 @@ static uint32_t depth_of(struct index *idx, uint32_t w, size_t upto)
 
 static void runtime_tests(void)
 {
-	struct index_cfg icfg = {.max_workers = 4};
+	struct index_cfg icfg;
+	index_cfg_default(&icfg);
+	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {
@@ -897,7 +899,9 @@ static void runtime_tests(void)
  * waits for the second replay ahead of the later queued batches, so both gaps are filled. */
 static void second_gap_tests(void)
 {
-	struct index_cfg icfg = {.max_workers = 4};
+	struct index_cfg icfg;
+	index_cfg_default(&icfg);
+	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {
@@ -959,7 +963,9 @@ static bool debug_has(const struct events *ev, const char *what)
  * meanwhile are queued; an empty replay buffer means "take the stream". */
 static void initial_replay_tests(void)
 {
-	struct index_cfg icfg = {.max_workers = 4};
+	struct index_cfg icfg;
+	index_cfg_default(&icfg);
+	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 1000};
@@ -1070,7 +1076,9 @@ static void dead_endpoint(char *ep, size_t len)
  * stops short of the queued batches. */
 static void join_sync_tests(void)
 {
-	struct index_cfg icfg = {.max_workers = 4};
+	struct index_cfg icfg;
+	index_cfg_default(&icfg);
+	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 1500};
@@ -1186,7 +1194,9 @@ static int ep_port(const char *ep)
 /* A Services snapshot → subscriptions: names, endpoints, and a removed endpoint. */
 static void sync_services_tests(void)
 {
-	struct index_cfg icfg = {.max_workers = 8};
+	struct index_cfg icfg;
+	index_cfg_default(&icfg);
+	icfg.max_workers = 8;
 	struct index *idx;
 	index_new(&icfg, &idx);
 	/* no replay request: these sockets are the test's own, but nothing answers them */
@@ -1322,7 +1332,9 @@ static bool metrics_has(const struct events *ev, const char *what)
 static void oversized_tests(void)
 {
 	enum { MAXP = 1 << 20 };
-	struct index_cfg icfg = {.max_workers = 4};
+	struct index_cfg icfg;
+	index_cfg_default(&icfg);
+	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx,
@@ -1416,7 +1428,9 @@ static void oversized_tests(void)
 static void queue_bytes_tests(void)
 {
 	enum { KB = 1024, BATCH = 16 * KB };
-	struct index_cfg icfg = {.max_workers = 4};
+	struct index_cfg icfg;
+	index_cfg_default(&icfg);
+	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx,
@@ -1558,7 +1572,9 @@ static int serve_replay_pumping(struct events *ev, struct peer *p, uint64_t upto
  * coming back (its sequence past that) not. */
 static void publisher_loss_tests(void)
 {
-	struct index_cfg icfg = {.max_workers = 4};
+	struct index_cfg icfg;
+	index_cfg_default(&icfg);
+	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
 	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 2000};

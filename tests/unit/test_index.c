@@ -39,7 +39,9 @@ static void fill(uint32_t *t, size_t n, uint32_t seed)
 
 int main(void)
 {
-	struct index_cfg cfg = {.max_workers = 8};
+	struct index_cfg cfg;
+	index_cfg_default(&cfg);
+	cfg.max_workers = 8;
 	struct index *idx;
 	static uint32_t a[BS * 200], b[BS * 200];
 	uint64_t ca[200], cb[200], eng;
@@ -163,7 +165,8 @@ int main(void)
 	index_free(idx);
 
 	/* 512 workers: ids above 255 work, bitmaps span words */
-	cfg = (struct index_cfg){.max_workers = 512};
+	index_cfg_default(&cfg);
+	cfg.max_workers = 512;
 	index_new(&cfg, &idx);
 	blockhash_chain(index_seed(idx), BS, 0, a, BS * 200, ca, 200);
 	for (uint32_t w = 0; w < 512; w += 37)
@@ -176,7 +179,9 @@ int main(void)
 	index_free(idx);
 
 	/* memory bound: entries never exceed max_entries; evictions counted; bytes reported */
-	cfg = (struct index_cfg){.max_workers = 4, .max_entries = 100};
+	index_cfg_default(&cfg);
+	cfg.max_workers = 4;
+	cfg.max_entries = 100;
 	index_new(&cfg, &idx);
 	for (uint32_t w = 0; w < 4; w++) {
 		fill(a, BS * 200, w + 7);
@@ -187,9 +192,32 @@ int main(void)
 	CHECK(st.bytes > 0, "bytes reported (%llu)", (unsigned long long)st.bytes);
 	index_free(idx);
 
+	/* 0 is off: max_entries 0 holds all 240; a 0 block size or worker count is refused */
+	index_cfg_default(&cfg);
+	cfg.max_workers = 4;
+	cfg.max_entries = 0;
+	index_new(&cfg, &idx);
+	for (uint32_t w = 0; w < 4; w++) {
+		fill(a, BS * 200, w + 7);
+		store(idx, w, a, 0, 60, 50 + w, INDEX_TIER_GPU);
+	}
+	index_stats(idx, &st);
+	CHECK(st.entries == 240 && st.evictions == 0, "max_entries 0: no bound (240 held)");
+	index_free(idx);
+	cfg.block_size = 0;
+	CHECK_EQ(index_new(&cfg, &idx), -EINVAL, "block_size 0 refused");
+	index_cfg_default(&cfg);
+	cfg.max_workers = 0;
+	CHECK_EQ(index_new(&cfg, &idx), -EINVAL, "max_workers 0 refused");
+	CHECK(index_new(NULL, &idx) == 0 && index_max_workers(idx) == INDEX_DEFAULT_MAX_WORKERS &&
+		  index_seed(idx) == BLOCKHASH_DEFAULT_SEED,
+	      "cfg NULL: the defaults");
+	index_free(idx);
+
 	/* blocks per chain position: what the kv policy counts to place a new prefix */
 	{
-		cfg = (struct index_cfg){.max_workers = 4};
+		index_cfg_default(&cfg);
+		cfg.max_workers = 4;
 		index_new(&cfg, &idx);
 		fill(a, BS * 200, 3);
 		memcpy(b, a, sizeof(b));
@@ -263,7 +291,9 @@ int main(void)
 		uint64_t seed = 77;
 		int good = 1, good_at = 1, good_gat = 1, nq = 0;
 
-		cfg = (struct index_cfg){.max_workers = W, .seed = 5, .seed_set = true};
+		index_cfg_default(&cfg);
+		cfg.max_workers = W;
+		cfg.seed = 5;
 		index_new(&cfg, &idx);
 		for (int s = 0; s < SEQS; s++) {
 			fill(toks[s], LEN * BS, 1000 + (uint32_t)s / 3);

@@ -311,7 +311,7 @@ static void test_daemon_table(void)
 		  ntohs(c.proxy.listen[1].sin_port) == 2,
 	      "into the daemon's config (a --listen replaces the default address)");
 	daemon_cfg_default(&d);
-	CHECK(d.proxy.nlisten == 1 && d.index.max_workers == DAEMON_DEFAULT_MAX_WORKERS &&
+	CHECK(d.proxy.nlisten == 1 && d.index.max_workers == INDEX_DEFAULT_MAX_WORKERS &&
 		  d.ev.rcvhwm == EVENTS_DEFAULT_RCVHWM && d.keeper_queue_ms == -1,
 	      "daemon_cfg_default names every default");
 	free(h);

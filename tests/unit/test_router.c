@@ -41,7 +41,9 @@ static bool rig_whole_prompt;
 
 static void rig_init(struct rig *g, const char *policy, const struct models *m, uint64_t seed)
 {
-	struct index_cfg icfg = {.max_workers = 16};
+	struct index_cfg icfg;
+	index_cfg_default(&icfg);
+	icfg.max_workers = 16;
 	struct events_cfg ecfg = {0};
 	struct router_cfg rc = {
 	    .policy = policy, .models = m, .seed = seed, .whole_prompt = rig_whole_prompt};

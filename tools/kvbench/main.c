@@ -1212,8 +1212,10 @@ int main(int argc, char **argv)
 		}
 	}
 	if (o->nev) {
-		struct index_cfg icfg = {.max_workers = (uint32_t)o->nt,
-					 .block_size = KVBENCH_KV_BLOCK};
+		struct index_cfg icfg;
+		index_cfg_default(&icfg);
+		icfg.max_workers = (uint32_t)o->nt;
+		icfg.block_size = KVBENCH_KV_BLOCK;
 		struct epoll_event e = {.events = EPOLLIN, .data.ptr = &g_events_tag};
 
 		index_new(&icfg, &b.idx);

@@ -334,7 +334,9 @@ int main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	struct index_cfg icfg = {.max_workers = 256};
+	struct index_cfg icfg;
+	index_cfg_default(&icfg);
+	icfg.max_workers = 256;
 	struct events_cfg ecfg = {0};
 	const char *topic = "";
 	struct index *idx;
@@ -352,7 +354,6 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			icfg.seed = strtoull(optarg, NULL, 0);
-			icfg.seed_set = true;
 			break;
 		case 't':
 			topic = optarg;

@@ -39,11 +39,8 @@ void daemon_cfg_default(struct daemon_cfg *c)
 	policy_kv_defaults(&c->kv);
 	c->events = true;
 	c->events_topic = "";
-	c->index.block_size = BLOCKHASH_DEFAULT_BLOCK_SIZE;
-	c->index.seed = BLOCKHASH_DEFAULT_SEED;
-	c->index.seed_set = true;
-	c->index.max_workers = DAEMON_DEFAULT_MAX_WORKERS;
-	c->index_max_entries = INDEX_DEFAULT_MAX_ENTRIES;
+	index_cfg_default(&c->index);
+	c->index_max_entries = c->index.max_entries;
 	c->ev.replay_timeout_ms = EVENTS_DEFAULT_REPLAY_TIMEOUT_MS;
 	c->ev.max_pending_bytes = EVENTS_DEFAULT_MAX_PENDING_BYTES;
 	c->ev.max_pending_total_bytes = EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES;

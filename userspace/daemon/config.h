@@ -24,7 +24,6 @@
 #define DAEMON_DEFAULT_LISTEN "169.254.20.11:15001"
 #define DAEMON_DEFAULT_ADMIN "127.0.0.1:15000"
 #define DAEMON_DEFAULT_MARK 0x6b76 /* "kv" */
-#define DAEMON_DEFAULT_MAX_WORKERS 256
 /* --model-tokenizer entries at most */
 #define DAEMON_MAX_MODEL_TOKENIZERS 32
 /* Where the default tokenizer is looked for when --tokenizer is not given: beside the binary (a

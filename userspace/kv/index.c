@@ -55,7 +55,7 @@ struct index {
 	pthread_rwlock_t lock;
 	uint32_t max_workers, words, stride, bs;
 	uint64_t seed;
-	size_t max_entries;
+	size_t max_entries; /* 0: no bound */
 	/* global table: cap slots of stride u64: [own hash][gpu bitmap words][cpu bitmap words] */
 	uint64_t *g;
 	size_t gcap, gn;
@@ -354,17 +354,31 @@ static void evict_one(struct index *idx)
 
 /* ---- public ---------------------------------------------------------------------------- */
 
+void index_cfg_default(struct index_cfg *c)
+{
+	c->max_workers = INDEX_DEFAULT_MAX_WORKERS;
+	c->block_size = BLOCKHASH_DEFAULT_BLOCK_SIZE;
+	c->seed = BLOCKHASH_DEFAULT_SEED;
+	c->max_entries = INDEX_DEFAULT_MAX_ENTRIES;
+}
+
 int index_new(const struct index_cfg *cfg, struct index **out)
 {
 	struct index *idx = calloc(1, sizeof(*idx));
-	uint32_t mw = cfg && cfg->max_workers ? cfg->max_workers : 256;
-	uint32_t bs = cfg && cfg->block_size ? cfg->block_size : BLOCKHASH_DEFAULT_BLOCK_SIZE;
+	struct index_cfg dflt;
+	uint32_t mw, bs;
 	int rc = -ENOMEM;
 
 	*out = NULL;
 	if (!idx)
 		return -ENOMEM;
-	if (mw > INDEX_MAX_WORKERS || bs > BLOCKHASH_MAX_BLOCK_SIZE) {
+	if (!cfg) {
+		index_cfg_default(&dflt);
+		cfg = &dflt;
+	}
+	mw = cfg->max_workers;
+	bs = cfg->block_size;
+	if (!mw || mw > INDEX_MAX_WORKERS || !bs || bs > BLOCKHASH_MAX_BLOCK_SIZE) {
 		rc = -EINVAL;
 		goto cleanup;
 	}
@@ -372,8 +386,8 @@ int index_new(const struct index_cfg *cfg, struct index **out)
 	idx->words = (mw + 63) / 64;
 	idx->stride = 1 + 2 * idx->words;
 	idx->bs = bs;
-	idx->seed = cfg && cfg->seed_set ? cfg->seed : BLOCKHASH_DEFAULT_SEED;
-	idx->max_entries = cfg && cfg->max_entries ? cfg->max_entries : INDEX_DEFAULT_MAX_ENTRIES;
+	idx->seed = cfg->seed;
+	idx->max_entries = cfg->max_entries;
 	idx->gcap = G_MIN_CAP;
 	idx->g = calloc(idx->gcap, (size_t)idx->stride * 8);
 	idx->w = calloc(mw, sizeof(*idx->w));
@@ -535,7 +549,7 @@ int index_block_stored(struct index *idx, uint32_t w, const struct index_stored 
 		idx->st.entries++;
 		idx->st.stored++;
 		added++;
-		while (idx->st.entries > idx->max_entries)
+		while (idx->max_entries && idx->st.entries > idx->max_entries)
 			evict_one(idx);
 	}
 	return added;

@@ -56,14 +56,22 @@
 
 struct index;
 
+/* Workers followed by default (kvsplice --index-max-workers). */
+#ifndef INDEX_DEFAULT_MAX_WORKERS
+#define INDEX_DEFAULT_MAX_WORKERS 256
+#endif
+
+/* What index_cfg_default gives; a 0 is off (max_entries: no bound) or refused (the others). */
 struct index_cfg {
-	uint32_t max_workers; /* worker ids are 0..max_workers-1; 0 means 256 */
-	uint32_t block_size;  /* tokens per block, at most BLOCKHASH_MAX_BLOCK_SIZE; 0 means
-				 BLOCKHASH_DEFAULT_BLOCK_SIZE */
+	uint32_t max_workers; /* worker ids are 0..max_workers-1 (1..INDEX_MAX_WORKERS) */
+	uint32_t block_size;  /* tokens per block, 1..BLOCKHASH_MAX_BLOCK_SIZE */
 	uint64_t seed;	      /* own-hash seed (the router must use the same) */
-	bool seed_set;	      /* false: BLOCKHASH_DEFAULT_SEED */
-	size_t max_entries;   /* (worker, block) pairs; 0 means INDEX_DEFAULT_MAX_ENTRIES */
+	size_t max_entries;   /* (worker, block) pairs held at most; 0: no bound */
 };
+
+/* Fills c with the defaults: INDEX_DEFAULT_MAX_WORKERS, BLOCKHASH_DEFAULT_BLOCK_SIZE,
+ * BLOCKHASH_DEFAULT_SEED, INDEX_DEFAULT_MAX_ENTRIES. */
+void index_cfg_default(struct index_cfg *c);
 
 /* One BlockStored event for one worker, after decoding (events.c fills it). */
 struct index_stored {
