@@ -750,8 +750,11 @@ static void runtime_tests(void)
 	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
-	struct events_cfg ecfg = {
-	    .index = idx, .replay_timeout_ms = 1000, .no_initial_replay = true};
+	struct events_cfg ecfg;
+	events_cfg_default(&ecfg);
+	ecfg.index = idx;
+	ecfg.replay_timeout_ms = 1000;
+	ecfg.no_initial_replay = true;
 	struct events *ev;
 	struct events_worker_stats st;
 	struct peer p = {0};
@@ -904,8 +907,11 @@ static void second_gap_tests(void)
 	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
-	struct events_cfg ecfg = {
-	    .index = idx, .replay_timeout_ms = 1000, .no_initial_replay = true};
+	struct events_cfg ecfg;
+	events_cfg_default(&ecfg);
+	ecfg.index = idx;
+	ecfg.replay_timeout_ms = 1000;
+	ecfg.no_initial_replay = true;
 	struct events *ev;
 	struct events_worker_stats st;
 	zmq_pollitem_t it;
@@ -968,7 +974,10 @@ static void initial_replay_tests(void)
 	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
-	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 1000};
+	struct events_cfg ecfg;
+	events_cfg_default(&ecfg);
+	ecfg.index = idx;
+	ecfg.replay_timeout_ms = 1000;
 	struct events *ev;
 	struct events_worker_stats st;
 	struct peer p = {0};
@@ -1081,7 +1090,10 @@ static void join_sync_tests(void)
 	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
-	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 1500};
+	struct events_cfg ecfg;
+	events_cfg_default(&ecfg);
+	ecfg.index = idx;
+	ecfg.replay_timeout_ms = 1500;
 	struct events *ev;
 	struct events_worker_stats st;
 	struct peer p = {0}, q = {0};
@@ -1200,7 +1212,10 @@ static void sync_services_tests(void)
 	struct index *idx;
 	index_new(&icfg, &idx);
 	/* no replay request: these sockets are the test's own, but nothing answers them */
-	struct events_cfg ecfg = {.index = idx, .no_initial_replay = true};
+	struct events_cfg ecfg;
+	events_cfg_default(&ecfg);
+	ecfg.index = idx;
+	ecfg.no_initial_replay = true;
 	struct events *ev;
 	struct peer p = {0}, q = {0};
 	struct services *s = NULL;
@@ -1337,10 +1352,12 @@ static void oversized_tests(void)
 	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
-	struct events_cfg ecfg = {.index = idx,
-				  .replay_timeout_ms = 5000,
-				  .max_payload = MAXP,
-				  .no_initial_replay = true};
+	struct events_cfg ecfg;
+	events_cfg_default(&ecfg);
+	ecfg.index = idx;
+	ecfg.replay_timeout_ms = 5000;
+	ecfg.max_payload = MAXP;
+	ecfg.no_initial_replay = true;
 	struct events *ev;
 	struct events_worker_stats st;
 	struct peer p = {0};
@@ -1433,10 +1450,12 @@ static void queue_bytes_tests(void)
 	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
-	struct events_cfg ecfg = {.index = idx,
-				  .replay_timeout_ms = 5000,
-				  .max_pending_bytes = 64 * KB,
-				  .max_pending_total_bytes = 96 * KB};
+	struct events_cfg ecfg;
+	events_cfg_default(&ecfg);
+	ecfg.index = idx;
+	ecfg.replay_timeout_ms = 5000;
+	ecfg.max_pending_bytes = 64 * KB;
+	ecfg.max_pending_total_bytes = 96 * KB;
 	struct events *ev;
 	struct events_worker_stats a, b;
 	struct peer p = {0}, q = {0};
@@ -1577,7 +1596,10 @@ static void publisher_loss_tests(void)
 	icfg.max_workers = 4;
 	struct index *idx;
 	index_new(&icfg, &idx);
-	struct events_cfg ecfg = {.index = idx, .replay_timeout_ms = 2000};
+	struct events_cfg ecfg;
+	events_cfg_default(&ecfg);
+	ecfg.index = idx;
+	ecfg.replay_timeout_ms = 2000;
 	struct events *ev;
 	struct events_worker_stats st;
 	struct peer p = {0};
@@ -1643,6 +1665,36 @@ static void publisher_loss_tests(void)
 	peer_close(&p);
 }
 
+/* events_cfg: the defaults are EVENTS_DEFAULT_*; a 0 bound is none (the largest the /metrics
+ * limit can say), a negative timeout or high-water mark is refused. */
+static void cfg_tests(void)
+{
+	struct index *idx;
+	struct events_cfg c;
+	struct events *ev;
+	struct buf m = {0};
+
+	index_new(NULL, &idx);
+	events_cfg_default(&c);
+	CHECK(c.replay_timeout_ms == EVENTS_DEFAULT_REPLAY_TIMEOUT_MS &&
+		  c.max_pending_bytes == EVENTS_DEFAULT_MAX_PENDING_BYTES &&
+		  c.rcvhwm == EVENTS_DEFAULT_RCVHWM && !c.index,
+	      "events_cfg_default: the EVENTS_DEFAULT_* values");
+	c.index = idx;
+	c.max_pending_bytes = 0;
+	c.replay_timeout_ms = 0;
+	CHECK(events_new(&c, &ev) == 0 && !events_metrics(ev, &m) &&
+		  strstr(m.data,
+			 "kvsplice_kv_queue_limit_bytes{scope=\"worker\"} 18446744073709551615") &&
+		  strstr(m.data, "kvsplice_kv_replay_limit_timeout_seconds 0\n"),
+	      "0 is off: no queue bound, no replay timeout");
+	events_free(ev);
+	buf_free(&m);
+	c.replay_timeout_ms = -1;
+	CHECK_EQ(events_new(&c, &ev), -EINVAL, "a negative replay timeout is refused");
+	index_free(idx);
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++)
@@ -1657,5 +1709,6 @@ int main(void)
 	oversized_tests();
 	queue_bytes_tests();
 	publisher_loss_tests();
+	cfg_tests();
 	return tap_done();
 }

@@ -44,7 +44,8 @@ static void rig_init(struct rig *g, const char *policy, const struct models *m, 
 	struct index_cfg icfg;
 	index_cfg_default(&icfg);
 	icfg.max_workers = 16;
-	struct events_cfg ecfg = {0};
+	struct events_cfg ecfg;
+	events_cfg_default(&ecfg);
 	struct router_cfg rc = {
 	    .policy = policy, .models = m, .seed = seed, .whole_prompt = rig_whole_prompt};
 

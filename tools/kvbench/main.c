@@ -1219,7 +1219,9 @@ int main(int argc, char **argv)
 		struct epoll_event e = {.events = EPOLLIN, .data.ptr = &g_events_tag};
 
 		index_new(&icfg, &b.idx);
-		struct events_cfg ecfg = {.index = b.idx};
+		struct events_cfg ecfg;
+		events_cfg_default(&ecfg);
+		ecfg.index = b.idx;
 		if (b.idx)
 			events_new(&ecfg, &b.ev);
 		if (!b.ev)

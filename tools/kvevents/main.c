@@ -337,7 +337,8 @@ int main(int argc, char **argv)
 	struct index_cfg icfg;
 	index_cfg_default(&icfg);
 	icfg.max_workers = 256;
-	struct events_cfg ecfg = {0};
+	struct events_cfg ecfg;
+	events_cfg_default(&ecfg);
 	const char *topic = "";
 	struct index *idx;
 	int c, rc;

@@ -41,12 +41,8 @@ void daemon_cfg_default(struct daemon_cfg *c)
 	c->events_topic = "";
 	index_cfg_default(&c->index);
 	c->index_max_entries = c->index.max_entries;
-	c->ev.replay_timeout_ms = EVENTS_DEFAULT_REPLAY_TIMEOUT_MS;
-	c->ev.max_pending_bytes = EVENTS_DEFAULT_MAX_PENDING_BYTES;
-	c->ev.max_pending_total_bytes = EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES;
-	c->ev.rcvhwm = EVENTS_DEFAULT_RCVHWM;
-	c->ev.max_payload = EVENTS_DEFAULT_MAX_PAYLOAD;
-	c->kv_queue_batches = EVENTS_DEFAULT_MAX_PENDING;
+	events_cfg_default(&c->ev);
+	c->kv_queue_batches = (uint32_t)c->ev.max_pending;
 	c->sync_wait_ms = 1000;
 	c->keeper_hold_ms = KEEPER_HOLD_MS;
 	c->keeper_queue_ms = -1;

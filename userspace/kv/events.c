@@ -156,6 +156,17 @@ static uint64_t be64(const unsigned char *b)
 	return v;
 }
 
+void events_cfg_default(struct events_cfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->replay_timeout_ms = EVENTS_DEFAULT_REPLAY_TIMEOUT_MS;
+	c->max_pending = EVENTS_DEFAULT_MAX_PENDING;
+	c->max_pending_bytes = EVENTS_DEFAULT_MAX_PENDING_BYTES;
+	c->max_pending_total_bytes = EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES;
+	c->rcvhwm = EVENTS_DEFAULT_RCVHWM;
+	c->max_payload = EVENTS_DEFAULT_MAX_PAYLOAD;
+}
+
 int events_new(const struct events_cfg *cfg, struct events **out)
 {
 	struct events *ev = calloc(1, sizeof(*ev));
@@ -168,16 +179,19 @@ int events_new(const struct events_cfg *cfg, struct events **out)
 		return -EINVAL;
 	}
 	ev->idx = cfg->index;
-	ev->replay_timeout_ms =
-	    cfg->replay_timeout_ms > 0 ? cfg->replay_timeout_ms : EVENTS_DEFAULT_REPLAY_TIMEOUT_MS;
-	ev->max_pending = cfg->max_pending ? cfg->max_pending : EVENTS_DEFAULT_MAX_PENDING;
-	ev->max_pending_bytes =
-	    cfg->max_pending_bytes ? cfg->max_pending_bytes : EVENTS_DEFAULT_MAX_PENDING_BYTES;
-	ev->max_pending_total_bytes = cfg->max_pending_total_bytes
-					  ? cfg->max_pending_total_bytes
-					  : EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES;
-	ev->rcvhwm = cfg->rcvhwm > 0 ? cfg->rcvhwm : EVENTS_DEFAULT_RCVHWM;
-	ev->max_payload = cfg->max_payload ? cfg->max_payload : EVENTS_DEFAULT_MAX_PAYLOAD;
+	if (cfg->replay_timeout_ms < 0 || cfg->rcvhwm < 0) {
+		free(ev);
+		errno = EINVAL;
+		return -EINVAL;
+	}
+	/* 0 is off: no bound (the largest value), no timeout */
+	ev->replay_timeout_ms = cfg->replay_timeout_ms;
+	ev->max_pending = cfg->max_pending ? cfg->max_pending : SIZE_MAX;
+	ev->max_pending_bytes = cfg->max_pending_bytes ? cfg->max_pending_bytes : SIZE_MAX;
+	ev->max_pending_total_bytes =
+	    cfg->max_pending_total_bytes ? cfg->max_pending_total_bytes : SIZE_MAX;
+	ev->rcvhwm = cfg->rcvhwm;
+	ev->max_payload = cfg->max_payload ? cfg->max_payload : SIZE_MAX;
 	ev->initial_replay = !cfg->no_initial_replay;
 	ev->epfd = ev->tfd = -1;
 	ev->nw = index_max_workers(cfg->index);
@@ -296,7 +310,7 @@ static int open_sock(struct events *ev, struct evsock *sk, int type, const char 
 	/* libzmq applies ZMQ_MAXMSGSIZE to each frame's body (not to the whole multipart message,
 	 * nor to the ZMTP headers): the payload frame is the largest one, so its bound is the
 	 * socket's (checked: a frame of exactly the bound passes, one byte more cuts) */
-	int64_t maxmsg = (int64_t)ev->max_payload;
+	int64_t maxmsg = ev->max_payload == SIZE_MAX ? -1 : (int64_t)ev->max_payload;
 	char mon_ep[64];
 	int zero = 0, err;
 
@@ -669,7 +683,7 @@ static int start_replay(struct events *ev, uint32_t id, uint64_t from, bool init
 	step(w, initial ? EVENTS_IN_SYNC : EVENTS_IN_GAP);
 	w->recall_n = 0; /* a gap or a restart: the live stream is past the last replay */
 	w->replay_from = from;
-	w->deadline_ms = now_ms() + ev->replay_timeout_ms;
+	w->deadline_ms = ev->replay_timeout_ms ? now_ms() + ev->replay_timeout_ms : INT64_MAX;
 	if (!initial) {
 		index_write_lock(ev->idx);
 		index_worker_set_stale(ev->idx, id, true);

@@ -60,16 +60,21 @@
 
 struct events;
 
+/* What events_cfg_default gives (the EVENTS_DEFAULT_* above); a 0 is off: no bound, no timeout
+ * (rcvhwm 0: libzmq's, none). */
 struct events_cfg {
 	struct index *index;		/* required; events is its writer */
-	int replay_timeout_ms;		/* 0: EVENTS_DEFAULT_REPLAY_TIMEOUT_MS */
-	size_t max_pending;		/* 0: EVENTS_DEFAULT_MAX_PENDING */
-	size_t max_pending_bytes;	/* 0: EVENTS_DEFAULT_MAX_PENDING_BYTES */
-	size_t max_pending_total_bytes; /* 0: EVENTS_DEFAULT_MAX_PENDING_TOTAL_BYTES */
-	int rcvhwm;			/* 0: EVENTS_DEFAULT_RCVHWM */
-	size_t max_payload;		/* 0: EVENTS_DEFAULT_MAX_PAYLOAD */
+	int replay_timeout_ms;		/* a replay or initial sync not done by then is given up */
+	size_t max_pending;		/* batches held per worker while its replay runs */
+	size_t max_pending_bytes;	/* their payload bytes per worker */
+	size_t max_pending_total_bytes; /* the same over all workers */
+	int rcvhwm;			/* ZMQ receive high-water mark, messages */
+	size_t max_payload;		/* largest message read; a larger one is dropped, counted */
 	bool no_initial_replay; /* do not replay from 0 when first joining a running worker */
 };
+
+/* Fills c with the defaults (index NULL: the caller sets it). */
+void events_cfg_default(struct events_cfg *c);
 
 /* Creates the runtime (a ZMQ context, an epoll fd, a timerfd) in *out. Returns 0, -EINVAL (no
  * cfg or no cfg->index), or -errno of what failed (errno set too; -ENOMEM when none was set);

@@ -46,7 +46,7 @@ int events_decoder_new(struct events_decoder **out)
 
 void events_decoder_set_max_payload(struct events_decoder *d, size_t max)
 {
-	d->max_payload = max ? max : EVENTS_DEFAULT_MAX_PAYLOAD;
+	d->max_payload = max ? max : SIZE_MAX; /* 0: no bound */
 }
 
 void events_decoder_free(struct events_decoder *d)

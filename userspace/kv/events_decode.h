@@ -73,8 +73,8 @@ struct events_decoder;
  * NULL). */
 int events_decoder_new(struct events_decoder **out);
 void events_decoder_free(struct events_decoder *d);
-/* Payloads above max bytes are refused whole from now on (0: EVENTS_DEFAULT_MAX_PAYLOAD, the
- * bound of a new decoder). */
+/* Payloads above max bytes are refused whole from now on (0: no bound; a new decoder's bound is
+ * EVENTS_DEFAULT_MAX_PAYLOAD). */
 void events_decoder_set_max_payload(struct events_decoder *d, size_t max);
 
 /* Decodes one batch payload p[0..n) and calls fn(arg, ev) for every event that decodes, in order;
