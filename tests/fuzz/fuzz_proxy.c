@@ -234,7 +234,11 @@ static struct services *services_of(const char *json)
  * away with it, as every input's proxy did when each input parsed its own. */
 static int proxy_listener(struct sockaddr_in *a, struct services *svcs)
 {
-	struct router_cfg rc = {.policy = "round-robin", .scrape_interval_ms = -1};
+	struct router_cfg rc;
+	router_cfg_default(&rc);
+	rc.tokcache_bytes = 0; /* no encoding cache: every prompt tokenized anew */
+	rc.policy = "round-robin";
+	rc.scrape_interval_ms = 0;
 	struct proxy_opts o;
 	struct loop *l;
 	struct metrics *m;
@@ -450,7 +454,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct harness h = {.client = -1, .read_client = true, .read_up = true};
 	struct proxy_opts o;
-	struct router_cfg rc = {0};
+	struct router_cfg rc;
+	router_cfg_default(&rc);
+	rc.tokcache_bytes = 0; /* no encoding cache: every prompt tokenized anew */
 	struct services *svcs;
 	bool first = !w.ready;
 	uint8_t cfg;
@@ -470,7 +476,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(metrics_new(&h.m) == 0, "metrics_new");
 	rc.policy = cfg & 0x08 ? "kv" : "round-robin";
 	rc.metrics = NULL; /* the proxy's series only */
-	rc.scrape_interval_ms = -1;
+	rc.scrape_interval_ms = 0;
 	rc.seed = 1;
 	check(router_new(&rc, &h.r) == 0, "router_new");
 	router_set_services(h.r, svcs);

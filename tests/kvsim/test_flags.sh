@@ -105,7 +105,7 @@ ok $((!$?)) "kvbench: without --requests and --prefix-seed, neither is set (thei
 args=(--url "$U,http://127.0.0.1:2" --spread dynamo --prefix-types 3 --requests 9 --seed 5
 	--time-scale 20 --trace-limit 4 --reset --json --kv-spill-slack 1)
 a=$(config "$KVBENCH" "${args[@]}")
-mapfile -t again < <(tr ' ' '\n' <<<"$a" | grep -v '^$')
+eval "again=($(tr '\n' ' ' <<<"$a"))" # --print-config's values are shell words
 b=$(config "$KVBENCH" "${again[@]}")
 expect_eq "kvbench: --print-config reads back as the same config" "$a" "$b"
 
@@ -133,7 +133,7 @@ has "$KVSIM" "--log-level debug" --log-level debug
 args=(--port 9 --worker-id w3 --num-blocks 100 --block-size 32 --events-endpoint tcp://127.0.0.1:*
 	--topic t --seed 4 --step-fixed-ms 1.5)
 a=$(config "$KVSIM" "${args[@]}")
-mapfile -t again < <(tr ' ' '\n' <<<"$a" | grep -v '^$')
+eval "again=($(tr '\n' ' ' <<<"$a"))" # --print-config's values are shell words
 b=$(config "$KVSIM" "${again[@]}")
 expect_eq "kvsim: --print-config reads back as the same config" "$a" "$b"
 tap_done

@@ -48,21 +48,27 @@ static void expire_all(struct approx *a, double now)
 
 /* ---- refused configurations and arguments ------------------------------------------------ */
 
+/* One field of the defaults changed. */
+enum cfg_field { CF_WORKERS, CF_TTL, CF_ENTRIES };
 struct cfg_case {
-	struct approx_cfg cfg;
+	enum cfg_field field;
+	double v;
 	int ok;
 	const char *desc;
 };
 
 static const struct cfg_case cfg_cases[] = {
-    {{.max_workers = 4096}, 1, "4096 workers accepted"},
-    {{.max_workers = 4097}, 0, "4097 workers refused"},
-    {{.max_workers = 0}, 1, "0 workers means the default"},
-    {{.ttl_s = -1}, 0, "negative ttl refused"},
-    {{.ttl_s = NAN}, 0, "NaN ttl refused"},
-    {{.ttl_s = 2e6}, 0, "ttl above APPROX_MAX_TTL_S refused"},
-    {{.ttl_s = APPROX_MAX_TTL_S}, 1, "ttl of APPROX_MAX_TTL_S accepted"},
-    {{.ttl_s = 0.25, .max_entries = 1}, 1, "short ttl and a bound of 1 accepted"},
+    {CF_WORKERS, 4096, 1, "4096 workers accepted"},
+    {CF_WORKERS, 4097, 0, "4097 workers refused"},
+    {CF_WORKERS, 0, 0, "0 workers refused"},
+    {CF_TTL, -1, 0, "negative ttl refused"},
+    {CF_TTL, NAN, 0, "NaN ttl refused"},
+    {CF_TTL, 0, 0, "0 ttl refused"},
+    {CF_TTL, 2e6, 0, "ttl above APPROX_MAX_TTL_S refused"},
+    {CF_TTL, APPROX_MAX_TTL_S, 1, "ttl of APPROX_MAX_TTL_S accepted"},
+    {CF_TTL, 0.25, 1, "short ttl accepted"},
+    {CF_ENTRIES, 1, 1, "a bound of 1 accepted"},
+    {CF_ENTRIES, 0, 1, "0 entries: no bound"},
 };
 
 static void test_refusals(void)
@@ -72,7 +78,17 @@ static void test_refusals(void)
 	struct approx *a;
 
 	for (size_t i = 0; i < sizeof(cfg_cases) / sizeof(cfg_cases[0]); i++) {
-		int rc = approx_new(&cfg_cases[i].cfg, &a);
+		struct approx_cfg c;
+		int rc;
+
+		approx_cfg_default(&c);
+		if (cfg_cases[i].field == CF_WORKERS)
+			c.max_workers = (uint32_t)cfg_cases[i].v;
+		else if (cfg_cases[i].field == CF_TTL)
+			c.ttl_s = cfg_cases[i].v;
+		else
+			c.max_entries = (size_t)cfg_cases[i].v;
+		rc = approx_new(&c, &a);
 
 		CHECK(cfg_cases[i].ok ? rc == 0 && a : rc == -EINVAL && !a, "%s",
 		      cfg_cases[i].desc);
@@ -133,7 +149,10 @@ static uint64_t *chain_named(char c)
 
 static void test_depth_table(void)
 {
-	struct approx_cfg cfg = {.max_workers = 4, .ttl_s = 10};
+	struct approx_cfg cfg;
+	approx_cfg_default(&cfg);
+	cfg.max_workers = 4;
+	cfg.ttl_s = 10;
 
 	for (size_t c = 0; c < sizeof(depth_cases) / sizeof(depth_cases[0]); c++) {
 		const struct depth_case *dc = &depth_cases[c];
@@ -177,7 +196,10 @@ static void test_depth_table(void)
 
 static void test_capacity(void)
 {
-	struct approx_cfg cfg = {.max_workers = 4, .ttl_s = 1000};
+	struct approx_cfg cfg;
+	approx_cfg_default(&cfg);
+	cfg.max_workers = 4;
+	cfg.ttl_s = 1000;
 	struct approx *a;
 	struct approx_stats st;
 	uint32_t depth[4];
@@ -233,7 +255,10 @@ static void test_capacity(void)
 
 static void test_blocks_at(void)
 {
-	struct approx_cfg cfg = {.max_workers = 4, .ttl_s = 10};
+	struct approx_cfg cfg;
+	approx_cfg_default(&cfg);
+	cfg.max_workers = 4;
+	cfg.ttl_s = 10;
 	struct approx *a;
 	struct approx_stats st;
 	uint64_t one = A[3];
@@ -287,7 +312,11 @@ static void test_blocks_at(void)
 
 static void test_bound(void)
 {
-	struct approx_cfg cfg = {.max_workers = 4, .ttl_s = 100, .max_entries = 100};
+	struct approx_cfg cfg;
+	approx_cfg_default(&cfg);
+	cfg.max_workers = 4;
+	cfg.ttl_s = 100;
+	cfg.max_entries = 100;
 	struct approx *a;
 	struct approx_stats st;
 	uint32_t depth[4];
@@ -338,7 +367,9 @@ static void test_bound(void)
 	      "the live chains stay whole");
 	approx_free(a);
 
-	cfg = (struct approx_cfg){.max_workers = 2, .max_entries = 1};
+	approx_cfg_default(&cfg);
+	cfg.max_workers = 2;
+	cfg.max_entries = 1;
 	approx_new(&cfg, &a);
 	approx_insert(a, 0, A, 3, 0);
 	approx_insert(a, 1, L, 3, 1);
@@ -353,7 +384,9 @@ static void test_bound(void)
 static void test_many_workers(void)
 {
 	static uint32_t depth[APPROX_MAX_WORKERS];
-	struct approx_cfg cfg = {.max_workers = APPROX_MAX_WORKERS};
+	struct approx_cfg cfg;
+	approx_cfg_default(&cfg);
+	cfg.max_workers = APPROX_MAX_WORKERS;
 	struct approx *a;
 	int good = 1;
 
@@ -377,7 +410,10 @@ static void test_many_workers(void)
 
 static void test_rebase(void)
 {
-	struct approx_cfg cfg = {.max_workers = 2, .ttl_s = APPROX_MAX_TTL_S};
+	struct approx_cfg cfg;
+	approx_cfg_default(&cfg);
+	cfg.max_workers = 2;
+	cfg.ttl_s = APPROX_MAX_TTL_S;
 	struct approx *a;
 	approx_new(&cfg, &a);
 	uint32_t depth[2];
@@ -401,7 +437,10 @@ static void test_rebase(void)
 
 static void test_memory(void)
 {
-	struct approx_cfg cfg = {.max_workers = 64, .ttl_s = 10};
+	struct approx_cfg cfg;
+	approx_cfg_default(&cfg);
+	cfg.max_workers = 64;
+	cfg.ttl_s = 10;
 	struct approx *a;
 	struct approx_stats st;
 	uint64_t small, chain[150];
@@ -513,7 +552,11 @@ static void random_run(size_t bound, unsigned seed)
 {
 	static struct model m;
 	const int64_t ttl = 30000;
-	struct approx_cfg cfg = {.max_workers = W, .ttl_s = 30, .max_entries = bound};
+	struct approx_cfg cfg;
+	approx_cfg_default(&cfg);
+	cfg.max_workers = W;
+	cfg.ttl_s = 30;
+	cfg.max_entries = bound;
 	struct approx *a;
 	struct approx_stats st;
 	int64_t now = 0;

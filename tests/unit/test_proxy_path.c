@@ -63,7 +63,12 @@ static int listen_local(uint16_t *port)
  * max_head / max_body of 0 keep the defaults. */
 static void world_new(struct world *w, size_t max_head, size_t max_body)
 {
-	struct router_cfg rc = {.policy = "round-robin", .scrape_interval_ms = -1, .seed = 1};
+	struct router_cfg rc;
+	router_cfg_default(&rc);
+	rc.tokcache_bytes = 0; /* no encoding cache: every prompt tokenized anew */
+	rc.policy = "round-robin";
+	rc.scrape_interval_ms = 0;
+	rc.seed = 1;
 	struct sockaddr_in peer = {.sin_family = AF_INET,
 				   .sin_port = htons(40000),
 				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

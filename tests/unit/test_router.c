@@ -46,8 +46,13 @@ static void rig_init(struct rig *g, const char *policy, const struct models *m, 
 	icfg.max_workers = 16;
 	struct events_cfg ecfg;
 	events_cfg_default(&ecfg);
-	struct router_cfg rc = {
-	    .policy = policy, .models = m, .seed = seed, .whole_prompt = rig_whole_prompt};
+	struct router_cfg rc;
+	router_cfg_default(&rc);
+	rc.tokcache_bytes = 0; /* no encoding cache: every prompt tokenized anew */
+	rc.policy = policy;
+	rc.models = m;
+	rc.seed = seed;
+	rc.whole_prompt = rig_whole_prompt;
 
 	memset(g, 0, sizeof(*g));
 	index_new(&icfg, &g->idx);
@@ -221,7 +226,9 @@ int main(void)
 	const char *tokpath = "models/qwen3/tokenizer.json";
 	struct models *m = NULL;
 	struct router *r;
-	struct router_cfg bad = {.policy = "nope"};
+	struct router_cfg bad;
+	router_cfg_default(&bad);
+	bad.policy = "nope";
 	struct rig g;
 	struct router_ticket t = {0};
 	char err[256];

@@ -536,7 +536,10 @@ struct fixture {
 
 static int fixture_new(struct fixture *f, int interval_ms, int timeout_ms)
 {
-	struct scraper_opts o = {.interval_ms = interval_ms, .timeout_ms = timeout_ms};
+	struct scraper_opts o;
+	scraper_opts_default(&o);
+	o.interval_ms = interval_ms;
+	o.timeout_ms = timeout_ms;
 
 	memset(f, 0, sizeof(*f));
 	f->r.got_null_m = true;
@@ -761,8 +764,11 @@ static void test_max_body(void)
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		struct scraper_opts o = {
-		    .interval_ms = 30, .timeout_ms = 1000, .max_body = len - rows[i].under};
+		struct scraper_opts o;
+		scraper_opts_default(&o);
+		o.interval_ms = 30;
+		o.timeout_ms = 1000;
+		o.max_body = len - rows[i].under;
 		struct fixture f = {.r.got_null_m = true};
 		struct srv v;
 		struct scrape_target t;
@@ -803,8 +809,11 @@ static void test_max_head(void)
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		struct scraper_opts o = {
-		    .interval_ms = 30, .timeout_ms = 1000, .max_head = len - rows[i].under};
+		struct scraper_opts o;
+		scraper_opts_default(&o);
+		o.interval_ms = 30;
+		o.timeout_ms = 1000;
+		o.max_head = len - rows[i].under;
 		struct fixture f = {.r.got_null_m = true};
 		struct srv v;
 		struct scrape_target t;
@@ -828,12 +837,27 @@ static void test_new_args(void)
 {
 	struct loop *l;
 	struct scraper *s = NULL;
-	struct scraper_opts bad_path = {.path = "metrics"}, bad_time = {.interval_ms = -1};
-	struct scraper_opts blank = {.path = "/me trics"};
+	struct scraper_opts bad_path, bad_time, zero_time, blank, off;
 	struct rec r = {0};
 
+	scraper_opts_default(&bad_path);
+	bad_path.path = "metrics";
+	scraper_opts_default(&bad_time);
+	bad_time.interval_ms = -1;
+	scraper_opts_default(&zero_time);
+	zero_time.interval_ms = 0;
+	scraper_opts_default(&blank);
+	blank.path = "/me trics";
+	scraper_opts_default(&off);
+	off.timeout_ms = 0;
+	off.max_body = off.max_head = 0;
 	if (loop_new(&l) < 0)
 		return;
+	CHECK_EQ(scraper_new(l, &zero_time, on_scrape, &r, &s), -EINVAL, "interval 0 refused");
+	CHECK_EQ(scraper_new(l, &off, on_scrape, &r, &s), 0,
+		 "timeout and bounds 0: none (accepted)");
+	scraper_free(s);
+	s = NULL;
 	CHECK_EQ(scraper_new(l, &bad_path, on_scrape, &r, &s), -EINVAL, "path without '/'");
 	CHECK_EQ(scraper_new(l, &bad_time, on_scrape, &r, &s), -EINVAL, "negative interval");
 	CHECK_EQ(scraper_new(l, &blank, on_scrape, &r, &s), -EINVAL, "path with a blank");
@@ -860,7 +884,11 @@ static void test_limits_text(void)
 	    "to last byte (--scrape-timeout).\n"
 	    "# TYPE kvsplice_scrape_limit_timeout_seconds gauge\n"
 	    "kvsplice_scrape_limit_timeout_seconds 1.5\n";
-	struct scraper_opts o = {.max_body = 12345, .max_head = 678, .timeout_ms = 1500};
+	struct scraper_opts o;
+	scraper_opts_default(&o);
+	o.max_body = 12345;
+	o.max_head = 678;
+	o.timeout_ms = 1500;
 	struct loop *l;
 	struct scraper *s;
 	struct rec r = {0};

@@ -143,7 +143,11 @@ static int pick_one(struct router *r, const struct service *svc, uint64_t tried)
 
 static void router_backoff(void)
 {
-	struct router_cfg cfg = {.policy = "round-robin", .scrape_interval_ms = -1};
+	struct router_cfg cfg;
+	router_cfg_default(&cfg);
+	cfg.tokcache_bytes = 0; /* no encoding cache: every prompt tokenized anew */
+	cfg.policy = "round-robin";
+	cfg.scrape_interval_ms = 0;
 	struct router_request rq = {
 	    .method = "GET", .method_len = 3, .target = "/", .target_len = 1};
 	struct router_ticket t = {0};

@@ -1266,12 +1266,15 @@ int main(int argc, char **argv)
 		b.router = NULL;
 		if (o->spread == SPREAD_ROUTER) {
 			/* a fresh router per run: no state carried over, like a restarted daemon */
-			struct router_cfg rc = {.policy = o->policy,
-						.kv = &o->kv,
-						.index = b.idx,
-						.events = b.ev,
-						.models = b.models,
-						.seed = o->wl.seed + run};
+			struct router_cfg rc;
+			router_cfg_default(&rc);
+			rc.tokcache_bytes = 0; /* no encoding cache: every prompt tokenized anew */
+			rc.policy = o->policy;
+			rc.kv = &o->kv;
+			rc.index = b.idx;
+			rc.events = b.ev;
+			rc.models = b.models;
+			rc.seed = o->wl.seed + run;
 
 			metrics_free(b.metrics);
 			b.metrics = NULL;

@@ -18,6 +18,8 @@
 
 void daemon_cfg_default(struct daemon_cfg *c)
 {
+	struct router_cfg rd;
+
 	memset(c, 0, sizeof(*c));
 	c->services_max = DISCOVERY_FILE_DEFAULT_MAX;
 	c->k8s.list_max_bytes = DISCOVERY_K8S_DEFAULT_LIST_MAX;
@@ -29,13 +31,14 @@ void daemon_cfg_default(struct daemon_cfg *c)
 	c->node_dev = NODESETUP_DEFAULT_DEVICE;
 	c->mark = DAEMON_DEFAULT_MARK;
 	c->router = "kv";
-	c->tokcache = (size_t)ROUTER_TOKCACHE_BYTES;
-	c->scrape_ms = SCRAPE_DEFAULT_INTERVAL_MS;
-	c->scrape_max_body = SCRAPE_DEFAULT_MAX_BODY;
-	c->scrape_max_head = SCRAPE_DEFAULT_MAX_HEAD;
-	c->scrape_timeout_ms = SCRAPE_DEFAULT_TIMEOUT_MS;
-	c->approx_ttl_ms = (int)(APPROX_DEFAULT_TTL_S * 1000);
-	c->approx_max = APPROX_DEFAULT_MAX_ENTRIES;
+	router_cfg_default(&rd);
+	c->tokcache = (size_t)rd.tokcache_bytes;
+	c->scrape_ms = rd.scrape_interval_ms;
+	c->scrape_max_body = rd.scrape_max_body;
+	c->scrape_max_head = rd.scrape_max_head;
+	c->scrape_timeout_ms = rd.scrape_timeout_ms;
+	c->approx_ttl_ms = (int)(rd.approx_ttl_s * 1000);
+	c->approx_max = (uint32_t)rd.approx_max_entries;
 	policy_kv_defaults(&c->kv);
 	c->events = true;
 	c->events_topic = "";

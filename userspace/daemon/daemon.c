@@ -638,8 +638,9 @@ static int load_models(struct daemon *d)
 static int start_routing(struct daemon *d)
 {
 	const struct daemon_cfg *c = d->cfg;
-	struct router_cfg rcfg = {0};
+	struct router_cfg rcfg;
 
+	router_cfg_default(&rcfg);
 	if (c->events) {
 		struct index_cfg icfg = c->index;
 		struct events_cfg ecfg = c->ev;
@@ -669,7 +670,7 @@ static int start_routing(struct daemon *d)
 	rcfg.metrics = d->metrics;
 	rcfg.loop = d->loop;
 	rcfg.mark = c->mark;
-	rcfg.scrape_interval_ms = c->scrape_ms ? c->scrape_ms : -1;
+	rcfg.scrape_interval_ms = c->scrape_ms;
 	rcfg.scrape_max_body = c->scrape_max_body;
 	rcfg.scrape_max_head = c->scrape_max_head;
 	rcfg.scrape_timeout_ms = c->scrape_timeout_ms;

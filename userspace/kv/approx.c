@@ -298,14 +298,28 @@ static bool evict_one(struct approx *a, uint32_t w, uint32_t exp, int64_t t)
 
 /* ---- public ---------------------------------------------------------------------------- */
 
+void approx_cfg_default(struct approx_cfg *c)
+{
+	c->max_workers = 256;
+	c->ttl_s = APPROX_DEFAULT_TTL_S;
+	c->max_entries = APPROX_DEFAULT_MAX_ENTRIES;
+}
+
 int approx_new(const struct approx_cfg *cfg, struct approx **out)
 {
-	uint32_t mw = cfg && cfg->max_workers ? cfg->max_workers : 256;
-	double ttl = cfg && cfg->ttl_s != 0 ? cfg->ttl_s : APPROX_DEFAULT_TTL_S;
+	struct approx_cfg dflt;
+	uint32_t mw;
+	double ttl;
 	struct approx *a;
 
 	*out = NULL;
-	if (mw > APPROX_MAX_WORKERS || !(ttl > 0 && ttl <= APPROX_MAX_TTL_S))
+	if (!cfg) {
+		approx_cfg_default(&dflt);
+		cfg = &dflt;
+	}
+	mw = cfg->max_workers;
+	ttl = cfg->ttl_s;
+	if (!mw || mw > APPROX_MAX_WORKERS || !(ttl > 0 && ttl <= APPROX_MAX_TTL_S))
 		return -EINVAL;
 	a = calloc(1, sizeof(*a));
 	if (!a)
@@ -314,7 +328,7 @@ int approx_new(const struct approx_cfg *cfg, struct approx **out)
 	a->ttl_ms = (uint32_t)llround(ttl * 1000.0);
 	if (!a->ttl_ms)
 		a->ttl_ms = 1;
-	a->max_entries = cfg && cfg->max_entries ? cfg->max_entries : APPROX_DEFAULT_MAX_ENTRIES;
+	a->max_entries = cfg->max_entries ? cfg->max_entries : SIZE_MAX; /* 0: no bound */
 	a->cap = MIN_CAP;
 	a->shift = 64 - (unsigned)__builtin_ctzll(MIN_CAP);
 	a->t = slots_alloc(MIN_CAP);

@@ -44,11 +44,16 @@
 
 struct approx;
 
+/* What approx_cfg_default gives; max_entries 0 is off (no bound), the others must be set. */
 struct approx_cfg {
-	uint32_t max_workers; /* worker ids are 0..max_workers-1; 0 means 256 */
-	double ttl_s;	      /* 0: APPROX_DEFAULT_TTL_S */
-	size_t max_entries;   /* 0: APPROX_DEFAULT_MAX_ENTRIES */
+	uint32_t
+	    max_workers; /* worker ids are 0..max_workers-1 (1..APPROX_MAX_WORKERS; default 256) */
+	double ttl_s; /* how long a routed block counts as cached (0 < ttl <= APPROX_MAX_TTL_S) */
+	size_t max_entries; /* (worker, block) pairs held at most; 0: no bound */
 };
+
+/* Fills c with the defaults: 256 workers, APPROX_DEFAULT_TTL_S, APPROX_DEFAULT_MAX_ENTRIES. */
+void approx_cfg_default(struct approx_cfg *c);
 
 struct approx_stats {
 	uint64_t entries;   /* (worker, block) pairs held, expired ones not yet dropped included */

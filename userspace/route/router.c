@@ -77,6 +77,24 @@ static bool flight_queued(const struct flight *f)
 
 static void scrape_cb(void *arg, void *user, const struct scrape_metrics *m, int err);
 
+void router_cfg_default(struct router_cfg *c)
+{
+	struct scraper_opts so;
+	struct approx_cfg ac;
+
+	scraper_opts_default(&so);
+	approx_cfg_default(&ac);
+	memset(c, 0, sizeof(*c));
+	c->policy = "kv";
+	c->scrape_interval_ms = so.interval_ms;
+	c->scrape_max_body = so.max_body;
+	c->scrape_max_head = so.max_head;
+	c->scrape_timeout_ms = so.timeout_ms;
+	c->approx_ttl_s = ac.ttl_s;
+	c->approx_max_entries = ac.max_entries;
+	c->tokcache_bytes = ROUTER_TOKCACHE_BYTES;
+}
+
 int router_new(const struct router_cfg *cfg, struct router **out)
 {
 	const struct policy_ops *pol = policy_find(cfg->policy ? cfg->policy : "kv");
@@ -86,7 +104,7 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 	struct router *r;
 	int rc = -ENOMEM;
 
-	if (!pol)
+	if (!pol || cfg->scrape_interval_ms < 0 || cfg->tokcache_bytes < 0)
 		return -EINVAL;
 	r = calloc(1, sizeof(*r));
 	if (!r)
@@ -107,7 +125,7 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 	r->bs = r->idx ? index_block_size(r->idx) : BLOCKHASH_DEFAULT_BLOCK_SIZE;
 	r->hseed = r->idx ? index_seed(r->idx) : BLOCKHASH_DEFAULT_SEED;
 	r->rng = cfg->seed ^ 0x6b7673706c696365ULL;
-	r->tokcache_bytes = cfg->tokcache_bytes < 0 ? ROUTER_TOKCACHE_BYTES : cfg->tokcache_bytes;
+	r->tokcache_bytes = cfg->tokcache_bytes;
 	r->whole_prompt = cfg->whole_prompt;
 	r->free_fl = 0;
 	if (pol->create && (rc = pol->create(&r->kv, &r->pol->st)) < 0)
@@ -118,13 +136,16 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 		goto fail;
 	if ((rc = router_debug_stats_init(r)) < 0)
 		goto fail;
-	r->approx_max_entries = acfg.max_entries ? acfg.max_entries : APPROX_DEFAULT_MAX_ENTRIES;
-	if (cfg->loop && cfg->scrape_interval_ms >= 0) {
-		struct scraper_opts so = {.interval_ms = cfg->scrape_interval_ms,
-					  .timeout_ms = cfg->scrape_timeout_ms,
-					  .mark = cfg->mark,
-					  .max_body = cfg->scrape_max_body,
-					  .max_head = cfg->scrape_max_head};
+	r->approx_max_entries = acfg.max_entries;
+	if (cfg->loop && cfg->scrape_interval_ms > 0) {
+		struct scraper_opts so;
+
+		scraper_opts_default(&so);
+		so.interval_ms = cfg->scrape_interval_ms;
+		so.timeout_ms = cfg->scrape_timeout_ms;
+		so.mark = cfg->mark;
+		so.max_body = cfg->scrape_max_body;
+		so.max_head = cfg->scrape_max_head;
 
 		if ((rc = scraper_new(cfg->loop, &so, scrape_cb, r, &r->scr)) < 0)
 			goto fail;

@@ -87,6 +87,7 @@ struct loop;
 extern const struct metrics_family router_families[];
 extern const size_t router_nfamilies;
 
+/* What router_cfg_default gives; a 0 is off (no scraping, no deadline, no bound, no cache). */
 struct router_cfg {
 	const char *policy;		 /* a policy_find name; NULL: "kv" */
 	const struct policy_kv_opts *kv; /* kv / approx tunables; NULL: policy_kv_defaults */
@@ -96,16 +97,21 @@ struct router_cfg {
 	struct metrics *metrics;	 /* NULL: no metrics */
 	struct loop *loop;		 /* drives the metrics scraper; NULL: load is local only */
 	uint32_t mark;			 /* SO_MARK of scrape connections */
-	int scrape_interval_ms;		 /* 0: SCRAPE_DEFAULT_INTERVAL_MS; < 0: no scraping */
-	size_t scrape_max_body;		 /* 0: SCRAPE_DEFAULT_MAX_BODY */
-	size_t scrape_max_head;		 /* 0: SCRAPE_DEFAULT_MAX_HEAD */
-	int scrape_timeout_ms;		 /* 0: SCRAPE_DEFAULT_TIMEOUT_MS */
-	double approx_ttl_s;		 /* 0: APPROX_DEFAULT_TTL_S */
-	size_t approx_max_entries;	 /* 0: APPROX_DEFAULT_MAX_ENTRIES */
-	long tokcache_bytes; /* encoding cache per tokenizer (tok_cache): 0 off, < 0 default */
+	int scrape_interval_ms;		 /* how often each worker's /metrics is read; 0: never */
+	size_t scrape_max_body;		 /* scraper_opts' */
+	size_t scrape_max_head;
+	int scrape_timeout_ms;
+	double approx_ttl_s; /* approx_cfg's */
+	size_t approx_max_entries;
+	long tokcache_bytes; /* encoding cache per tokenizer (tok_cache); 0: none */
 	bool whole_prompt;   /* tokenize whole prompts before deciding (default: lazily) */
 	uint64_t seed;	     /* tie-breaking draws */
 };
+
+/* Fills c with the defaults: the kv policy, scraping every SCRAPE_DEFAULT_INTERVAL_MS with the
+ * scraper's default bounds, the approximate view's defaults, ROUTER_TOKCACHE_BYTES; no index,
+ * models, metrics or loop. */
+void router_cfg_default(struct router_cfg *c);
 
 /* What the proxy knows about the request when it must choose. Pointers are valid for the call. */
 struct router_request {

@@ -578,7 +578,7 @@ static int scrape_start(struct target *t, uint64_t now)
 {
 	struct scraper *s = t->s;
 
-	t->deadline = now + (uint64_t)s->timeout_ms;
+	t->deadline = s->timeout_ms ? now + (uint64_t)s->timeout_ms : UINT64_MAX;
 	t->next_at = now + (uint64_t)s->interval_ms;
 	t->ans = (struct answer){0};
 	t->sent = 0;
@@ -858,17 +858,29 @@ static void target_cb(struct loop_ev *ev, uint32_t events)
 
 /* --- public ----------------------------------------------------------------------------------- */
 
+void scraper_opts_default(struct scraper_opts *o)
+{
+	o->interval_ms = SCRAPE_DEFAULT_INTERVAL_MS;
+	o->timeout_ms = SCRAPE_DEFAULT_TIMEOUT_MS;
+	o->mark = 0;
+	o->path = "/metrics";
+	o->max_body = SCRAPE_DEFAULT_MAX_BODY;
+	o->max_head = SCRAPE_DEFAULT_MAX_HEAD;
+}
+
 int scraper_new(struct loop *loop, const struct scraper_opts *o, scrape_fn fn, void *arg,
 		struct scraper **out)
 {
-	static const struct scraper_opts dflt = {0};
+	struct scraper_opts dflt;
 	const char *path;
 	struct scraper *s;
 
-	if (!o)
+	if (!o) {
+		scraper_opts_default(&dflt);
 		o = &dflt;
+	}
 	path = o->path ? o->path : "/metrics";
-	if (!loop || !fn || o->interval_ms < 0 || o->timeout_ms < 0 || path[0] != '/' ||
+	if (!loop || !fn || o->interval_ms <= 0 || o->timeout_ms < 0 || path[0] != '/' ||
 	    strpbrk(path, " \t\r\n"))
 		return -EINVAL;
 	s = calloc(1, sizeof(*s));
@@ -882,11 +894,12 @@ int scraper_new(struct loop *loop, const struct scraper_opts *o, scrape_fn fn, v
 	s->loop = loop;
 	s->fn = fn;
 	s->arg = arg;
-	s->interval_ms = o->interval_ms ? o->interval_ms : SCRAPE_DEFAULT_INTERVAL_MS;
-	s->timeout_ms = o->timeout_ms ? o->timeout_ms : SCRAPE_DEFAULT_TIMEOUT_MS;
+	s->interval_ms = o->interval_ms;
+	s->timeout_ms = o->timeout_ms;
 	s->mark = o->mark;
-	s->max_body = o->max_body ? o->max_body : SCRAPE_DEFAULT_MAX_BODY;
-	s->max_head = o->max_head ? o->max_head : SCRAPE_DEFAULT_MAX_HEAD;
+	/* 0 is no bound: half the address space, so max + 1 never wraps */
+	s->max_body = o->max_body ? o->max_body : SIZE_MAX / 2;
+	s->max_head = o->max_head ? o->max_head : SIZE_MAX / 2;
 	*out = s;
 	return 0;
 }

@@ -74,14 +74,19 @@ struct scraper;
  * call scraper_set_targets (even removing this target), not scraper_free. */
 typedef void (*scrape_fn)(void *arg, void *user, const struct scrape_metrics *m, int err);
 
+/* What scraper_opts_default gives (the SCRAPE_DEFAULT_* above); a 0 is off: no mark, no
+ * deadline, no bound. */
 struct scraper_opts {
-	int interval_ms; /* 0: SCRAPE_DEFAULT_INTERVAL_MS */
-	int timeout_ms;	 /* 0: SCRAPE_DEFAULT_TIMEOUT_MS */
-	uint32_t mark;	 /* SO_MARK of the scrape sockets (0: none), so BPF never intercepts them */
-	const char *path; /* NULL: "/metrics" */
-	size_t max_body;  /* largest body read, bytes (0: SCRAPE_DEFAULT_MAX_BODY) */
-	size_t max_head;  /* longest answer head read, bytes (0: SCRAPE_DEFAULT_MAX_HEAD) */
+	int interval_ms;  /* between scrapes of a target (> 0) */
+	int timeout_ms;	  /* deadline of one scrape, connect to last byte */
+	uint32_t mark;	  /* SO_MARK of the scrape sockets, so BPF never intercepts them */
+	const char *path; /* "/metrics" */
+	size_t max_body;  /* largest body read, bytes */
+	size_t max_head;  /* longest answer head read, bytes */
 };
+
+/* Fills o with the defaults. */
+void scraper_opts_default(struct scraper_opts *o);
 
 struct scrape_target {
 	struct sockaddr_in addr; /* the worker's HTTP address */
