@@ -61,8 +61,9 @@ void metrics_free(struct metrics *m)
 	free(m);
 }
 
-static struct series *series_add(struct metrics *m, enum metrics_type kind, const char *name,
-				 const char *labels, const char *help)
+/* A new series of family f (its name, type and help copied). NULL on ENOMEM. */
+static struct series *series_add(struct metrics *m, const struct metrics_family *f,
+				 const char *labels)
 {
 	struct series *s;
 
@@ -78,10 +79,10 @@ static struct series *series_add(struct metrics *m, enum metrics_type kind, cons
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	s->kind = kind;
-	s->name = strdup(name);
+	s->kind = f->type;
+	s->name = strdup(f->name);
 	s->labels = strdup(labels ? labels : "");
-	s->help = strdup(help ? help : "");
+	s->help = strdup(f->help ? f->help : "");
 	if (!s->name || !s->labels || !s->help) {
 		free(s->name);
 		free(s->labels);
@@ -93,39 +94,32 @@ static struct series *series_add(struct metrics *m, enum metrics_type kind, cons
 	return s;
 }
 
-uint64_t *metrics_counter(struct metrics *m, const char *name, const char *labels, const char *help)
+uint64_t *metrics_counter_of(struct metrics *m, const struct metrics_family *f, const char *labels)
 {
-	struct series *s = series_add(m, METRICS_COUNTER, name, labels, help);
+	struct series *s = f->type == METRICS_COUNTER ? series_add(m, f, labels) : NULL;
 
 	m->failed += !s;
 	return s ? &s->v.counter : NULL;
 }
 
-int64_t *metrics_gauge(struct metrics *m, const char *name, const char *labels, const char *help)
+int64_t *metrics_gauge_of(struct metrics *m, const struct metrics_family *f, const char *labels)
 {
-	struct series *s = series_add(m, METRICS_GAUGE, name, labels, help);
+	struct series *s = f->type == METRICS_GAUGE ? series_add(m, f, labels) : NULL;
 
 	m->failed += !s;
 	return s ? &s->v.gauge : NULL;
 }
 
-int metrics_failed(const struct metrics *m)
+struct metrics_hist *metrics_histogram_of(struct metrics *m, const struct metrics_family *f,
+					  const char *labels, const double *bounds, int nb)
 {
-	return m->failed;
-}
+	struct metrics_hist *h = NULL;
+	struct series *s = NULL;
 
-struct metrics_hist *metrics_histogram(struct metrics *m, const char *name, const char *labels,
-				       const char *help, const double *bounds, int nb)
-{
-	struct metrics_hist *h;
-	struct series *s;
-
-	if (nb <= 0 || nb > HIST_MAX_BOUNDS) {
-		m->failed++;
-		return NULL;
-	}
-	h = calloc(1, sizeof(*h));
-	s = h ? series_add(m, METRICS_HISTOGRAM, name, labels, help) : NULL;
+	if (f->type == METRICS_HISTOGRAM && nb > 0 && nb <= HIST_MAX_BOUNDS)
+		h = calloc(1, sizeof(*h));
+	if (h)
+		s = series_add(m, f, labels);
 	if (!s) {
 		m->failed++;
 		free(h);
@@ -137,32 +131,9 @@ struct metrics_hist *metrics_histogram(struct metrics *m, const char *name, cons
 	return h;
 }
 
-uint64_t *metrics_counter_of(struct metrics *m, const struct metrics_family *f, const char *labels)
+int metrics_failed(const struct metrics *m)
 {
-	if (f->type != METRICS_COUNTER) {
-		m->failed++;
-		return NULL;
-	}
-	return metrics_counter(m, f->name, labels, f->help);
-}
-
-int64_t *metrics_gauge_of(struct metrics *m, const struct metrics_family *f, const char *labels)
-{
-	if (f->type != METRICS_GAUGE) {
-		m->failed++;
-		return NULL;
-	}
-	return metrics_gauge(m, f->name, labels, f->help);
-}
-
-struct metrics_hist *metrics_histogram_of(struct metrics *m, const struct metrics_family *f,
-					  const char *labels, const double *bounds, int nb)
-{
-	if (f->type != METRICS_HISTOGRAM) {
-		m->failed++;
-		return NULL;
-	}
-	return metrics_histogram(m, f->name, labels, f->help, bounds, nb);
+	return m->failed;
 }
 
 const char *metrics_type_name(enum metrics_type t)

@@ -34,11 +34,15 @@ struct metrics_family {
 	const char *labels; /* label names for the reference ("worker,tier"), NULL: none */
 };
 
-/* Registers one series of family f (labels in Prometheus form without braces, or NULL), as
- * metrics_counter, metrics_gauge and metrics_histogram below do. NULL (counted by metrics_failed)
- * when f is not of the function's type. */
+/* Registers one series of family f: labels in Prometheus form without braces (e.g.
+ * "code=\"2xx\"", or NULL). Returns a stable pointer to its value, or NULL (counted by
+ * metrics_failed) on ENOMEM or when f is not of the function's type. Series of one name are
+ * rendered together, under the HELP and TYPE of the first one registered. */
 uint64_t *metrics_counter_of(struct metrics *m, const struct metrics_family *f, const char *labels);
+/* The same for a gauge (signed integer value). */
 int64_t *metrics_gauge_of(struct metrics *m, const struct metrics_family *f, const char *labels);
+/* The same for a histogram with nb upper bounds (seconds or any unit; copied); also NULL when nb
+ * is 0 or more than 32. */
 struct metrics_hist *metrics_histogram_of(struct metrics *m, const struct metrics_family *f,
 					  const char *labels, const double *bounds, int nb);
 
@@ -49,22 +53,9 @@ int metrics_head(struct buf *out, const struct metrics_family *f);
 /* "counter", "gauge" or "histogram". */
 const char *metrics_type_name(enum metrics_type t);
 
-/* The calls below predate families and stay until every module registers by family.
- *
- * Registers one series of a counter: name (e.g. "kvsplice_requests_total"), labels in Prometheus
- * form without braces (e.g. "code=\"2xx\"", or NULL), help text (used once per name). Returns a
- * stable pointer to its value, or NULL on ENOMEM. Series of one name are rendered together. */
-uint64_t *metrics_counter(struct metrics *m, const char *name, const char *labels,
-			  const char *help);
-/* Registers one series of a gauge (signed integer value). Same rules as metrics_counter. */
-int64_t *metrics_gauge(struct metrics *m, const char *name, const char *labels, const char *help);
-/* Registers a histogram with nb upper bounds (seconds or any unit; copied). Returns NULL on
- * ENOMEM or when nb is 0 or more than 32. */
-struct metrics_hist *metrics_histogram(struct metrics *m, const char *name, const char *labels,
-				       const char *help, const double *bounds, int nb);
-
-/* Registrations (counter, gauge, histogram) refused since creation (out of memory, bad bounds):
- * a module that registers several series checks this once instead of every pointer. */
+/* Registrations (counter, gauge, histogram) refused since creation (out of memory, bad bounds, a
+ * family of another type): a module that registers several series checks this once instead of
+ * every pointer. */
 int metrics_failed(const struct metrics *m);
 
 /* Adds to a counter or gauge (relaxed atomic). */

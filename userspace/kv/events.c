@@ -1268,68 +1268,134 @@ static int put_name(struct buf *out, const char *s)
 	return rc;
 }
 
+/* The KV event stream's /metrics families (daemon/catalog.c lists them), in the order
+ * events_metrics writes them; the index's own (kv/index.c: index_families) follow. */
+enum {
+	EF_BATCHES,
+	EF_EVENTS,
+	EF_SEQ_GAPS,
+	EF_REPLAYS,
+	EF_RESTARTS,
+	EF_WORKER_DROPS,
+	EF_DISCONNECTS,
+	EF_DECODE_ERRORS,
+	EF_UNKNOWN_EVENTS,
+	EF_LAST_SEQ,
+	EF_DROPPED,
+	EF_QUEUE_OVERFLOWS,
+	EF_REPLAYING,
+	EF_QUEUE_LIMIT_BYTES,
+	EF_QUEUE_LIMIT_BATCHES,
+	EF_EVENT_LIMIT_BYTES,
+	EF_EVENT_QUEUE_LIMIT,
+	EF_REPLAY_LIMIT_TIMEOUT,
+	EF_QUEUED_BYTES,
+	EF_COUNT
+};
+const struct metrics_family events_families[EF_COUNT] = {
+    [EF_BATCHES] = {"kvsplice_kv_batches_total", METRICS_COUNTER, "Event batches applied.",
+		    "worker"},
+    [EF_EVENTS] = {"kvsplice_kv_events_total", METRICS_COUNTER, "Events decoded, by type.",
+		   "worker,type"},
+    [EF_SEQ_GAPS] = {"kvsplice_kv_seq_gaps_total", METRICS_COUNTER,
+		     "Sequence gaps (batches lost by PUB/SUB).", "worker"},
+    [EF_REPLAYS] = {"kvsplice_kv_replays_total", METRICS_COUNTER,
+		    "Replays from the worker's replay endpoint.", "worker,result"},
+    [EF_RESTARTS] = {"kvsplice_kv_restarts_total", METRICS_COUNTER,
+		     "Worker restarts seen (sequence went back).", "worker"},
+    [EF_WORKER_DROPS] = {"kvsplice_kv_worker_drops_total", METRICS_COUNTER,
+			 "Times a worker's blocks were dropped as untrustworthy.", "worker"},
+    [EF_DISCONNECTS] = {"kvsplice_kv_disconnects_total", METRICS_COUNTER,
+			"Connections to the worker's publisher lost (its blocks dropped, synced "
+			"again when back).",
+			"worker"},
+    [EF_DECODE_ERRORS] = {"kvsplice_kv_decode_errors_total", METRICS_COUNTER,
+			  "Input that did not decode, by what.", "worker,what"},
+    [EF_UNKNOWN_EVENTS] = {"kvsplice_kv_unknown_events_total", METRICS_COUNTER,
+			   "Events of unknown type (skipped).", "worker"},
+    [EF_LAST_SEQ] = {"kvsplice_kv_last_seq", METRICS_GAUGE, "Last sequence number received.",
+		     "worker"},
+    [EF_DROPPED] = {"kvsplice_kv_dropped_total", METRICS_COUNTER,
+		    "Input dropped unread: messages above the size bound, live batches discarded "
+		    "with a full replay queue.",
+		    "worker,what"},
+    [EF_QUEUE_OVERFLOWS] = {"kvsplice_kv_queue_overflows_total", METRICS_COUNTER,
+			    "Replays given up because the live queue hit a bound.", "worker,bound"},
+    [EF_REPLAYING] = {"kvsplice_kv_replaying", METRICS_GAUGE,
+		      "1 while a worker's replay (or initial sync) runs.", "worker"},
+    [EF_QUEUE_LIMIT_BYTES] = {"kvsplice_kv_queue_limit_bytes", METRICS_GAUGE,
+			      "Bound on the live batches queued during a replay (--kv-queue-bytes "
+			      "per worker, --kv-queue-total-bytes over all).",
+			      "scope"},
+    [EF_QUEUE_LIMIT_BATCHES] = {"kvsplice_kv_queue_limit_batches", METRICS_GAUGE,
+				"Bound on the number of live batches queued per worker during a "
+				"replay (--kv-queue-batches).",
+				"scope"},
+    [EF_EVENT_LIMIT_BYTES] = {"kvsplice_kv_event_limit_bytes", METRICS_GAUGE,
+			      "Largest KV event message read from a worker's publisher or replay "
+			      "endpoint; a larger one is dropped unread (--kv-event-max-bytes).",
+			      NULL},
+    [EF_EVENT_QUEUE_LIMIT] = {"kvsplice_kv_event_queue_limit_messages", METRICS_GAUGE,
+			      "KV event messages libzmq holds per worker until kvsplice reads them "
+			      "(the SUB's receive high-water mark; past it the publisher drops: a "
+			      "gap) (--kv-event-queue).",
+			      NULL},
+    [EF_REPLAY_LIMIT_TIMEOUT] = {"kvsplice_kv_replay_limit_timeout_seconds", METRICS_GAUGE,
+				 "A worker's replay (or initial sync) not answered whole within "
+				 "this long is given up (--kv-replay-timeout).",
+				 NULL},
+    [EF_QUEUED_BYTES] = {"kvsplice_kv_queued_bytes", METRICS_GAUGE,
+			 "Payload bytes of the live batches queued during a replay.", "worker"},
+};
+const size_t events_nfamilies = EF_COUNT;
+
 int events_metrics(const struct events *ev, struct buf *out)
 {
+	/* The per-worker counters, one row a series: its family, its field of the worker's stats,
+	 * its label after worker's (NULL: none). A family's rows are adjacent. */
 	static const struct {
-		const char *name, *help, *type;
+		int family;
 		size_t off;
 		const char *label;
 	} m[] = {
 #define F(x) offsetof(struct events_worker_stats, x)
-	    {"kvsplice_kv_batches_total", "Event batches applied.", "counter", F(batches), NULL},
-	    {"kvsplice_kv_events_total", "Events decoded, by type.", "counter", F(stored),
-	     "type=\"BlockStored\""},
-	    {"kvsplice_kv_events_total", NULL, NULL, F(removed), "type=\"BlockRemoved\""},
-	    {"kvsplice_kv_events_total", NULL, NULL, F(cleared), "type=\"AllBlocksCleared\""},
-	    {"kvsplice_kv_events_total", NULL, NULL, F(other_group_events),
-	     "type=\"other_kv_group\""},
-	    {"kvsplice_kv_seq_gaps_total", "Sequence gaps (batches lost by PUB/SUB).", "counter",
-	     F(gaps), NULL},
-	    {"kvsplice_kv_replays_total", "Replays from the worker's replay endpoint.", "counter",
-	     F(replays_ok), "result=\"ok\""},
-	    {"kvsplice_kv_replays_total", NULL, NULL, F(replays_failed), "result=\"failed\""},
-	    {"kvsplice_kv_restarts_total", "Worker restarts seen (sequence went back).", "counter",
-	     F(restarts), NULL},
-	    {"kvsplice_kv_worker_drops_total",
-	     "Times a worker's blocks were dropped as untrustworthy.", "counter", F(drops), NULL},
-	    {"kvsplice_kv_disconnects_total",
-	     "Connections to the worker's publisher lost (its blocks dropped, synced again when "
-	     "back).",
-	     "counter", F(disconnects), NULL},
-	    {"kvsplice_kv_decode_errors_total", "Input that did not decode, by what.", "counter",
-	     F(bad_frames), "what=\"frames\""},
-	    {"kvsplice_kv_decode_errors_total", NULL, NULL, F(bad_batches), "what=\"batch\""},
-	    {"kvsplice_kv_decode_errors_total", NULL, NULL, F(bad_events), "what=\"event\""},
-	    {"kvsplice_kv_unknown_events_total", "Events of unknown type (skipped).", "counter",
-	     F(unknown_events), NULL},
-	    {"kvsplice_kv_last_seq", "Last sequence number received.", "gauge", F(last_seq_seen),
-	     NULL},
-	    {"kvsplice_kv_dropped_total",
-	     "Input dropped unread: messages above the size bound, live batches discarded with a "
-	     "full replay queue.",
-	     "counter", F(oversized), "what=\"oversized\""},
-	    {"kvsplice_kv_dropped_total", NULL, NULL, F(dropped_queued), "what=\"queued\""},
-	    {"kvsplice_kv_queue_overflows_total",
-	     "Replays given up because the live queue hit a bound.", "counter", F(overflow_batches),
-	     "bound=\"batches\""},
-	    {"kvsplice_kv_queue_overflows_total", NULL, NULL, F(overflow_bytes),
-	     "bound=\"worker_bytes\""},
-	    {"kvsplice_kv_queue_overflows_total", NULL, NULL, F(overflow_total),
-	     "bound=\"total_bytes\""},
+	    {EF_BATCHES, F(batches), NULL},
+	    {EF_EVENTS, F(stored), "type=\"BlockStored\""},
+	    {EF_EVENTS, F(removed), "type=\"BlockRemoved\""},
+	    {EF_EVENTS, F(cleared), "type=\"AllBlocksCleared\""},
+	    {EF_EVENTS, F(other_group_events), "type=\"other_kv_group\""},
+	    {EF_SEQ_GAPS, F(gaps), NULL},
+	    {EF_REPLAYS, F(replays_ok), "result=\"ok\""},
+	    {EF_REPLAYS, F(replays_failed), "result=\"failed\""},
+	    {EF_RESTARTS, F(restarts), NULL},
+	    {EF_WORKER_DROPS, F(drops), NULL},
+	    {EF_DISCONNECTS, F(disconnects), NULL},
+	    {EF_DECODE_ERRORS, F(bad_frames), "what=\"frames\""},
+	    {EF_DECODE_ERRORS, F(bad_batches), "what=\"batch\""},
+	    {EF_DECODE_ERRORS, F(bad_events), "what=\"event\""},
+	    {EF_UNKNOWN_EVENTS, F(unknown_events), NULL},
+	    {EF_LAST_SEQ, F(last_seq_seen), NULL},
+	    {EF_DROPPED, F(oversized), "what=\"oversized\""},
+	    {EF_DROPPED, F(dropped_queued), "what=\"queued\""},
+	    {EF_QUEUE_OVERFLOWS, F(overflow_batches), "bound=\"batches\""},
+	    {EF_QUEUE_OVERFLOWS, F(overflow_bytes), "bound=\"worker_bytes\""},
+	    {EF_QUEUE_OVERFLOWS, F(overflow_total), "bound=\"total_bytes\""},
 #undef F
 	};
+	const struct metrics_family *f = events_families;
 	const char **names;
 	int rc = 0;
 
 	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
-		if (m[k].help)
-			rc |= buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help,
-					 m[k].name, m[k].type);
+		const char *name = f[m[k].family].name;
+
+		if (k == 0 || m[k].family != m[k - 1].family)
+			rc |= metrics_head(out, &f[m[k].family]);
 		for (uint32_t i = 0; i < ev->nw; i++) {
 			const struct evw *w = &ev->w[i];
 			if (!in_use(w))
 				continue;
-			rc |= buf_printf(out, "%s{worker=\"", m[k].name);
+			rc |= buf_printf(out, "%s{worker=\"", name);
 			rc |= put_name(out, w->name);
 			rc |= buf_printf(out, "\"%s%s} %llu\n", m[k].label ? "," : "",
 					 m[k].label ? m[k].label : "",
@@ -1337,56 +1403,33 @@ int events_metrics(const struct events *ev, struct buf *out)
 					     const uint64_t *)((const char *)&w->st + m[k].off));
 		}
 	}
-	rc |= buf_puts(out,
-		       "# HELP kvsplice_kv_replaying 1 while a worker's replay (or initial sync) "
-		       "runs.\n"
-		       "# TYPE kvsplice_kv_replaying gauge\n");
+	rc |= metrics_head(out, &f[EF_REPLAYING]);
 	for (uint32_t i = 0; i < ev->nw; i++) {
 		if (!in_use(&ev->w[i]))
 			continue;
-		rc |= buf_puts(out, "kvsplice_kv_replaying{worker=\"");
+		rc |= buf_printf(out, "%s{worker=\"", f[EF_REPLAYING].name);
 		rc |= put_name(out, ev->w[i].name);
 		rc |= buf_printf(out, "\"} %d\n", replaying(&ev->w[i]));
 	}
-	rc |= buf_printf(
-	    out,
-	    "# HELP kvsplice_kv_queue_limit_bytes Bound on the live batches queued during "
-	    "a replay (--kv-queue-bytes per worker, --kv-queue-total-bytes over all).\n"
-	    "# TYPE kvsplice_kv_queue_limit_bytes gauge\n"
-	    "kvsplice_kv_queue_limit_bytes{scope=\"worker\"} %zu\n"
-	    "kvsplice_kv_queue_limit_bytes{scope=\"total\"} %zu\n",
-	    ev->max_pending_bytes, ev->max_pending_total_bytes);
-	rc |=
-	    buf_printf(out,
-		       "# HELP kvsplice_kv_queue_limit_batches Bound on the number of live batches "
-		       "queued per worker during a replay (--kv-queue-batches).\n"
-		       "# TYPE kvsplice_kv_queue_limit_batches gauge\n"
-		       "kvsplice_kv_queue_limit_batches{scope=\"worker\"} %zu\n",
-		       ev->max_pending);
-	rc |= buf_printf(
-	    out,
-	    "# HELP kvsplice_kv_event_limit_bytes Largest KV event message read from a worker's "
-	    "publisher or replay endpoint; a larger one is dropped unread (--kv-event-max-bytes).\n"
-	    "# TYPE kvsplice_kv_event_limit_bytes gauge\n"
-	    "kvsplice_kv_event_limit_bytes %zu\n"
-	    "# HELP kvsplice_kv_event_queue_limit_messages KV event messages libzmq holds per "
-	    "worker until kvsplice reads them (the SUB's receive high-water mark; past it the "
-	    "publisher drops: a gap) (--kv-event-queue).\n"
-	    "# TYPE kvsplice_kv_event_queue_limit_messages gauge\n"
-	    "kvsplice_kv_event_queue_limit_messages %d\n"
-	    "# HELP kvsplice_kv_replay_limit_timeout_seconds A worker's replay (or initial sync) "
-	    "not answered whole within this long is given up (--kv-replay-timeout).\n"
-	    "# TYPE kvsplice_kv_replay_limit_timeout_seconds gauge\n"
-	    "kvsplice_kv_replay_limit_timeout_seconds %g\n",
-	    ev->max_payload, ev->rcvhwm, ev->replay_timeout_ms / 1000.0);
-	rc |= buf_puts(out,
-		       "# HELP kvsplice_kv_queued_bytes Payload bytes of the live batches queued "
-		       "during a replay.\n"
-		       "# TYPE kvsplice_kv_queued_bytes gauge\n");
+	rc |= metrics_head(out, &f[EF_QUEUE_LIMIT_BYTES]);
+	rc |= buf_printf(out, "%s{scope=\"worker\"} %zu\n%s{scope=\"total\"} %zu\n",
+			 f[EF_QUEUE_LIMIT_BYTES].name, ev->max_pending_bytes,
+			 f[EF_QUEUE_LIMIT_BYTES].name, ev->max_pending_total_bytes);
+	rc |= metrics_head(out, &f[EF_QUEUE_LIMIT_BATCHES]);
+	rc |= buf_printf(out, "%s{scope=\"worker\"} %zu\n", f[EF_QUEUE_LIMIT_BATCHES].name,
+			 ev->max_pending);
+	rc |= metrics_head(out, &f[EF_EVENT_LIMIT_BYTES]);
+	rc |= buf_printf(out, "%s %zu\n", f[EF_EVENT_LIMIT_BYTES].name, ev->max_payload);
+	rc |= metrics_head(out, &f[EF_EVENT_QUEUE_LIMIT]);
+	rc |= buf_printf(out, "%s %d\n", f[EF_EVENT_QUEUE_LIMIT].name, ev->rcvhwm);
+	rc |= metrics_head(out, &f[EF_REPLAY_LIMIT_TIMEOUT]);
+	rc |= buf_printf(out, "%s %g\n", f[EF_REPLAY_LIMIT_TIMEOUT].name,
+			 ev->replay_timeout_ms / 1000.0);
+	rc |= metrics_head(out, &f[EF_QUEUED_BYTES]);
 	for (uint32_t i = 0; i < ev->nw; i++) {
 		if (!in_use(&ev->w[i]))
 			continue;
-		rc |= buf_puts(out, "kvsplice_kv_queued_bytes{worker=\"");
+		rc |= buf_printf(out, "%s{worker=\"", f[EF_QUEUED_BYTES].name);
 		rc |= put_name(out, ev->w[i].name);
 		rc |= buf_printf(out, "\"} %zu\n", ev->w[i].pend_bytes);
 	}

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "core/metrics.h"
 #include "kv/events_decode.h" /* the decoder; EVENTS_DEFAULT_MAX_PAYLOAD */
 #include "kv/events_state.h"
 #include "kv/index.h"
@@ -151,6 +152,10 @@ struct events_worker_stats {
 /* Counters of worker id. 0 or -ENOENT. */
 int events_worker_stats(const struct events *ev, uint32_t id, struct events_worker_stats *st);
 
+/* The series events_metrics writes before the index's (daemon/catalog.c lists them for
+ * docs/reference/metrics.md). */
+extern const struct metrics_family events_families[];
+extern const size_t events_nfamilies;
 /* Appends Prometheus text: kvsplice_kv_* per worker, then the index's kvsplice_index_*. */
 int events_metrics(const struct events *ev, struct buf *out);
 /* Appends the /debug/index JSON: {"workers":[...],"index":{...}}. */

@@ -762,39 +762,118 @@ bool proxy_draining(const struct proxy *p)
 
 /* --- set-up ----------------------------------------------------------------------------------- */
 
+/* The proxy's /metrics families (daemon/catalog.c lists them), in the order stats_init registers
+ * them. */
+enum {
+	PF_ACCEPTED,
+	PF_ACTIVE,
+	PF_REFUSED,
+	PF_REQUESTS,
+	PF_RESPONSES,
+	PF_ERRORS,
+	PF_SHED,
+	PF_BUFFER_BYTES,
+	PF_IDLE_TIMEOUTS,
+	PF_CLIENT_ABORTS,
+	PF_PASSTHROUGH,
+	PF_UPGRADES,
+	PF_UP_CONNECTS,
+	PF_UP_CONNECT_FAILURES,
+	PF_UP_REUSED,
+	PF_UP_STALE,
+	PF_UP_RETRIES,
+	PF_UP_RESETS,
+	PF_UP_ABANDONED,
+	PF_UP_BAD_RESPONSES,
+	PF_UP_IDLE,
+	PF_RELAY_BYTES,
+	PF_DRAINING,
+	PF_DURATION,
+	PF_COUNT
+};
+const struct metrics_family proxy_families[PF_COUNT] = {
+    [PF_ACCEPTED] = {"kvsplice_connections_accepted_total", METRICS_COUNTER,
+		     "Client connections accepted.", NULL},
+    [PF_ACTIVE] = {"kvsplice_connections_active", METRICS_GAUGE, "Client connections open now.",
+		   NULL},
+    [PF_REFUSED] = {"kvsplice_connections_refused_total", METRICS_COUNTER,
+		    "Client connections closed at once, by reason: over a limit (answered 503), or "
+		    "intercepted for an address no current Service has (closed: the retry takes "
+		    "kube-proxy's path).",
+		    "reason"},
+    [PF_REQUESTS] = {"kvsplice_requests_total", METRICS_COUNTER,
+		     "HTTP requests read from clients (complete heads).", NULL},
+    [PF_RESPONSES] = {"kvsplice_responses_total", METRICS_COUNTER,
+		      "Responses sent to clients, by status class.", "class"},
+    [PF_ERRORS] = {"kvsplice_errors_total", METRICS_COUNTER,
+		   "Requests answered by the proxy itself with an error.", "reason"},
+    [PF_SHED] = {"kvsplice_shed_total", METRICS_COUNTER,
+		 "Requests shed with 503 + Retry-After, by the limit.", "reason"},
+    [PF_BUFFER_BYTES] = {"kvsplice_buffer_bytes", METRICS_GAUGE,
+			 "Bytes of client connection buffers (request heads and bodies, relayed "
+			 "bytes).",
+			 NULL},
+    [PF_IDLE_TIMEOUTS] = {"kvsplice_idle_timeouts_total", METRICS_COUNTER,
+			  "Connections closed for idleness.", NULL},
+    [PF_CLIENT_ABORTS] = {"kvsplice_client_aborts_total", METRICS_COUNTER,
+			  "Client connections that failed or closed mid-request.", NULL},
+    [PF_PASSTHROUGH] = {"kvsplice_passthrough_connections_total", METRICS_COUNTER,
+			"Connections relayed as plain TCP (not HTTP/1.x).", NULL},
+    [PF_UPGRADES] = {"kvsplice_upgrades_total", METRICS_COUNTER,
+		     "Upgrade requests the endpoint switched (101) to a tunnel.", NULL},
+    [PF_UP_CONNECTS] = {"kvsplice_upstream_connects_total", METRICS_COUNTER,
+			"New upstream connections started.", NULL},
+    [PF_UP_CONNECT_FAILURES] = {"kvsplice_upstream_connect_failures_total", METRICS_COUNTER,
+				"Upstream connects that failed or timed out.", NULL},
+    [PF_UP_REUSED] = {"kvsplice_upstream_reused_total", METRICS_COUNTER,
+		      "Requests sent over a pooled upstream connection.", NULL},
+    [PF_UP_STALE] = {"kvsplice_upstream_stale_total", METRICS_COUNTER,
+		     "Pooled upstream connections found closed or holding stray bytes at reuse "
+		     "(dropped).",
+		     NULL},
+    [PF_UP_RETRIES] = {"kvsplice_upstream_retries_total", METRICS_COUNTER,
+		       "Requests retried on another (or a fresh) connection.", NULL},
+    [PF_UP_RESETS] = {"kvsplice_upstream_resets_total", METRICS_COUNTER,
+		      "Upstream connections lost mid-exchange.", NULL},
+    [PF_UP_ABANDONED] = {"kvsplice_upstream_abandoned_total", METRICS_COUNTER,
+			 "Requests taken from a worker that stopped answering (its scrapes "
+			 "failed): retried elsewhere before any response byte, or their response "
+			 "cut after PROXY_HUNG_SILENCE_MS of silence.",
+			 "outcome"},
+    [PF_UP_BAD_RESPONSES] = {"kvsplice_upstream_bad_responses_total", METRICS_COUNTER,
+			     "Malformed responses from endpoints.", NULL},
+    [PF_UP_IDLE] = {"kvsplice_upstream_idle_connections", METRICS_GAUGE,
+		    "Upstream connections idle in the pool.", NULL},
+    [PF_RELAY_BYTES] = {"kvsplice_relay_bytes_total", METRICS_COUNTER,
+			"Bytes relayed, by direction.", "direction"},
+    [PF_DRAINING] = {"kvsplice_draining", METRICS_GAUGE, "1 while draining after SIGTERM.", NULL},
+    [PF_DURATION] = {"kvsplice_request_duration_seconds", METRICS_HISTOGRAM,
+		     "From the first request byte to the last response byte.", NULL},
+};
+const size_t proxy_nfamilies = PF_COUNT;
+
 static void stats_init(struct proxy *p, struct metrics *m)
 {
 	static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 					0.25,	0.5,   1,      2.5,   5,    10,	   30,	 60};
 	static const char *const cls[] = {"", "1xx", "2xx", "3xx", "4xx", "5xx"};
+	const struct metrics_family *f = proxy_families;
 	struct stats *s = &p->st;
 	char lb[32];
 
-	s->accepted = metrics_counter(m, "kvsplice_connections_accepted_total", NULL,
-				      "Client connections accepted.");
-	s->active =
-	    metrics_gauge(m, "kvsplice_connections_active", NULL, "Client connections open now.");
-	static const char refused_help[] =
-	    "Client connections closed at once, by reason: over a limit (answered 503), or "
-	    "intercepted for an address no current Service has (closed: the retry takes "
-	    "kube-proxy's path).";
-	s->refused_conns = metrics_counter(m, "kvsplice_connections_refused_total",
-					   "reason=\"max_conns\"", refused_help);
-	s->refused_per_ip = metrics_counter(m, "kvsplice_connections_refused_total",
-					    "reason=\"max_conns_per_ip\"", refused_help);
-	s->refused_unknown = metrics_counter(m, "kvsplice_connections_refused_total",
-					     "reason=\"unknown_destination\"", refused_help);
-	s->requests = metrics_counter(m, "kvsplice_requests_total", NULL,
-				      "HTTP requests read from clients (complete heads).");
+	s->accepted = metrics_counter_of(m, &f[PF_ACCEPTED], NULL);
+	s->active = metrics_gauge_of(m, &f[PF_ACTIVE], NULL);
+	s->refused_conns = metrics_counter_of(m, &f[PF_REFUSED], "reason=\"max_conns\"");
+	s->refused_per_ip = metrics_counter_of(m, &f[PF_REFUSED], "reason=\"max_conns_per_ip\"");
+	s->refused_unknown =
+	    metrics_counter_of(m, &f[PF_REFUSED], "reason=\"unknown_destination\"");
+	s->requests = metrics_counter_of(m, &f[PF_REQUESTS], NULL);
 	for (int i = 1; i < 6; i++) {
 		snprintf(lb, sizeof(lb), "class=\"%s\"", cls[i]);
-		s->resp[i] = metrics_counter(m, "kvsplice_responses_total", lb,
-					     "Responses sent to clients, by status class.");
+		s->resp[i] = metrics_counter_of(m, &f[PF_RESPONSES], lb);
 	}
 	s->resp[0] = s->resp[5];
-#define ERR(field, reason)                                                                         \
-	s->field = metrics_counter(m, "kvsplice_errors_total", "reason=\"" reason "\"",            \
-				   "Requests answered by the proxy itself with an error.")
+#define ERR(field, reason) s->field = metrics_counter_of(m, &f[PF_ERRORS], "reason=\"" reason "\"")
 	ERR(err_bad, "bad_request");
 	ERR(err_405, "method_not_allowed");
 	ERR(err_431, "head_too_large");
@@ -805,53 +884,27 @@ static void stats_init(struct proxy *p, struct metrics *m)
 	ERR(err_504, "gateway_timeout");
 	ERR(err_408, "request_timeout");
 #undef ERR
-	s->shed_buffered = metrics_counter(m, "kvsplice_shed_total", "reason=\"max_buffered\"",
-					   "Requests shed with 503 + Retry-After, by the limit.");
-	s->buffer_bytes = metrics_gauge(
-	    m, "kvsplice_buffer_bytes", NULL,
-	    "Bytes of client connection buffers (request heads and bodies, relayed bytes).");
-	s->idle_timeouts = metrics_counter(m, "kvsplice_idle_timeouts_total", NULL,
-					   "Connections closed for idleness.");
-	s->client_aborts = metrics_counter(m, "kvsplice_client_aborts_total", NULL,
-					   "Client connections that failed or closed mid-request.");
-	s->passthrough = metrics_counter(m, "kvsplice_passthrough_connections_total", NULL,
-					 "Connections relayed as plain TCP (not HTTP/1.x).");
-	s->upgrades = metrics_counter(m, "kvsplice_upgrades_total", NULL,
-				      "Upgrade requests the endpoint switched (101) to a tunnel.");
-	s->up_connects = metrics_counter(m, "kvsplice_upstream_connects_total", NULL,
-					 "New upstream connections started.");
-	s->up_connect_fail = metrics_counter(m, "kvsplice_upstream_connect_failures_total", NULL,
-					     "Upstream connects that failed or timed out.");
-	s->up_reused = metrics_counter(m, "kvsplice_upstream_reused_total", NULL,
-				       "Requests sent over a pooled upstream connection.");
-	s->up_stale = metrics_counter(
-	    m, "kvsplice_upstream_stale_total", NULL,
-	    "Pooled upstream connections found closed or holding stray bytes at reuse (dropped).");
-	s->up_retries = metrics_counter(m, "kvsplice_upstream_retries_total", NULL,
-					"Requests retried on another (or a fresh) connection.");
-	s->up_reset = metrics_counter(m, "kvsplice_upstream_resets_total", NULL,
-				      "Upstream connections lost mid-exchange.");
-	static const char abandoned_help[] =
-	    "Requests taken from a worker that stopped answering (its scrapes failed): retried "
-	    "elsewhere before any response byte, or their response cut after "
-	    "PROXY_HUNG_SILENCE_MS of silence.";
-	s->up_abandoned_retried = metrics_counter(m, "kvsplice_upstream_abandoned_total",
-						  "outcome=\"retried\"", abandoned_help);
-	s->up_abandoned_cut = metrics_counter(m, "kvsplice_upstream_abandoned_total",
-					      "outcome=\"cut\"", abandoned_help);
-	s->up_bad_resp = metrics_counter(m, "kvsplice_upstream_bad_responses_total", NULL,
-					 "Malformed responses from endpoints.");
-	s->idle_pool = metrics_gauge(m, "kvsplice_upstream_idle_connections", NULL,
-				     "Upstream connections idle in the pool.");
-	s->bytes_up = metrics_counter(m, "kvsplice_relay_bytes_total", "direction=\"upstream\"",
-				      "Bytes relayed, by direction.");
-	s->bytes_down = metrics_counter(m, "kvsplice_relay_bytes_total", "direction=\"downstream\"",
-					"Bytes relayed, by direction.");
-	s->draining =
-	    metrics_gauge(m, "kvsplice_draining", NULL, "1 while draining after SIGTERM.");
-	s->duration = metrics_histogram(m, "kvsplice_request_duration_seconds", NULL,
-					"From the first request byte to the last response byte.",
-					bounds, (int)(sizeof(bounds) / sizeof(bounds[0])));
+	s->shed_buffered = metrics_counter_of(m, &f[PF_SHED], "reason=\"max_buffered\"");
+	s->buffer_bytes = metrics_gauge_of(m, &f[PF_BUFFER_BYTES], NULL);
+	s->idle_timeouts = metrics_counter_of(m, &f[PF_IDLE_TIMEOUTS], NULL);
+	s->client_aborts = metrics_counter_of(m, &f[PF_CLIENT_ABORTS], NULL);
+	s->passthrough = metrics_counter_of(m, &f[PF_PASSTHROUGH], NULL);
+	s->upgrades = metrics_counter_of(m, &f[PF_UPGRADES], NULL);
+	s->up_connects = metrics_counter_of(m, &f[PF_UP_CONNECTS], NULL);
+	s->up_connect_fail = metrics_counter_of(m, &f[PF_UP_CONNECT_FAILURES], NULL);
+	s->up_reused = metrics_counter_of(m, &f[PF_UP_REUSED], NULL);
+	s->up_stale = metrics_counter_of(m, &f[PF_UP_STALE], NULL);
+	s->up_retries = metrics_counter_of(m, &f[PF_UP_RETRIES], NULL);
+	s->up_reset = metrics_counter_of(m, &f[PF_UP_RESETS], NULL);
+	s->up_abandoned_retried = metrics_counter_of(m, &f[PF_UP_ABANDONED], "outcome=\"retried\"");
+	s->up_abandoned_cut = metrics_counter_of(m, &f[PF_UP_ABANDONED], "outcome=\"cut\"");
+	s->up_bad_resp = metrics_counter_of(m, &f[PF_UP_BAD_RESPONSES], NULL);
+	s->idle_pool = metrics_gauge_of(m, &f[PF_UP_IDLE], NULL);
+	s->bytes_up = metrics_counter_of(m, &f[PF_RELAY_BYTES], "direction=\"upstream\"");
+	s->bytes_down = metrics_counter_of(m, &f[PF_RELAY_BYTES], "direction=\"downstream\"");
+	s->draining = metrics_gauge_of(m, &f[PF_DRAINING], NULL);
+	s->duration = metrics_histogram_of(m, &f[PF_DURATION], NULL, bounds,
+					   (int)(sizeof(bounds) / sizeof(bounds[0])));
 }
 
 /* bind(2) of fd to a, retried while the address is in use, for up to 2 s: a process that stops

@@ -97,6 +97,10 @@ const char *proxy_relay_name(enum proxy_relay r);
 
 struct proxy;
 
+/* The series proxy_new registers (daemon/catalog.c lists them for docs/reference/metrics.md). */
+extern const struct metrics_family proxy_families[];
+extern const size_t proxy_nfamilies;
+
 /* Listens on every o->listen address: takes o->listen_fd[i] when set, else binds (port 0 picks
  * one: see proxy_listen_addr; EADDRINUSE is retried for up to 2 s, a stopping process may still
  * be letting go of it). Registers the proxy's metrics in m. The
