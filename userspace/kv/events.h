@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* events: vLLM KV-cache events from every worker into the index (FACTS.md §1).
+/* events: vLLM KV-cache events from every worker into the index (the wire format: events_decode.h
+ * and tools/kvsim/kvevents.h).
  *
  * Per worker: a ZMQ SUB connected to its publisher (tcp://IP:PORT, topic filter) and, if it has
  * one, a DEALER to its replay endpoint; batch payloads are decoded by events_decode.h and applied
