@@ -182,14 +182,34 @@ static void test_values(void)
 		 OPT_RUN, "a repeatable entry and included entries");
 	CHECK(c.nlist == 2 && !strcmp(c.list[1], "b") && c.in.x == 10 && c.in.n == 0,
 	      "the list holds both, the included struct its values");
-	opt_show(opt_find(&table, "u32"), &c, buf, sizeof(buf));
+	opt_show(opt_find(&table, "u32", NULL), &c, buf, sizeof(buf));
 	CHECK_STREQ(buf, "0x20", "OPT_HEX shows hexadecimal");
-	opt_show(opt_find(&table, "size"), &c, buf, sizeof(buf));
+	opt_show(opt_find(&table, "size", NULL), &c, buf, sizeof(buf));
 	CHECK_STREQ(buf, "64K", "sizes show in their largest whole unit");
-	opt_show(opt_find(&table, "ms"), &c, buf, sizeof(buf));
+	opt_show(opt_find(&table, "ms", NULL), &c, buf, sizeof(buf));
 	CHECK_STREQ(buf, "1.5s", "durations show in seconds");
-	CHECK(opt_find(&table, "x") && !opt_find(&table, "First") && !opt_find(&table, "nope"),
-	      "opt_find searches included tables, not sections");
+	{
+		size_t base = 1;
+		const struct opt *x = opt_find(&table, "x", &base);
+
+		CHECK(x && base == offsetof(struct cfg, in) && !opt_find(&table, "First", NULL) &&
+			  !opt_find(&table, "nope", NULL),
+		      "opt_find searches included tables (with their base offset), not sections");
+	}
+	CHECK_EQ(parse(&c, "--ms", ".5", "--size", "0.5K", (char *)NULL), OPT_RUN,
+		 "a number may start with its point");
+	CHECK(c.ms == 500 && c.size == 512, ".5 s is 500 ms, 0.5K 512 bytes");
+	CHECK_EQ(parse(&c, "--size", "1.5", (char *)NULL), OPT_RUN, "a fraction of a byte");
+	CHECK_EQ(c.size, 1, "is rounded down");
+	c.ms = 1000001;
+	opt_show(opt_find(&table, "ms", NULL), &c, buf, sizeof(buf));
+	CHECK_STREQ(buf, "1000.001s", "durations show exactly");
+	c.d = 0.1234567891;
+	opt_show(opt_find(&table, "d", NULL), &c, buf, sizeof(buf));
+	CHECK_STREQ(buf, "0.1234567891", "doubles show as the shortest text that reads back");
+	c.d = 0.35;
+	opt_show(opt_find(&table, "d", NULL), &c, buf, sizeof(buf));
+	CHECK_STREQ(buf, "0.35", "... and stay short");
 }
 
 static void test_refused(void)
@@ -198,7 +218,7 @@ static void test_refused(void)
 	    {"--int", "-6"},	   {"--int", "101"},	   {"--int", "1x"},
 	    {"--u32", "0"},	   {"--u32", "1001"},	   {"--u32", "-1"},
 	    {"--big", "-1"},	   {"--big", "1e3"},	   {"--size", "0"},
-	    {"--size", "2G"},	   {"--size", "1.5"},	   {"--size", "-1K"},
+	    {"--size", "2G"},	   {"--size", "0.1"},	   {"--size", "-1K"},
 	    {"--size", "4X"},	   {"--size0", "2M"},	   {"--ms", "0"},
 	    {"--ms", "61"},	   {"--ms", "nan"},	   {"--ms", "5m"},
 	    {"--d", "1.1"},	   {"--d", "inf"},	   {"--colour", "pink"},
@@ -314,6 +334,18 @@ static void test_daemon_table(void)
 	CHECK(d.proxy.nlisten == 1 && d.index.max_workers == INDEX_DEFAULT_MAX_WORKERS &&
 		  d.ev.rcvhwm == EVENTS_DEFAULT_RCVHWM && d.keeper_queue_ms == -1,
 	      "daemon_cfg_default names every default");
+	{
+		char *args[] = {"kvsplice",	"--mark", "010",
+				"--hash-seed",	"0x10",	  "--index-max-entries",
+				"2000000000000"};
+
+		daemon_cfg_default(&c);
+		CHECK(
+		    opt_parse(&daemon_options, 7, args, &c) == OPT_RUN && c.mark == 8 &&
+			c.index.seed == 16 && c.index_max_entries == 2000000000000ull,
+		    "--mark and --hash-seed take C's prefixes (010 is 8), --index-max-entries has "
+		    "no upper bound");
+	}
 	free(h);
 }
 

@@ -3,6 +3,7 @@
 #include "core/options.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -70,12 +71,20 @@ static const char *arg_name(const struct opt *o)
 	}
 }
 
-/* An unsigned number: decimal, or hexadecimal after "0x"; no sign, no space. */
-static int parse_unsigned(const char *s, unsigned long long *out)
+/* An unsigned number: decimal, or hexadecimal after "0x"; no sign, no space. With base0, C's
+ * rules instead (strtoull's base 0: "0x" hexadecimal, a leading 0 octal, a '-' wraps around). */
+static int parse_unsigned(const char *s, bool base0, unsigned long long *out)
 {
 	int base = 10;
 	char *end;
 
+	if (base0) {
+		if (!*s || isspace((unsigned char)*s))
+			return -1;
+		errno = 0;
+		*out = strtoull(s, &end, 0);
+		return errno || *end || end == s ? -1 : 0;
+	}
 	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
 		base = 16;
 		s += 2;
@@ -87,12 +96,13 @@ static int parse_unsigned(const char *s, unsigned long long *out)
 	return errno || *end ? -1 : 0;
 }
 
+/* v in [min, max]; both 0: the kind's [lo, hi]; max 0 alone: no bound above but hi. */
 static bool in_range(double v, double min, double max, double lo, double hi)
 {
-	if (min == 0 && max == 0) {
+	if (min == 0 && max == 0)
 		min = lo;
+	if (max == 0)
 		max = hi;
-	}
 	return v >= min && v <= max;
 }
 
@@ -108,7 +118,7 @@ int opt_parse_size(const char *s, double min, double max, size_t *out)
 		return 0;
 	}
 	v = strtod(s, &end);
-	if (end == s || !(v > 0) || (s[0] < '0' || s[0] > '9'))
+	if (end == s || !(v > 0))
 		return -1;
 	switch (*end) {
 	case 'k':
@@ -130,8 +140,7 @@ int opt_parse_size(const char *s, double min, double max, size_t *out)
 	if (*end == 'i' || *end == 'B')
 		end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
 	bytes = v * mul;
-	if (*end || bytes != floor(bytes) || bytes > SIZE_HI ||
-	    !in_range(bytes, min, max, 1, SIZE_HI))
+	if (*end || bytes > SIZE_HI || !in_range(bytes, min, max, 1, SIZE_HI))
 		return -1;
 	*out = (size_t)bytes;
 	return 0;
@@ -142,7 +151,7 @@ int opt_parse_ms(const char *s, double min, double max, int *out)
 	char *end;
 	double v = strtod(s, &end), ms;
 
-	if (end == s || !(v >= 0) || s[0] < '0' || s[0] > '9')
+	if (end == s || !(v >= 0))
 		return -1;
 	if (strcmp(end, "ms") == 0)
 		ms = v;
@@ -163,8 +172,9 @@ int opt_parse_addr(const char *s, void *sockaddr_in_out)
 	const char *colon = strrchr(s, ':');
 	unsigned long long port;
 
-	if (!colon || (size_t)(colon - s) >= sizeof(host) || parse_unsigned(colon + 1, &port) ||
-	    port > 65535 || (colon[1] == '0' && colon[2] == 'x'))
+	if (!colon || (size_t)(colon - s) >= sizeof(host) ||
+	    parse_unsigned(colon + 1, false, &port) || port > 65535 ||
+	    (colon[1] == '0' && (colon[2] == 'x' || colon[2] == 'X')))
 		return -1;
 	memcpy(host, s, (size_t)(colon - s));
 	host[colon - s] = '\0';
@@ -202,13 +212,14 @@ static int parse_value(const struct opt *o, void *cfg, const char *arg)
 		return 0;
 	}
 	case OPT_U32:
-		if (parse_unsigned(arg, &u) || !in_range((double)u, o->min, o->max, 0, UINT32_MAX))
+		if (parse_unsigned(arg, o->flags & OPT_BASE0, &u) || u > UINT32_MAX ||
+		    !in_range((double)u, o->min, o->max, 0, UINT32_MAX))
 			return -1;
 		*(uint32_t *)p = (uint32_t)u;
 		return 0;
 	case OPT_U64:
-		if (parse_unsigned(arg, &u) ||
-		    (o->max != 0 && !in_range((double)u, o->min, o->max, 0, 0)))
+		if (parse_unsigned(arg, o->flags & OPT_BASE0, &u) ||
+		    !in_range((double)u, o->min, o->max, 0, 18446744073709551615.0))
 			return -1;
 		*(uint64_t *)p = (uint64_t)u;
 		return 0;
@@ -257,14 +268,32 @@ static void show_size(size_t v, char *buf, size_t n)
 	snprintf(buf, n, "%zu", v);
 }
 
+/* Exact, as a flag takes it: "30s", "250ms", "1.5s", "1000.001s". */
 static void show_ms(int v, char *buf, size_t n)
 {
-	if (v % 1000 == 0)
+	if (v % 1000 == 0) {
 		snprintf(buf, n, "%ds", v / 1000);
-	else if (v < 1000)
+	} else if (v < 1000) {
 		snprintf(buf, n, "%dms", v);
-	else
-		snprintf(buf, n, "%gs", v / 1000.0);
+	} else {
+		char frac[8];
+		int k;
+
+		snprintf(frac, sizeof(frac), "%03d", v % 1000);
+		for (k = 2; k > 0 && frac[k] == '0'; k--)
+			frac[k] = '\0';
+		snprintf(buf, n, "%d.%ss", v / 1000, frac);
+	}
+}
+
+/* The shortest text that reads back as v. */
+static void show_double(double v, char *buf, size_t n)
+{
+	for (int prec = 6; prec <= 17; prec++) {
+		snprintf(buf, n, "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			return;
+	}
 }
 
 int opt_show(const struct opt *o, const void *cfg, char *buf, size_t n)
@@ -306,7 +335,7 @@ int opt_show(const struct opt *o, const void *cfg, char *buf, size_t n)
 		show_ms(*(const int *)p, buf, n);
 		return 1;
 	case OPT_DOUBLE:
-		snprintf(buf, n, "%g", *(const double *)p);
+		show_double(*(const double *)p, buf, n);
 		return 1;
 	case OPT_CHOICE:
 		snprintf(buf, n, "%s", o->choices[*(const int *)p]);
@@ -328,24 +357,34 @@ int opt_show(const struct opt *o, const void *cfg, char *buf, size_t n)
 	return 0;
 }
 
-/* The entry named name in v[0..n) (searching included tables), or NULL. */
-static const struct opt *find_in(const struct opt *v, size_t n, const char *name)
+/* The entry named name in v[0..n) (searching included tables), or NULL; *base gets the offset
+ * its off is relative to. */
+static const struct opt *find_in(const struct opt *v, size_t n, const char *name, size_t *base)
 {
 	for (size_t i = 0; i < n; i++) {
-		const struct opt *o = v[i].kind == OPT_INCLUDE ? find_in(v[i].sub, v[i].nsub, name)
-				      : v[i].kind != OPT_SECTION && strcmp(v[i].name, name) == 0
-					  ? &v[i]
-					  : NULL;
+		if (v[i].kind == OPT_INCLUDE) {
+			size_t b = *base;
+			const struct opt *o;
 
-		if (o)
-			return o;
+			*base += v[i].off;
+			if ((o = find_in(v[i].sub, v[i].nsub, name, base)))
+				return o;
+			*base = b;
+		} else if (v[i].kind != OPT_SECTION && strcmp(v[i].name, name) == 0) {
+			return &v[i];
+		}
 	}
 	return NULL;
 }
 
-const struct opt *opt_find(const struct opt_table *t, const char *name)
+const struct opt *opt_find(const struct opt_table *t, const char *name, size_t *base)
 {
-	return find_in(t->v, t->n, name);
+	size_t b = 0;
+	const struct opt *o = find_in(t->v, t->n, name, &b);
+
+	if (base)
+		*base = b;
+	return o;
 }
 
 /* The default shown for o: the rule, the value a fresh config holds, or "" for none. */
@@ -547,6 +586,8 @@ static void range_text(const struct opt *o, char *buf, size_t n)
 	case OPT_DOUBLE:
 		snprintf(lo, sizeof(lo), "%g", o->min);
 		snprintf(hi, sizeof(hi), "%g", o->max);
+		if (o->max == 0) /* no bound but the type's */
+			hi[0] = '\0';
 		break;
 	default:
 		return;
@@ -619,9 +660,10 @@ void opt_print_config(const struct opt_table *t, const void *cfg, FILE *f)
 {
 	size_t nv;
 	struct opt *all = flatten(t, &nv);
-	char v[4096];
+	size_t vn = 1 << 17; /* room for the longest list (32 paths) */
+	char *v = malloc(vn);
 
-	for (size_t i = 0; all && i < nv; i++) {
+	for (size_t i = 0; all && v && i < nv; i++) {
 		const struct opt *o = &all[i];
 
 		if (o->kind == OPT_SECTION)
@@ -633,7 +675,7 @@ void opt_print_config(const struct opt_table *t, const void *cfg, FILE *f)
 				fprintf(f, "--%s\n", o->name);
 			continue;
 		}
-		if (!opt_show(o, cfg, v, sizeof(v)))
+		if (!opt_show(o, cfg, v, vn))
 			continue;
 		for (char *line = v, *nl; line; line = nl) {
 			nl = strchr(line, '\n');
@@ -644,6 +686,7 @@ void opt_print_config(const struct opt_table *t, const void *cfg, FILE *f)
 			fputc('\n', f);
 		}
 	}
+	free(v);
 	free(all);
 }
 
@@ -668,7 +711,7 @@ enum opt_result opt_parse(const struct opt_table *t, int argc, char **argv, void
 			    (struct option){v[i].name, takes_arg(&v[i]), NULL, VAL_BASE + (int)i};
 	lo[k++] = (struct option){"help", no_argument, NULL, VAL_HELP};
 	lo[k++] = (struct option){"print-config", no_argument, NULL, VAL_PRINT};
-	optind = 1;
+	optind = 0; /* 0, not 1: glibc then also forgets where it was inside a "-xyz" */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		const struct opt *o;
@@ -683,7 +726,8 @@ enum opt_result opt_parse(const struct opt_table *t, int argc, char **argv, void
 			continue;
 		}
 		if (c == ':' || c == '?') {
-			const char *what = argv[optind - 1];
+			char shortopt[3] = {'-', (char)optopt, 0};
+			const char *what = optopt ? shortopt : argv[optind - 1];
 
 			fprintf(stderr, "%s: %s %s (see --help)\n", t->prog,
 				c == ':' ? "missing value for" : "unknown option", what);

@@ -11,12 +11,14 @@
  *   OPT_SIZE    bytes: "4096", "64K", "32M", "1.5G" (also "KiB", "MB"); "0" only when min is 0
  *   OPT_MS      a duration into an int of milliseconds: "1.5" or "1.5s" (seconds), "250ms"; a
  *               negative value in a config is unset (shown as none: the entry's dflt applies)
- *   OPT_INT, OPT_U32, OPT_U64   decimal ("0x" hexadecimal too for OPT_U32 and OPT_U64)
+ *   OPT_INT, OPT_U32, OPT_U64   decimal ("0x" hexadecimal too for OPT_U32 and OPT_U64; with
+ *               OPT_BASE0, C's rules: a leading 0 is octal)
  *   OPT_DOUBLE  a decimal number
  *   OPT_CHOICE  one of choices[] into an int (its index)
  *   OPT_ADDR    "A.B.C.D:PORT" into a struct sockaddr_in
  *   OPT_FUNC    the entry's own parse and show functions (lists, checks only the program knows)
- * Numbers outside [min, max] are refused. */
+ * Numbers outside [min, max] are refused (both 0: the kind's own range; max 0 alone: no bound
+ * above but the type's). */
 #ifndef KVS_OPTIONS_H
 #define KVS_OPTIONS_H
 
@@ -45,6 +47,7 @@ enum opt_kind {
 /* Entry flags. */
 #define OPT_HEX 0x1u	    /* OPT_U32/OPT_U64: shown in hexadecimal */
 #define OPT_NO_DEFAULT 0x2u /* no "(default ...)": the help says what happens without it */
+#define OPT_BASE0 0x4u	    /* OPT_U32/OPT_U64: C's prefixes (0x hexadecimal, 0 octal) */
 
 struct opt {
 	const char *name; /* long name without "--"; OPT_SECTION: the heading */
@@ -103,8 +106,9 @@ void opt_print_config(const struct opt_table *t, const void *cfg, FILE *f);
 /* The value option o holds in cfg, as its flag would take it ("64K", "30s", "0x6b76").
  * Returns 0 when there is none (an unset string, an empty list), else 1. */
 int opt_show(const struct opt *o, const void *cfg, char *buf, size_t n);
-/* Finds the option named name in t, or NULL. */
-const struct opt *opt_find(const struct opt_table *t, const char *name);
+/* Finds the option named name in t (in included tables too), or NULL; *base (when not NULL) gets
+ * the offset its off is relative to, so its field is at cfg + *base + off. */
+const struct opt *opt_find(const struct opt_table *t, const char *name, size_t *base);
 
 /* The value parsers, for OPT_FUNC entries and other callers. Each returns 0, or -1 for text
  * that is not such a value or lies outside [min, max] (both 0: no bound but the type's). */

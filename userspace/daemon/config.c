@@ -229,7 +229,7 @@ static const struct opt daemon_opts[] = {
      "leave the node address and the pinned BPF state when exiting (by default a final exit "
      "removes both; either way connects go the kube-proxy way once kvsplice is gone)"},
     {"mark", OPT_U32, F(mark), "N", 0, 0, "SO_MARK of upstream sockets, never intercepted",
-     OPT_HEX},
+     OPT_HEX | OPT_BASE0},
 
     {"Routing", OPT_SECTION},
     {"router", OPT_FUNC, 0, "POLICY", 0, 0,
@@ -311,9 +311,10 @@ static const struct opt daemon_opts[] = {
     {"events-topic", OPT_STR, F(events_topic), "T", 0, 0, "ZMQ topic of the KV events (\"\": all)"},
     {"block-size", OPT_U32, F(index.block_size), "N", 1, BLOCKHASH_MAX_BLOCK_SIZE,
      "KV block size in tokens"},
-    {"hash-seed", OPT_U64, F(index.seed), "N", 0, 0, "seed of kvsplice's own block hash"},
-    {"index-max-entries", OPT_U64, F(index_max_entries), "N", 1, 1e12,
-     "bound on (worker, block) pairs indexed (about 50-80 bytes each)"},
+    {"hash-seed", OPT_U64, F(index.seed), "N", 0, 0, "seed of kvsplice's own block hash",
+     OPT_BASE0},
+    {"index-max-entries", OPT_U64, F(index_max_entries), "N", 1, 0,
+     "bound on (worker, block) pairs indexed (about 50-80 bytes each)", OPT_BASE0},
     {"index-max-workers", OPT_U32, F(index.max_workers), "N", 1, DAEMON_MAX_WORKERS_LIMIT,
      "workers whose KV events are followed at once (each 2 bits per indexed block); past it an "
      "endpoint is seen as holding no block (logged)"},
