@@ -213,12 +213,8 @@ static int parse_events(void *cfg, const char *arg)
 static int show_events(const void *cfg, char *buf, size_t n)
 {
 	const struct kvbench_opts *o = cfg;
-	size_t at = 0;
 
-	buf[0] = '\0';
-	for (int i = 0; i < o->nev && at < n; i++)
-		at += (size_t)snprintf(buf + at, n - at, "%s%s", i ? "," : "", o->events[i]);
-	return o->nev > 0;
+	return opt_show_list((const char *const *)o->events, (size_t)o->nev, ',', buf, n);
 }
 
 /* --spread random|round-robin|POLICY. */

@@ -184,6 +184,16 @@ int opt_parse_addr(const char *s, void *sockaddr_in_out)
 	return inet_pton(AF_INET, host, &out->sin_addr) == 1 ? 0 : -1;
 }
 
+int opt_show_list(const char *const *v, size_t n, char sep, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? (char[]){sep, 0} : "", v[i]);
+	return n > 0;
+}
+
 /* Parses arg into o's field of cfg. 0 or -1. */
 static int parse_value(const struct opt *o, void *cfg, const char *arg)
 {
@@ -199,6 +209,12 @@ static int parse_value(const struct opt *o, void *cfg, const char *arg)
 		*(bool *)p = false;
 		return 0;
 	case OPT_STR:
+		if (o->check) {
+			int rc = o->check(arg);
+
+			if (rc < 0)
+				return rc;
+		}
 		*(const char **)p = arg;
 		return 0;
 	case OPT_INT: {
@@ -697,7 +713,7 @@ enum opt_result opt_parse(const struct opt_table *t, int argc, char **argv, void
 	struct option *lo = calloc(nv + 3, sizeof(*lo));
 	enum opt_result res = OPT_RUN;
 	bool print = false;
-	int c;
+	int c, rc;
 
 	if (!lo || !v) {
 		fprintf(stderr, "%s: out of memory\n", t->prog);
@@ -735,8 +751,12 @@ enum opt_result opt_parse(const struct opt_table *t, int argc, char **argv, void
 			break;
 		}
 		o = &v[c - VAL_BASE];
-		if (parse_value(o, cfg, optarg) < 0) {
+		if ((rc = parse_value(o, cfg, optarg)) < 0) {
 			char rv[256];
+
+			res = OPT_ERROR;
+			if (rc == OPT_SAID) /* the entry's function said why */
+				break;
 
 			range_text(o, rv, sizeof(rv));
 			fprintf(stderr, "%s: bad value for --%s: %s%s%s%s\n", t->prog, o->name,

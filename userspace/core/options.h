@@ -44,6 +44,9 @@ enum opt_kind {
 		      * relative to off (a config struct inside this one); no OPT_FUNC there */
 };
 
+/* What an entry's parse or check returns when it refused a value and said why on stderr. */
+#define OPT_SAID (-2)
+
 /* Entry flags. */
 #define OPT_HEX 0x1u	    /* OPT_U32/OPT_U64: shown in hexadecimal */
 #define OPT_NO_DEFAULT 0x2u /* no "(default ...)": the help says what happens without it */
@@ -59,9 +62,9 @@ struct opt {
 	const char *help; /* one sentence; --help wraps it */
 	unsigned flags;
 	const char *const *choices; /* OPT_CHOICE: the names, NULL-terminated */
-	/* OPT_FUNC: parse arg into cfg (0, or -1: refused; a message on stderr is the function's
-	 * own choice, else "bad value" is printed); show writes the value held in cfg (returns 0
-	 * when there is none to show, e.g. an empty list). */
+	/* OPT_FUNC: parse arg into cfg (0; -1: refused, "bad value for --name" is printed;
+	 * OPT_SAID: refused, the function printed why); show writes the value held in cfg
+	 * (returns 0 when there is none to show, e.g. an empty list). */
 	int (*parse)(void *cfg, const char *arg);
 	int (*show)(const void *cfg, char *buf, size_t n);
 	/* the default as a rule, for the few decided at run time (e.g. a path looked up beside the
@@ -69,6 +72,8 @@ struct opt {
 	const char *dflt;
 	const struct opt *sub; /* OPT_INCLUDE */
 	size_t nsub;
+	/* OPT_STR: 0 to take arg, -1 or OPT_SAID to refuse it (as parse above) */
+	int (*check)(const char *arg);
 };
 
 struct opt_table {
@@ -115,5 +120,8 @@ const struct opt *opt_find(const struct opt_table *t, const char *name, size_t *
 int opt_parse_size(const char *s, double min, double max, size_t *out);
 int opt_parse_ms(const char *s, double min, double max, int *out);
 int opt_parse_addr(const char *s, void *sockaddr_in_out);
+
+/* For an OPT_FUNC list's show: v[0..n) joined by sep into buf. Returns 0 when n is 0, else 1. */
+int opt_show_list(const char *const *v, size_t n, char sep, char *buf, size_t len);
 
 #endif

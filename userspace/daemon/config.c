@@ -109,62 +109,30 @@ static int parse_model_tok(void *cfg, const char *arg)
 static int show_model_tok(const void *cfg, char *buf, size_t n)
 {
 	const struct daemon_cfg *c = cfg;
-	size_t at = 0;
 
-	buf[0] = '\0';
-	for (size_t i = 0; i < c->nmodel_tok && at < n; i++)
-		at += (size_t)snprintf(buf + at, n - at, "%s%s", i ? "\n" : "", c->model_tok[i]);
-	return c->nmodel_tok > 0;
+	return opt_show_list(c->model_tok, c->nmodel_tok, '\n', buf, n);
 }
 
-static int parse_router(void *cfg, const char *arg)
+static int check_router(const char *arg)
 {
-	if (!policy_find(arg)) {
-		fprintf(stderr, "kvsplice: unknown --router %s (%s)\n", arg, policy_names());
-		return -1;
-	}
-	((struct daemon_cfg *)cfg)->router = arg;
-	return 0;
+	if (policy_find(arg))
+		return 0;
+	fprintf(stderr, "kvsplice: unknown --router %s (%s)\n", arg, policy_names());
+	return OPT_SAID;
 }
 
-static int show_router(const void *cfg, char *buf, size_t n)
-{
-	snprintf(buf, n, "%s", ((const struct daemon_cfg *)cfg)->router);
-	return 1;
-}
-
-static int parse_node_address(void *cfg, const char *arg)
+static int check_node_address(const char *arg)
 {
 	struct in_addr a;
 	int prefix;
 
-	if (nodesetup_parse_address(arg, &a, &prefix) < 0)
-		return -1;
-	((struct daemon_cfg *)cfg)->node_addr = arg;
-	return 0;
-}
-
-static int show_node_address(const void *cfg, char *buf, size_t n)
-{
-	const char *s = ((const struct daemon_cfg *)cfg)->node_addr;
-
-	snprintf(buf, n, "%s", s ? s : "");
-	return s != NULL;
+	return nodesetup_parse_address(arg, &a, &prefix);
 }
 
 /* A network device name: 1 to 15 bytes, no '/'. */
-static int parse_node_device(void *cfg, const char *arg)
+static int check_node_device(const char *arg)
 {
-	if (!*arg || strlen(arg) >= 16 || strchr(arg, '/'))
-		return -1;
-	((struct daemon_cfg *)cfg)->node_dev = arg;
-	return 0;
-}
-
-static int show_node_device(const void *cfg, char *buf, size_t n)
-{
-	snprintf(buf, n, "%s", ((const struct daemon_cfg *)cfg)->node_dev);
-	return 1;
+	return *arg && strlen(arg) < 16 && !strchr(arg, '/') ? 0 : -1;
 }
 
 static const char *const relay_names[] = {"copy", "splice", NULL};
@@ -219,12 +187,12 @@ static const struct opt daemon_opts[] = {
     {"cgroup", OPT_STR, F(cgroup), "DIR", 0, 0, "cgroup v2 directory the BPF programs attach to",
      .dflt = "the cgroup2 mount root"},
     PIN_DIR_OPT,
-    {"node-address", OPT_FUNC, 0, "A[/N]", 0, 0,
+    {"node-address", OPT_STR, F(node_addr), "A[/N]", 0, 0,
      "put A (the --listen address; /32 by default) on the node, on --node-device (created as "
      "a dummy device when absent); both are removed again at exit",
-     .parse = parse_node_address, .show = show_node_address},
-    {"node-device", OPT_FUNC, 0, "NAME", 0, 0, "device --node-address goes on",
-     .parse = parse_node_device, .show = show_node_device},
+     .check = check_node_address},
+    {"node-device", OPT_STR, F(node_dev), "NAME", 0, 0, "device --node-address goes on",
+     .check = check_node_device},
     {"keep-on-exit", OPT_FLAG, F(keep_on_exit), NULL, 0, 0,
      "leave the node address and the pinned BPF state when exiting (by default a final exit "
      "removes both; either way connects go the kube-proxy way once kvsplice is gone)"},
@@ -232,11 +200,11 @@ static const struct opt daemon_opts[] = {
      OPT_HEX | OPT_BASE0},
 
     {"Routing", OPT_SECTION},
-    {"router", OPT_FUNC, 0, "POLICY", 0, 0,
+    {"router", OPT_STR, F(router), "POLICY", 0, 0,
      "endpoint choice per request: kv (capacity-aware prefix placement), dynamo (Dynamo's "
      "cost), round-robin, random, approx (kv without events: routed blocks assumed cached for "
      "--approx-ttl)",
-     .parse = parse_router, .show = show_router},
+     .check = check_router},
     {"tokenizer", OPT_STR, F(tokenizer), "PATH", 0, 0,
      "tokenizer.json of every model without its own",
      .dflt = "BINARY_DIR" DAEMON_TOKENIZER_REL ", else " DAEMON_TOKENIZER_SYS},
