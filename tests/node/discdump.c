@@ -94,7 +94,7 @@ int main(int argc, char **argv)
 	    {"log-level", required_argument, 0, 'l'},
 	    {0, 0, 0, 0},
 	};
-	struct discovery_k8s_cfg cfg = {0};
+	struct discovery_k8s_cfg cfg;
 	struct discovery_source *src = NULL;
 	const char *file = NULL;
 	bool k8s = false;
@@ -104,6 +104,7 @@ int main(int argc, char **argv)
 					   beats = 0;
 	int opt, rc;
 
+	discovery_k8s_cfg_default(&cfg);
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'k':
@@ -125,7 +126,7 @@ int main(int argc, char **argv)
 			cfg.ns = optarg;
 			break;
 		case 'w':
-			cfg.watch_timeout_s = atoi(optarg);
+			cfg.watch_timeout_min_s = cfg.watch_timeout_max_s = atoi(optarg);
 			break;
 		case 'b':
 			cfg.backoff_min_ms = atoi(optarg);

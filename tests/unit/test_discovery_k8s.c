@@ -565,10 +565,20 @@ static void test_file_fields(void)
 
 static void test_source_config(void)
 {
-	struct discovery_k8s_cfg cfg = {0};
+	struct discovery_k8s_cfg cfg;
 	struct discovery_source *src = NULL;
 	char err[256] = "";
 
+	discovery_k8s_cfg_default(&cfg);
+	cfg.backoff_min_ms = 0;
+	CHECK(discovery_k8s_source(&cfg, &src, err, sizeof(err)) == -EINVAL &&
+		  strstr(err, "above 0"),
+	      "a 0 backoff: refused (%s)", err);
+	discovery_k8s_cfg_default(&cfg);
+	cfg.watch_timeout_max_s = 100;
+	CHECK(discovery_k8s_source(&cfg, &src, err, sizeof(err)) == -EINVAL,
+	      "a watch timeout range upside down: refused (%s)", err);
+	discovery_k8s_cfg_default(&cfg);
 	unsetenv("KUBERNETES_SERVICE_HOST");
 	CHECK(discovery_k8s_source(&cfg, &src, err, sizeof(err)) == -EINVAL &&
 		  strstr(err, "KUBERNETES_SERVICE_HOST"),

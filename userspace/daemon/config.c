@@ -22,8 +22,7 @@ void daemon_cfg_default(struct daemon_cfg *c)
 
 	memset(c, 0, sizeof(*c));
 	c->services_max = DISCOVERY_FILE_DEFAULT_MAX;
-	c->k8s.list_max_bytes = DISCOVERY_K8S_DEFAULT_LIST_MAX;
-	c->k8s.event_max_bytes = DISCOVERY_K8S_DEFAULT_EVENT_MAX;
+	discovery_k8s_cfg_default(&c->k8s);
 	proxy_opts_default(&c->proxy);
 	opt_parse_addr(DAEMON_DEFAULT_LISTEN, &c->proxy.listen[0]);
 	c->proxy.nlisten = 1;

@@ -137,19 +137,26 @@ int discovery_file_source(const char *path, size_t max_bytes, struct discovery_s
 #define DISCOVERY_K8S_DEFAULT_EVENT_MAX (3u << 20)
 #endif
 
+/* What discovery_k8s_cfg_default gives; list_max_bytes and event_max_bytes 0 are off (no bound),
+ * the timeouts and backoffs must be above 0. */
 struct discovery_k8s_cfg {
 	const char *api;	/* "https://HOST:PORT"; NULL: https://$KUBERNETES_SERVICE_HOST:
 				 * $KUBERNETES_SERVICE_PORT */
 	const char *token_path; /* NULL: DISCOVERY_K8S_TOKEN; re-read on each (re)connect and 401 */
 	const char *ca_path;	/* NULL: DISCOVERY_K8S_CA */
 	const char *ns;		/* only this namespace; NULL or "": all */
-	int watch_timeout_s;	/* timeoutSeconds asked of each watch; 0: 300..600 at random */
-	int backoff_min_ms;	/* first retry delay after a failure; 0: 500 */
-	int backoff_max_ms;	/* retry delay bound; 0: 30000 */
-	int request_timeout_ms; /* connect, and a whole list request; 0: 30000 */
-	size_t list_max_bytes;	/* largest list page; 0: DISCOVERY_K8S_DEFAULT_LIST_MAX */
-	size_t event_max_bytes; /* largest watch event; 0: DISCOVERY_K8S_DEFAULT_EVENT_MAX */
+	/* timeoutSeconds asked of each watch: drawn from [min, max] per watch (300..600), so that
+	 * many nodes' watches do not all end at once */
+	int watch_timeout_min_s, watch_timeout_max_s;
+	int backoff_min_ms;	/* first retry delay after a failure (500) */
+	int backoff_max_ms;	/* retry delay bound (30000) */
+	int request_timeout_ms; /* connect, and a whole list request (30000) */
+	size_t list_max_bytes;	/* largest list page (DISCOVERY_K8S_DEFAULT_LIST_MAX) */
+	size_t event_max_bytes; /* largest watch event (DISCOVERY_K8S_DEFAULT_EVENT_MAX) */
 };
+
+/* Fills c with the defaults (api, token, CA and namespace NULL: their rules above). */
+void discovery_k8s_cfg_default(struct discovery_k8s_cfg *c);
 
 /* The Kubernetes source: a thread lists then watches Services and EndpointSlices and hands
  * complete snapshots over (poll takes the newest; notify_fd signals one). A list page or a watch

@@ -113,7 +113,7 @@ struct k8s_res {
 struct k8s_src {
 	struct discovery_source src;
 	char *api, *token_path, *ca_path;
-	int watch_timeout_s, backoff_min_ms, backoff_max_ms, timeout_ms;
+	int watch_min_s, watch_max_s, backoff_min_ms, backoff_max_ms, timeout_ms;
 	size_t list_max, event_max; /* bytes of a list page, of a watch event */
 	/* shared with the daemon's thread */
 	pthread_mutex_t mu;
@@ -293,7 +293,8 @@ static void res_start(struct k8s_res *r, uint64_t now)
 	if (!r->easy)
 		goto nomem;
 	r->watching = !r->relist;
-	timeout_s = k->watch_timeout_s ? k->watch_timeout_s : 300 + (int)(mix_next(&k->rnd) % 301);
+	timeout_s = k->watch_min_s +
+		    (int)(mix_next(&k->rnd) % (uint64_t)(k->watch_max_s - k->watch_min_s + 1));
 	if (r->watching) {
 		esc = curl_easy_escape(r->easy, r->rv, 0);
 		rc = buf_printf(&url,
@@ -665,6 +666,18 @@ static bool ns_valid(const char *ns)
 	return true;
 }
 
+void discovery_k8s_cfg_default(struct discovery_k8s_cfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->watch_timeout_min_s = 300;
+	c->watch_timeout_max_s = 600;
+	c->backoff_min_ms = K8S_BACKOFF_MIN_MS;
+	c->backoff_max_ms = K8S_BACKOFF_MAX_MS;
+	c->request_timeout_ms = K8S_REQUEST_TIMEOUT_MS;
+	c->list_max_bytes = DISCOVERY_K8S_DEFAULT_LIST_MAX;
+	c->event_max_bytes = DISCOVERY_K8S_DEFAULT_EVENT_MAX;
+}
+
 int discovery_k8s_source(const struct discovery_k8s_cfg *cfg, struct discovery_source **out,
 			 char *err, size_t errlen)
 {
@@ -675,6 +688,12 @@ int discovery_k8s_source(const struct discovery_k8s_cfg *cfg, struct discovery_s
 	struct buf api = {0};
 	int rc = -ENOMEM;
 
+	if (cfg->watch_timeout_min_s <= 0 || cfg->watch_timeout_max_s < cfg->watch_timeout_min_s ||
+	    cfg->backoff_min_ms <= 0 || cfg->backoff_max_ms <= 0 || cfg->request_timeout_ms <= 0) {
+		snprintf(err, errlen,
+			 "watch timeouts, backoffs and the request timeout must be above 0");
+		return -EINVAL;
+	}
 	if (cfg->api) {
 		if (strncmp(cfg->api, "https://", 8) != 0 || !cfg->api[8]) {
 			snprintf(err, errlen, "the API address must be https://HOST:PORT (got %s)",
@@ -710,16 +729,16 @@ int discovery_k8s_source(const struct discovery_k8s_cfg *cfg, struct discovery_s
 	k->api = api.data;
 	k->token_path = strdup(cfg->token_path ? cfg->token_path : DISCOVERY_K8S_TOKEN);
 	k->ca_path = strdup(cfg->ca_path ? cfg->ca_path : DISCOVERY_K8S_CA);
-	k->watch_timeout_s = cfg->watch_timeout_s > 0 ? cfg->watch_timeout_s : 0;
-	k->backoff_min_ms = cfg->backoff_min_ms > 0 ? cfg->backoff_min_ms : K8S_BACKOFF_MIN_MS;
-	k->backoff_max_ms = cfg->backoff_max_ms > 0 ? cfg->backoff_max_ms : K8S_BACKOFF_MAX_MS;
+	k->watch_min_s = cfg->watch_timeout_min_s;
+	k->watch_max_s = cfg->watch_timeout_max_s;
+	k->backoff_min_ms = cfg->backoff_min_ms;
+	k->backoff_max_ms = cfg->backoff_max_ms;
 	if (k->backoff_max_ms < k->backoff_min_ms)
 		k->backoff_max_ms = k->backoff_min_ms;
-	k->timeout_ms =
-	    cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : K8S_REQUEST_TIMEOUT_MS;
-	k->list_max = cfg->list_max_bytes ? cfg->list_max_bytes : DISCOVERY_K8S_DEFAULT_LIST_MAX;
-	k->event_max =
-	    cfg->event_max_bytes ? cfg->event_max_bytes : DISCOVERY_K8S_DEFAULT_EVENT_MAX;
+	k->timeout_ms = cfg->request_timeout_ms;
+	/* 0 is no bound: half the address space, so sums never wrap */
+	k->list_max = cfg->list_max_bytes ? cfg->list_max_bytes : SIZE_MAX / 2;
+	k->event_max = cfg->event_max_bytes ? cfg->event_max_bytes : SIZE_MAX / 2;
 	k->rnd = clock_ns() ^ ((uint64_t)getpid() << 32);
 	k->src.kind = "kubernetes";
 	k->src.poll = k8s_poll;
