@@ -157,7 +157,7 @@ int main(int argc, char **argv)
 	if (k8s)
 		rc = discovery_k8s_source(&cfg, &src, err, sizeof(err));
 	else if (file)
-		rc = discovery_file_source(file, 0, &src);
+		rc = discovery_file_source(file, DISCOVERY_FILE_DEFAULT_MAX, &src);
 	else
 		rc = -EINVAL;
 	if (rc < 0) {

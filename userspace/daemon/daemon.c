@@ -183,18 +183,15 @@ static int discovery_limit_gauges(struct daemon *d, const struct discovery_k8s_c
 		g[0] = metrics_gauge_of(d->metrics, &daemon_file_families[DF_LIMIT], NULL);
 		if (!g[0])
 			return -ENOMEM;
-		metrics_gauge_set(g[0],
-				  (int64_t)(file_max ? file_max : DISCOVERY_FILE_DEFAULT_MAX));
+		metrics_gauge_set(g[0], (int64_t)file_max);
 		return 0;
 	}
 	g[1] = metrics_gauge_of(d->metrics, &daemon_k8s_families[DK_LIST_LIMIT], NULL);
 	g[2] = metrics_gauge_of(d->metrics, &daemon_k8s_families[DK_EVENT_LIMIT], NULL);
 	if (!g[1] || !g[2])
 		return -ENOMEM;
-	metrics_gauge_set(g[1], (int64_t)(k->list_max_bytes ? k->list_max_bytes
-							    : DISCOVERY_K8S_DEFAULT_LIST_MAX));
-	metrics_gauge_set(g[2], (int64_t)(k->event_max_bytes ? k->event_max_bytes
-							     : DISCOVERY_K8S_DEFAULT_EVENT_MAX));
+	metrics_gauge_set(g[1], (int64_t)k->list_max_bytes);
+	metrics_gauge_set(g[2], (int64_t)k->event_max_bytes);
 	return 0;
 }
 

@@ -357,7 +357,7 @@ int discovery_file_source(const char *path, size_t max_bytes, struct discovery_s
 		free(f);
 		return -ENOMEM;
 	}
-	f->max_bytes = max_bytes ? max_bytes : DISCOVERY_FILE_DEFAULT_MAX;
+	f->max_bytes = max_bytes ? max_bytes : SIZE_MAX; /* 0: no bound */
 	f->src.kind = "file";
 	f->src.poll = file_poll;
 	f->src.free = file_free;

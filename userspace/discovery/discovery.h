@@ -101,9 +101,9 @@ struct discovery_source {
 #endif
 
 /* The static file source: re-reads path when its mtime, size or inode change (poll it about once
- * a second) or when forced. A file larger than max_bytes (0: DISCOVERY_FILE_DEFAULT_MAX) is
- * refused unread: poll returns -EFBIG and logs the size and the bound. Returns 0 and *out, or
- * -ENOMEM. */
+ * a second) or when forced. A file larger than max_bytes (0: no bound; the daemon's default is
+ * DISCOVERY_FILE_DEFAULT_MAX) is refused unread: poll returns -EFBIG and logs the size and the
+ * bound. Returns 0 and *out, or -ENOMEM. */
 int discovery_file_source(const char *path, size_t max_bytes, struct discovery_source **out);
 
 /* --- The Kubernetes source (discovery_k8s.c) ------------------------------------------------
