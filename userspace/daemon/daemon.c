@@ -990,7 +990,6 @@ int daemon_run(const struct daemon_cfg *cfg)
 			log_warn("main", "--node-address %s is no --listen address",
 				 cfg->node_addr);
 	}
-	d.po = cfg->proxy;
 	d.kopts.pin_dir = cfg->pin_dir;
 	d.kopts.own_mark = cfg->mark;
 	d.kopts.idle_ms = cfg->proxy.idle_timeout_ms;
