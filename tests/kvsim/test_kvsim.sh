@@ -91,7 +91,19 @@ for g in vllm:num_requests_running vllm:num_requests_waiting vllm:kv_cache_usage
 	ok $? "metrics expose $g"
 done
 
-# 7. refusal at start-up like vLLM: max_model_len larger than the KV cache.
+kvsim_stop
+
+# 7. streams reset all at once (a crashed proxy in front): each closed cleanly, kvsim lives on. The
+# storm orders one wake-up as the engine's timer first and the resets after it, where a token
+# written to a reset connection closes it while its own event is still to be handled.
+kvsim_start 1 --time-scale 1 || exit 1
+out=$($PY tests/kvsim/reset_storm.py "$KVSIM_URLS" "${KVSIM_PIDS[0]}" 32 4)
+expect_eq "128 streams reset in 4 storms: kvsim still answers" "ok 128" "$out"
+kvs_pid=${KVSIM_PIDS[0]}
+kill -0 "$kvs_pid" 2>/dev/null
+ok $? "and its process runs (pid $kvs_pid)"
+
+# 8. refusal at start-up like vLLM: max_model_len larger than the KV cache.
 build/kvsim --port 0 --num-blocks 10 --max-model-len 4096 --tokenizer models/qwen3/tokenizer.json \
 	>/dev/null 2>&1
 [ $? -eq 2 ]

@@ -18,7 +18,7 @@
 #     SIGTERM and drains): 0 failed requests; SIGTERM alone: 0 failed (new connects fall open,
 #     keep-alive clients told "Connection: close");
 #  7. kvsplice SIGKILLed under load: 0 failed connects, no request started once it was gone
-#     fails (only what it held is lost).
+#     fails (only what it held is lost); every worker survives the reset of its connections.
 # bench/faults.sh measures the same faults under kvbench load (docs/benchmarks.md#faults).
 set -u
 cd "$(dirname "$0")/../.."
@@ -264,5 +264,11 @@ fi
 # relayed to the Service), so none of them fails; tests/node/test_keeper.sh shows that part
 # deterministically.
 echo "# lost at SIGKILL: ${S[failed]} (${S[failed_outcomes.cut]:-0} streams cut, ${S[failed_outcomes.no_response]:-0} without a response)"
+# The workers see every connection kvsplice held reset at once: each must still run (a kvsim
+# crash here once made the Service's own DNAT refuse connects, which looked like a fail-open bug).
+gone=
+for i in 1 2 3; do kvs_alive "$(cat "$RUN_DIR/w$i.pid" 2>/dev/null)" || gone+=" w$i"; done
+expect_eq "every worker still runs after kvsplice's crash reset its connections" "" "$gone"
+[ -z "$gone" ] || for i in 1 2 3; do tail -n 5 "$RUN_DIR/w$i.log" | sed "s/^/#   w$i: /"; done
 check "kvsplice started again" kvs_start_kvsplice
 tap_done

@@ -46,6 +46,7 @@ struct conn {
 	size_t head_len;
 	struct http_chunked ch;
 	bool keep_alive, want_out, eof;
+	bool closed; /* conn_close ran: its memory waits for the end of the event batch */
 	struct job *job;
 	struct conn *next_free;
 };
@@ -81,6 +82,7 @@ struct sim {
 	uint64_t connections; /* accepted */
 	double busy_ms;	      /* model time spent in engine steps (kvsim_busy_seconds_total) */
 	struct kvc_events evbuf;
+	struct conn *closed; /* closed during this event batch, freed after it (conns_reap) */
 	volatile sig_atomic_t stop;
 };
 
@@ -169,7 +171,23 @@ static void conn_close(struct sim *sm, struct conn *c)
 	buf_free(&c->in);
 	buf_free(&c->out);
 	buf_free(&c->body);
-	free(c);
+	/* Not freed yet: an event for it may still be waiting later in this epoll batch (a stream
+	 * token written by the engine's timer closes the connection its client just reset). */
+	c->fd = -1;
+	c->closed = true;
+	c->next_free = sm->closed;
+	sm->closed = c;
+}
+
+/* Frees the connections closed during the event batch just handled. */
+static void conns_reap(struct sim *sm)
+{
+	while (sm->closed) {
+		struct conn *c = sm->closed;
+
+		sm->closed = c->next_free;
+		free(c);
+	}
 }
 
 /* Writes what can be written; returns -1 when the connection is gone (closed here). */
@@ -942,6 +960,8 @@ static void conn_request_done(struct sim *sm, struct conn *c)
 
 static void conn_on_event(struct sim *sm, struct conn *c, uint32_t events)
 {
+	if (c->closed)
+		return; /* closed by an earlier event of this batch */
 	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
 		for (;;) {
 			ssize_t n;
@@ -1140,12 +1160,14 @@ int main(int argc, char **argv)
 			else
 				conn_on_event(&sm, p, evs[i].events);
 		}
+		conns_reap(&sm);
 		/* ZMQ_FD is edge-triggered: serve replays after every wake-up too. */
 		if (sm.ev)
 			kvev_poll(sm.ev);
 	}
 	rc = 0;
 cleanup:
+	conns_reap(&sm);
 	kvev_close(sm.ev);
 	sched_free(sm.s);
 	kvc_free(sm.kv);
