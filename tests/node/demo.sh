@@ -18,7 +18,10 @@
 #      DEMO_SEED (1), DEMO_WORKERS (6), DEMO_POLICIES (kvsplice policies, "round-robin dynamo
 #      kv"), DEMO_DYNAMO (1: the client-side anchor), DEMO_KVBENCH_ARGS (extra kvbench flags,
 #      e.g. "--popularity zipf:1.1"), DEMO_KVSPLICE_ARGS (extra kvsplice flags), DEMO_OUT
-#      (results/demo), KVS_TESTBED_ID (demo).
+#      (results/demo), KVS_TESTBED_ID (demo), DEMO_MODEL (the model family whose tokenizer every
+#      part reads, a directory of models/: qwen3 by default, e.g. llama3_2), DEMO_API
+#      (completions, or chat: the seeds' prompts sent as chat messages; chat by default for
+#      every family but qwen3, whose seeds' run used completions).
 set -euo pipefail
 export KVS_TESTBED_ID=${KVS_TESTBED_ID:-demo}
 source "$(dirname "$0")/lib.sh"
@@ -32,6 +35,22 @@ else
 	POINTS=${DEMO_POINTS:-2:8 7:8 12:8 24:8 24:16}
 	QUICK_ARGS=""
 fi
+MODEL=${DEMO_MODEL:-qwen3}
+[ -f "models/$MODEL/tokenizer.json" ] || { echo "demo: models/$MODEL is not there (make deps)" >&2; exit 1; }
+# The served model name each family goes by (the kvsim workers serve it, kvbench asks for it).
+case $MODEL in
+qwen3) SERVED=Qwen/Qwen3-0.6B ;;
+qwen2_5) SERVED=Qwen/Qwen2.5-0.5B-Instruct ;;
+llama3_2) SERVED=meta-llama/Llama-3.2-1B-Instruct ;;
+llama2) SERVED=meta-llama/Llama-2-7b-chat-hf ;;
+deepseek_v3) SERVED=deepseek-ai/DeepSeek-V3 ;;
+gemma3) SERVED=google/gemma-3-1b-it ;;
+mistral_nemo) SERVED=mistralai/Mistral-Nemo-Instruct-2407 ;;
+gptoss) SERVED=openai/gpt-oss-20b ;;
+*) SERVED=$MODEL ;;
+esac
+if [ "$MODEL" = qwen3 ]; then API=${DEMO_API:-completions}; else API=${DEMO_API:-chat}; fi
+TOKENIZER=$KVS_ROOT/models/$MODEL/tokenizer.json
 RUNS=${DEMO_RUNS:-1}
 SEED=${DEMO_SEED:-1}
 POLICIES=${DEMO_POLICIES:-round-robin dynamo kv}
@@ -61,8 +80,9 @@ npoints=$(wc -w <<<"$POINTS")
 total=$((${#variants[@]} * npoints))
 step=0 t_start=$SECONDS
 
-say "node testbed: $WORKERS kvsim workers (time scale $TS), Service $SVC_IP:$SVC_PORT (DNAT, random)"
-KVS_WORKER=kvsim KVS_TIME_SCALE=$TS tests/node/up.sh --workers "$WORKERS" --no-kvsplice >&2
+say "node testbed: $WORKERS kvsim workers serving $SERVED (time scale $TS), Service $SVC_IP:$SVC_PORT (DNAT, random), requests to /v1/$([ "$API" = chat ] && echo chat/)completions"
+KVS_WORKER=kvsim KVS_TIME_SCALE=$TS KVS_TOKENIZER=$TOKENIZER KVS_MODEL=$SERVED \
+	tests/node/up.sh --workers "$WORKERS" --no-kvsplice >&2
 
 svc_url=http://$SVC_IP:$SVC_PORT
 pods="" evs=""
@@ -88,7 +108,7 @@ variant() {
 		say "[$step/$total] $name: P=$p, C=$c (${RUNS} run(s), seed $SEED)$left"
 		# shellcheck disable=SC2086
 		tests/node/client.sh build/kvbench "$@" --prefix-types "$p" --concurrency "$c" \
-			--seed "$SEED" --runs "$RUNS" --tokenizer "$KVS_ROOT/models/qwen3/tokenizer.json" \
+			--seed "$SEED" --runs "$RUNS" --tokenizer "$TOKENIZER" --model "$SERVED" --api "$API" \
 			--metrics-urls "$pods" --reset --time-scale "$TS" --label "$name P=$p C=$c" \
 			$QUICK_ARGS ${DEMO_KVBENCH_ARGS:-} --json >>"$OUT/$name.jsonl"
 	done
@@ -98,7 +118,7 @@ variant service --url "$svc_url"
 for pol in $POLICIES; do
 	say "kvsplice --router $pol intercepting the same ClusterIP (eBPF)"
 	# the testbed runs TS times faster than real time: so does the metrics cadence (250 ms real)
-	KVSPLICE_ARGS="--router $pol --scrape-interval $((250 / TS))ms ${DEMO_KVSPLICE_ARGS:-}" \
+	KVSPLICE_ARGS="--router $pol --scrape-interval $((250 / TS))ms --tokenizer $TOKENIZER ${DEMO_KVSPLICE_ARGS:-}" \
 		kvs_start_kvsplice
 	variant "kvsplice-$pol" --url "$svc_url"
 	kvs_in "$NS_NODE" curl -s "http://$ADMIN_ADDR/metrics" >"$OUT/kvsplice-$pol.metrics" || true

@@ -11,7 +11,9 @@
 #                  replaced. Default: build/kvsim when built (env KVS_WORKER=kvsim|testworker
 #                  forces one), else tests/node/testworker.py. kvsim's --time-scale is
 #                  $KVS_TIME_SCALE (default 1); $KVS_KVSIM_ARGS are more kvsim flags (e.g.
-#                  "--num-blocks 9360 --max-model-len 16384" for a production-sized cache).
+#                  "--num-blocks 9360 --max-model-len 16384" for a production-sized cache);
+#                  $KVS_TOKENIZER its tokenizer (default models/qwen3/tokenizer.json) and
+#                  $KVS_MODEL its served model name (default kvsim's).
 # Writes $RUN_DIR/services.json (what every kvsplice serves), $RUN_DIR/env (names for scripts),
 # $RUN_DIR/kvsplice.pid (kvsplice2.pid ... on nodes 2..K). Set KVS_TESTBED_ID to run several
 # testbeds side by side. On any failure everything, every node, is removed again (down.sh).
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
 	--kvsplice) with_kvsplice=yes ;;
 	--no-kvsplice) with_kvsplice=no ;;
 	--worker-cmd) worker_cmd=$2; shift ;;
-	-h | --help) sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '3,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "up.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -53,7 +55,8 @@ if [ -z "$worker_cmd" ]; then
 	esac
 	if [ "$use_kvsim" = yes ]; then
 		worker_cmd="$KVS_ROOT/build/kvsim --port {port} --worker-id {id}"
-		worker_cmd+=" --tokenizer $KVS_ROOT/models/qwen3/tokenizer.json"
+		worker_cmd+=" --tokenizer ${KVS_TOKENIZER:-$KVS_ROOT/models/qwen3/tokenizer.json}"
+		[ -z "${KVS_MODEL:-}" ] || worker_cmd+=" --model $KVS_MODEL"
 		worker_cmd+=" --time-scale ${KVS_TIME_SCALE:-1}"
 		worker_cmd+=" --events-endpoint tcp://*:{events_port} --replay-endpoint tcp://*:{replay_port}"
 		worker_cmd+=" ${KVS_KVSIM_ARGS:-}" # e.g. "--num-blocks 9360 --max-model-len 16384"
