@@ -21,13 +21,10 @@
 #include <cjson/cJSON.h>
 #include <xxhash.h>
 
+#include "prompt/regex.h"
 #include "prompt/tokenizer.h"
 #include "prompt/unicode_tables.h"
 #include "core/utf8.h"
-#if __has_include("prompt/regex.h")
-#include "prompt/regex.h"
-#define KVS_HAVE_REGEX 1
-#endif
 
 /* The split regexes this module implements as a state machine (tokenizer.json spelling): Qwen2's,
  * and Llama 3's, which differs only in taking up to 3 digits a piece. */
@@ -114,7 +111,7 @@ enum { SPLIT_ISOLATED, SPLIT_REMOVED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT, SPLI
 struct split_step {
 	char *lit; /* a literal pattern (NULL: a regex) */
 	size_t lit_len;
-	void *re; /* the compiled regex */
+	struct regex *re; /* the compiled regex (NULL: lit) */
 	int behavior;
 	bool invert;
 };
@@ -1469,20 +1466,15 @@ static int step_find(const struct split_step *sp, const uint8_t *T, size_t a, si
 		*me = *ms + sp->lit_len;
 		return 1;
 	}
-#ifdef KVS_HAVE_REGEX
 	{
 		size_t s0, e0;
-		int r = regex_search(sp->re, (const char *)T + a, b - a, from - a, &s0, &e0);
+		int r = regex_search(sp->re, T + a, b - a, from - a, &s0, &e0);
 		if (r <= 0)
 			return r == 0 ? 0 : -E2BIG;
 		*ms = a + s0;
 		*me = a + e0;
 		return 1;
 	}
-#else
-	(void)a;
-	return -E2BIG; /* refused at load */
-#endif
 }
 
 static void level_init(struct tok_split_lv *lv, size_t a, size_t b)
@@ -2021,9 +2013,7 @@ void tokenizer_free(struct tokenizer *t)
 	free(t->norm);
 	for (uint32_t k = 0; k < t->n_split; k++) {
 		free(t->split[k].lit);
-#ifdef KVS_HAVE_REGEX
 		regex_free(t->split[k].re);
-#endif
 	}
 	free(t->split);
 	free(t->tok_byte);
@@ -2208,16 +2198,9 @@ static int parse_pre_one(struct tokenizer *t, const cJSON *j, bool last, char *e
 	}
 	(void)last;
 	if (pattern) {
-#ifdef KVS_HAVE_REGEX
 		char why[200];
 		if (!(sp->re = regex_compile(pattern, plen, why, sizeof(why))))
 			REFUSE("pre_tokenizer: Split regex not supported: %s", why);
-#else
-		(void)plen;
-		REFUSE(
-		    "pre_tokenizer: a Split regex other than Qwen2's or Llama 3's needs the regex "
-		    "engine, not built in");
-#endif
 	}
 	t->n_split++;
 	return 0;
