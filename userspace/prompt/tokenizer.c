@@ -44,6 +44,12 @@
 
 #define NO_ID UINT32_MAX
 
+/* Character-level pieces of up to this many symbols are merged by a scan for the lowest rank (no
+ * heap: cheaper for the short words most pieces are). */
+#ifndef TOK_SCAN_SYMS
+#define TOK_SCAN_SYMS 16
+#endif
+
 struct merge_slot {
 	uint64_t key; /* (left id << 32 | right id) + 1; 0 = empty */
 	uint32_t rank;
@@ -149,9 +155,12 @@ struct tokenizer {
 	uint32_t byte_tok[256]; /* <0xXX> tokens (byte_fallback), NO_ID: missing */
 	uint32_t ascii_id[128]; /* character-level: the token of each ASCII character, or NO_ID */
 	uint8_t *tok_byte;	/* character-level: id -> 1 + the byte of a <0xXX> token, 0: none */
-	bool dec_space;		/* decoding: "▁" is a space */
-	bool dec_strip;		/* decoding: one leading space stripped */
-	uint32_t *special_ids;	/* add_special_tokens: n_before ids, then n_after */
+	bool cut_ok;		/* a word may be cut before "▁" (word_cuts) */
+	uint32_t *pre_cut; /* sorted: the characters some vocab token holds right before "▁" */
+	uint32_t n_pre_cut;
+	bool dec_space;	       /* decoding: "▁" is a space */
+	bool dec_strip;	       /* decoding: one leading space stripped */
+	uint32_t *special_ids; /* add_special_tokens: n_before ids, then n_after */
 	uint32_t n_before, n_after;
 	int64_t bos_id;
 	size_t mem;
@@ -564,6 +573,39 @@ static int32_t bpe_merge(const struct tokenizer *t, const uint8_t *s, size_t n, 
 		m = bpe_init_chars(t, s, n, syms);
 		if (!m)
 			return -1;
+		if (m <= TOK_SCAN_SYMS) {
+			/* few symbols: the lowest rank (leftmost of equal ones, as the heap
+			 * orders them) found by a scan, no heap */
+			for (size_t k = 0; k < m; k++) {
+				syms[k].next = k + 1 < m ? (int32_t)k + 1 : -1;
+				syms[k].rank = k + 1 < m ? merge_find(t, syms[k].id, syms[k + 1].id,
+								      &syms[k].mid)
+							 : UINT32_MAX;
+			}
+			for (;;) {
+				int32_t bi = -1, prev = -1, bprev = -1;
+				uint32_t best = UINT32_MAX;
+				for (int32_t k = 0; k >= 0; prev = k, k = syms[k].next)
+					if (syms[k].rank < best) {
+						best = syms[k].rank;
+						bi = k;
+						bprev = prev;
+					}
+				if (bi < 0)
+					return 0;
+				int32_t nx = syms[bi].next;
+				syms[bi].id = syms[bi].mid;
+				syms[bi].next = syms[nx].next;
+				syms[bi].rank =
+				    syms[bi].next < 0
+					? UINT32_MAX
+					: merge_find(t, syms[bi].id, syms[syms[bi].next].id,
+						     &syms[bi].mid);
+				if (bprev >= 0)
+					syms[bprev].rank = merge_find(
+					    t, syms[bprev].id, syms[bi].id, &syms[bprev].mid);
+			}
+		}
 		for (size_t k = 0; k < m; k++) {
 			syms[k].prev = (int32_t)k - 1;
 			syms[k].next = k + 1 < m ? (int32_t)k + 1 : -1;
@@ -829,9 +871,75 @@ static int bpe_piece_merge(const struct tokenizer *t, const uint8_t *s, size_t n
 	return 0;
 }
 
+static int bpe_piece1(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
+		      struct tok_work *w);
+
+/* Is c one of the characters some vocab token holds right before "▁"? */
+static bool in_pre_cut(const struct tokenizer *t, uint32_t c)
+{
+	size_t lo = 0, hi = t->n_pre_cut;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (t->pre_cut[mid] == c)
+			return true;
+		if (t->pre_cut[mid] < c)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/* A character-level word (Gemma 3's or Llama 2's text between added tokens is ONE word: the
+ * normalizer turns spaces into "▁" and nothing splits) is encoded in parts cut before "▁", where
+ * that cannot change the ids: a cut between characters x and "▁" that are both vocab tokens, when
+ * no vocab token holds "x▁", can be crossed by no merge (a merge makes a vocab token, and one over
+ * the cut would hold "x▁"); BPE of the parts then merges each part as the whole would (merges of
+ * one part never meet another's), and no unk is pending at x. Not with ignore_merges (the whole
+ * word's vocab hit goes first). The parts go through the piece cache and the whole-token lookup:
+ * a 10 KB word costs what its words cost. */
+static int word_cuts(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
+		     struct tok_work *w)
+{
+	size_t start = 0;
+	int err;
+
+	for (size_t i = 1; i + 3 <= n; i++) {
+		const uint8_t *p = memchr(s + i, 0xE2, n - i);
+		size_t j;
+		uint32_t x;
+
+		if (!p)
+			break;
+		i = (size_t)(p - s);
+		if (i + 3 > n || p[1] != 0x96 || p[2] != 0x81)
+			continue;
+		j = i - 1;
+		while (j > start && (s[j] & 0xC0) == 0x80)
+			j--;
+		if (j < start || utf8_decode(s + j, i - j, &x) != i - j || in_pre_cut(t, x) ||
+		    (x < 0x80 ? t->ascii_id[x] : vocab_find(t, s + j, i - j)) == NO_ID)
+			continue;
+		if ((err = bpe_piece1(t, s + start, i - start, out, w)))
+			return err;
+		start = i;
+	}
+	return bpe_piece1(t, s + start, n - start, out, w);
+}
+
 /* Appends the ids of one piece. Returns 0 or -ENOMEM. */
 static int bpe_piece(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
 		     struct tok_work *w)
+{
+	if (t->cut_ok && n > 3)
+		return word_cuts(t, s, n, out, w);
+	return bpe_piece1(t, s, n, out, w);
+}
+
+/* bpe_piece without cuts. */
+static int bpe_piece1(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
+		      struct tok_work *w)
 {
 	if (n == 1 && t->byte_level)
 		return ids_push(out, t->byte_id[s[0]]);
@@ -2017,6 +2125,7 @@ void tokenizer_free(struct tokenizer *t)
 	}
 	free(t->split);
 	free(t->tok_byte);
+	free(t->pre_cut);
 	free(t->special_ids);
 	free(t);
 }
@@ -2659,6 +2768,58 @@ static char *read_file(const char *path, size_t *len)
 	return p;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The characters some vocab token holds right before "▁" (word_cuts), and cut_ok. 0 or -ENOMEM.
+ */
+static int pre_cut_build(struct tokenizer *t)
+{
+	size_t n = 0, cap = 0;
+	uint32_t *v = NULL;
+
+	for (uint32_t id = 0; id < t->n_ids; id++) {
+		const uint8_t *b = t->arena + t->tok_off[id];
+		size_t len = t->tok_off[id + 1] - t->tok_off[id];
+		const struct vslot *sl;
+
+		if (len < 4 || !(sl = vocab_slot(t, b, len)) || sl->id != id)
+			continue;
+		for (size_t i = 1; i + 3 <= len; i++) {
+			size_t j = i - 1;
+			uint32_t x;
+			if (b[i] != 0xE2 || b[i + 1] != 0x96 || b[i + 2] != 0x81)
+				continue;
+			while (j > 0 && (b[j] & 0xC0) == 0x80)
+				j--;
+			utf8_decode(b + j, i - j, &x);
+			if (n == cap) {
+				uint32_t *q = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
+				if (!q) {
+					free(v);
+					return -ENOMEM;
+				}
+				v = q;
+			}
+			v[n++] = x;
+		}
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_u32);
+	t->n_pre_cut = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!i || v[i] != v[i - 1])
+			v[t->n_pre_cut++] = v[i];
+	t->pre_cut = v;
+	t->cut_ok = true;
+	t->mem += cap * sizeof(*v);
+	return 0;
+}
+
 /* Adds the tokens of t->added whose normalized flag is normd to trie tr (normalized ones by their
  * normalized content, as the reference builds its second automaton). 0 or -ENOMEM. */
 static int trie_build(struct tokenizer *t, struct added_trie *tr, bool normd)
@@ -3088,6 +3249,10 @@ static struct tokenizer *load_json(const char *path, char *err, size_t errlen)
 						       &t->bytes2[i].id);
 		t->mem += 65536 * sizeof(*t->bytes2);
 	}
+	if (!t->byte_level &&
+	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges")) &&
+	    vocab_find(t, (const uint8_t *)"\xe2\x96\x81", 3) != NO_ID && pre_cut_build(t))
+		goto cleanup;
 	/* The whole-piece shortcut is used only for tokens the merges themselves rebuild, unless
 	 * the model says ignore_merges (then the reference takes every whole-piece vocab hit).
 	 * Marking a token while others are checked is safe: the shortcut only ever looks at the
