@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Writes the benchmark's 10 KB mixed prompt (deterministic) to stdout: a chat-like mix of English
 // prose, code, JSON, numbers, Chinese, Korean, emoji, whitespace and \r\n, cut to 10,240 bytes at
-// a character boundary.
+// a character boundary. With --english: 10 KB of English prose on ONE line instead (for Gemma 3 and
+// Llama 2 that is one BPE word: their normalizer makes spaces "▁" and nothing splits it).
 const parts = [
 	'You are a helpful assistant. Answer the question below as precisely as you can, and cite the ' +
 		"relevant lines. If you don't know, say so; we'll check the answer against the logs.\n\n",
@@ -16,8 +17,14 @@ const parts = [
 	'The quick brown fox jumps over the lazy dog. THE QUICK BROWN FOX! It\'s 2026-11-29T08:00:00Z; ' +
 		"they've been here since 09:15, haven't they?\n",
 ];
+const english = ['The router reads each request, finds the worker whose cache holds the longest prefix of it, and sends it there.',
+	"If no worker holds any of it, the least loaded one gets it; we'll see how often that happens in the logs.",
+	'Caching the prompt saves the prefill of every shared token, which is most of the latency of a long conversation.',
+	'Each block of sixteen tokens is hashed with its parent, so two prompts share blocks exactly as long as they agree.',
+	'The quick brown fox jumps over the lazy dog, and nobody minds, because it has done so every morning since 1999.'];
 let s = '';
-for (let i = 0; Buffer.byteLength(s) < 10240; i++) s += parts[(i * 7) % parts.length];
+if (process.argv.includes('--english')) for (let i = 0; Buffer.byteLength(s) < 10240; i++) s += english[(i * 3) % english.length] + ' ';
+else for (let i = 0; Buffer.byteLength(s) < 10240; i++) s += parts[(i * 7) % parts.length];
 let b = Buffer.from(s).subarray(0, 10240);
 while ((b[b.length - 1] & 0xc0) === 0x80 || b[b.length - 1] >= 0xc0) b = b.subarray(0, b.length - 1); // whole chars only
 process.stdout.write(new TextDecoder('utf-8', { fatal: true }).decode(b));

@@ -2,8 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Tokenizer parity: build/kvtok (C) against the reference (Hugging Face tokenizers 0.22 through
 # npm @anush008/tokenizers) on the generated corpus (tests/js/gen_corpus.mjs: >= 2,000 strings in
-# 15 categories). Expected ids are generated here, at test time, by the reference itself.
-# Env: TOK_SEEDS="1 2" to run more corpora (default: seed 1), KVTOK_TOKENIZER to use another file.
+# 16 categories) for Qwen3, and on a short corpus (~300 strings, every other one with
+# add_special_tokens true, the family's own added tokens mixed in) for every family in models/.
+# Expected ids are generated here, at test time, by the reference itself. The long run (>= 10,000
+# strings a family) is bench/tokenizer/parity.sh.
+# Env: TOK_SEEDS="1 2" to run more Qwen3 corpora (default: seed 1), KVTOK_TOKENIZER to use another
+# file, TOK_FAMILIES to choose the families of the short corpora (default: all of models/ but
+# qwen2_5, whose pipeline is Qwen3's).
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh
@@ -28,6 +33,32 @@ for seed in ${TOK_SEEDS:-1}; do
 	ok $? "kvtok tokenized corpus seed $seed with no line in error"
 	node tests/js/compare_ids.mjs "$tmp/corpus.jsonl" "$tmp/ref.jsonl" "$tmp/c.jsonl" "seed $seed"
 	TAP_FAILED=$((TAP_FAILED + $?))
+done
+
+# Every family, short: a directory (tokenizer.json + tokenizer_config.json), add_special_tokens
+# both ways; the last two lines check BOS where vLLM's tokenizer puts one (DeepSeek V3's comes from
+# its tokenizer_config.json).
+declare -A bos=([llama3_2]=128000 [gemma3]=2 [llama2]=1 [mistral_nemo]=1 [deepseek_v3]=0 [qwen3]=none
+	[qwen2_5]=none [gptoss]=none)
+for f in ${TOK_FAMILIES:-$(ls models | grep -vx qwen2_5)}; do
+	node tests/js/gen_corpus.mjs --seed 7 --scale 0.05 --added "models/$f" --special \
+		>"$tmp/short.jsonl" 2>/dev/null
+	printf '%s\n' '{"cat":"bos","text":"hi","add_special_tokens":true}' '{"cat":"bos","text":"hi"}' \
+		>>"$tmp/short.jsonl"
+	node tests/js/ref_tokenize.mjs --tokenizer "models/$f" "$tmp/short.jsonl" >"$tmp/short.ref"
+	ok $? "$f: reference tokenized the short corpus"
+	build/kvtok --tokenizer "models/$f" <"$tmp/short.jsonl" >"$tmp/short.c"
+	ok $? "$f: kvtok tokenized the short corpus with no line in error"
+	node tests/js/compare_ids.mjs "$tmp/short.jsonl" "$tmp/short.ref" "$tmp/short.c" "$f" |
+		grep -v '^ok' | sed 's/^# /#   /'
+	cmp -s "$tmp/short.ref" "$tmp/short.c"
+	ok $? "$f: $(wc -l <"$tmp/short.jsonl") strings give the reference's ids"
+	want=${bos[$f]:-}
+	[ -n "$want" ] || continue
+	got=$(tail -n 2 "$tmp/short.c" | head -n 1 | sed -E 's/^\{"ids":\[([0-9]+).*/\1/')
+	nob=$(tail -n 1 "$tmp/short.c" | sed -E 's/^\{"ids":\[([0-9]+).*/\1/')
+	if [ "$want" = none ]; then [ "$got" = "$nob" ]; else [ "$got" = "$want" ] && [ "$nob" != "$want" ]; fi
+	ok $? "$f: add_special_tokens puts ${want/none/no BOS} first (got $got; without: $nob)"
 done
 
 # kvtok's line handling: order kept, errors as lines, a {"messages": ...} line is not guessed at.

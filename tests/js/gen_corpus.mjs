@@ -3,7 +3,11 @@
 // deterministic for a seed (default 1). Lines of category "invalid_utf8" carry raw ill-formed UTF-8
 // bytes inside the JSON string: a reader decodes the line as UTF-8 with U+FFFD replacement (as a
 // JSON decoder in front of the engine would) before parsing it.
-// Usage: node tests/js/gen_corpus.mjs [--seed N] [--scale K]   (K multiplies the counts; default 1)
+// Usage: node tests/js/gen_corpus.mjs [--seed N] [--scale K] [--added TOKENIZER] [--special]
+//   K multiplies the counts (default 1); --added takes a tokenizer.json (or its directory) whose
+//   added tokens' contents go into the added_tokens category beside Qwen's; --special gives every
+//   other line "add_special_tokens": true.
+import { readFileSync, statSync } from 'node:fs';
 const args = process.argv.slice(2);
 const opt = (name, def) => {
 	const i = args.indexOf(name);
@@ -11,6 +15,14 @@ const opt = (name, def) => {
 };
 const seed = opt('--seed', 1);
 const scale = opt('--scale', 1);
+const special = args.includes('--special');
+const addedPath = (() => {
+	const i = args.indexOf('--added');
+	if (i < 0) return null;
+	const p = args[i + 1];
+	return statSync(p).isDirectory() ? `${p}/tokenizer.json` : p;
+})();
+const familyAdded = addedPath ? JSON.parse(readFileSync(addedPath, 'utf8')).added_tokens.map((a) => a.content) : [];
 
 // mulberry32: small, seeded, good enough to spread test cases.
 let state = seed >>> 0;
@@ -26,10 +38,11 @@ const pick = (a) => a[ri(a.length)];
 const rep = (n, f) => Array.from({ length: n }, f).join('');
 
 const out = [];
-const emit = (cat, text) => out.push(Buffer.from(JSON.stringify({ cat, text }) + '\n'));
+const sp = () => special && out.length % 2 === 1;
+const emit = (cat, text) => out.push(Buffer.from(JSON.stringify(sp() ? { cat, add_special_tokens: true, text } : { cat, text }) + '\n'));
 // A line whose text is parts: strings (escaped as JSON) and Buffers (raw bytes, >= 0x80 only).
 const emitRaw = (cat, parts) => {
-	const chunks = [Buffer.from(`{"cat":${JSON.stringify(cat)},"text":"`)];
+	const chunks = [Buffer.from(`{"cat":${JSON.stringify(cat)},${sp() ? '"add_special_tokens":true,' : ''}"text":"`)];
 	for (const p of parts) chunks.push(typeof p === 'string' ? Buffer.from(JSON.stringify(p).slice(1, -1)) : p);
 	chunks.push(Buffer.from('"}\n'));
 	out.push(Buffer.concat(chunks));
@@ -77,7 +90,7 @@ for (let i = 0; i < N(250); i++) {
 }
 
 // --- whitespace runs
-const ws = [' ', '  ', '\t', '\n', '\r\n', '\r', '\u00a0', '\u3000', '\u0085', '\u2028', '\u2029', '\u000b', '\f', '\u2003', '\u200b', '\ufeff', '\u1680', '\u180e', '\u202f', '\u205f'];
+const ws = [' ', '  ', '\t', '\n', '\r\n', '\r', '\u2581', '\u2581\u2581', '    ', '\n\n\n', '\u00a0', '\u3000', '\u0085', '\u2028', '\u2029', '\u000b', '\f', '\u2003', '\u200b', '\ufeff', '\u1680', '\u180e', '\u202f', '\u205f'];
 for (let i = 0; i < N(250); i++)
 	emit('whitespace', rep(1 + ri(10), () => (rnd() < 0.5 ? pick(words) : pick(punct)) + rep(ri(8), () => pick(ws))) + (rnd() < 0.5 ? rep(ri(5), () => pick(ws)) : ''));
 
@@ -141,13 +154,28 @@ for (let i = 0; i < N(300); i++) {
 const added = ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|object_ref_start|>', '<|object_ref_end|>', '<|box_start|>',
 	'<|box_end|>', '<|quad_start|>', '<|quad_end|>', '<|vision_start|>', '<|vision_end|>', '<|vision_pad|>', '<|image_pad|>',
 	'<|video_pad|>', '<tool_call>', '</tool_call>', '<|fim_prefix|>', '<|fim_middle|>', '<|fim_suffix|>', '<|fim_pad|>',
-	'<|repo_name|>', '<|file_sep|>', '<tool_response>', '</tool_response>', '<think>', '</think>'];
+	'<|repo_name|>', '<|file_sep|>', '<tool_response>', '</tool_response>', '<think>', '</think>',
+	'<bos>', '<eos>', '<s>', '</s>', '<unk>', '<start_of_turn>', '<end_of_turn>', '<|begin_of_text|>', '<|eot_id|>',
+	'<|start_header_id|>', '<\uff5cbegin\u2581of\u2581sentence\uff5c>', '<\uff5cUser\uff5c>', '<|start|>', '<|channel|>', '<|message|>',
+	'[INST]', '[/INST]', '<h1>', '</div>', '<0x41>'];
+// the family's own added tokens (--added): a sample, so many (Gemma 3 has 6,415) stay a mix
+for (let i = 0; i < Math.min(familyAdded.length, 60); i++) added.push(familyAdded[Math.floor(((i * 2654435761) >>> 0) % familyAdded.length)]);
 const nearMiss = ['<|im_start', '<|im_end|', '<im_end>', '<|IM_END|>', '< think>', '<think', '</think', '<<|im_end|>>', '<|', '|>', '<', '<tool_call', '<|endoftext||>'];
 for (let i = 0; i < N(200); i++)
 	emit('added_tokens', rep(1 + ri(8), () => pick([pick(added), pick(added), pick(nearMiss), pick(words), ' ', '\n', sentence(), 'x']) + pick(['', '', ' ', '\n', pick(added)])));
 emit('added_tokens', '<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n');
 emit('added_tokens', added.join(''));
 emit('added_tokens', added.join(' '));
+
+// --- letters and digits added in Unicode 15.0, 15.1 and 16.0 (the reference's tables are 16.0)
+const u16 = [[0x11f00, 0x11f5a], [0x1e4d0, 0x1e4fa], [0x31350, 0x323af], [0x2ebf0, 0x2ee5d], [0x16d40, 0x16d7a], [0x105c0, 0x105f4],
+	[0x11bc0, 0x11bf0], [0x1e5d0, 0x1e5fb], [0x116d0, 0x116e4], [0x10d40, 0x10d8f], [0x1c89, 0x1c8b], [0xa7cb, 0xa7ce], [0x1df25, 0x1df2b],
+	[0x10efc, 0x10f00], [0x1e030, 0x1e06e], [0x11380, 0x113e3], [0x1f8b0, 0x1f8bc], [0x1cc00, 0x1ccfa]];
+for (let i = 0; i < N(150); i++)
+	emit('unicode16', rep(1 + ri(10), () => {
+		const [a, b] = pick(u16);
+		return rep(1 + ri(4), () => String.fromCodePoint(a + ri(b - a))) + pick(['', ' ', '1', pick(words), '\n', "'s"]);
+	}));
 
 // --- seeded random Unicode (every plane, biased to interesting ranges; no surrogates)
 const ranges = [[0x20, 0x7f], [0x0, 0x20], [0x80, 0x250], [0x300, 0x370], [0x370, 0x530], [0x590, 0x800], [0x900, 0xe00],
@@ -185,11 +213,13 @@ const big = [
 	['a', 100000], [' ', 100000], ['!', 50000], ['ab', 20000], ['\n', 30000], ['1', 20000], ['한', 30000], ['😀', 10000],
 	['\t', 20000], [' \n', 20000], ['é', 30000], ['e\u0301', 20000], ["'s", 20000], ['<|im_end|>', 5000],
 ];
-for (const [u, n] of big) emit('long_runs', u.repeat(n));
-emit('long_runs', rep(2000, () => sentence() + ' '));
-emit('long_runs', 'x' + ' '.repeat(50000) + 'y');
-emit('long_runs', 'a' + '\u0345\u0334'.repeat(20000) + ' a' + '\u0301\u0316\u0300'.repeat(5000)); // marks in reverse canonical order
-emit('long_runs', rep(3000, () => pick(code)));
+// (a scale below 1 shortens them too: the suite's short corpora stay quick)
+const L = (n) => Math.max(1, Math.round(n * Math.min(1, scale)));
+for (const [u, n] of big) emit('long_runs', u.repeat(L(n)));
+emit('long_runs', rep(L(2000), () => sentence() + ' '));
+emit('long_runs', 'x' + ' '.repeat(L(50000)) + 'y');
+emit('long_runs', 'a' + '\u0345\u0334'.repeat(L(20000)) + ' a' + '\u0301\u0316\u0300'.repeat(L(5000))); // marks in reverse canonical order
+emit('long_runs', rep(L(3000), () => pick(code)));
 
 process.stdout.write(Buffer.concat(out));
 console.error(`gen_corpus: ${out.length} strings (seed ${seed}, scale ${scale})`);

@@ -2,12 +2,19 @@
 // The reference tokenizer: Hugging Face tokenizers 0.22 (npm @anush008/tokenizers) over a
 // tokenizer.json, with the same command line and JSONL format as build/kvtok.
 //   node tests/js/ref_tokenize.mjs --tokenizer PATH [FILE] < in.jsonl > out.jsonl
-//     {"text": ...} per line (other keys ignored) -> {"ids": [...]} per line, same order; each
-//     line is decoded as UTF-8 with U+FFFD replacement first (ill-formed bytes become U+FFFD, as a
-//     JSON decoder in front of the engine would hand them over).
+//     PATH is a tokenizer.json or a directory holding tokenizer.json (and tokenizer_config.json).
+//     {"text": ..., "add_special_tokens": true|false} per line (other keys ignored; default
+//     false) -> {"ids": [...]} per line, same order; each line is decoded as UTF-8 with U+FFFD
+//     replacement first (ill-formed bytes become U+FFFD, as a JSON decoder in front of the engine
+//     would hand them over).
+//     add_special_tokens with a directory whose tokenizer_config.json sets add_bos_token or
+//     add_eos_token: the reference knows only tokenizer.json, so the ids are made here as
+//     transformers makes them (it rebuilds the post-processor from those keys as
+//     "[bos] $A [eos]": DeepSeek V3's file adds no BOS, its config asks for one): the text is
+//     encoded without special tokens and the bos_token / eos_token ids put around it.
 //   node tests/js/ref_tokenize.mjs --tokenizer PATH --bench FILE [--runs N]
 //     encodes FILE's text repeatedly and prints JSON with the median microseconds per encode.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import tk from '@anush008/tokenizers';
 
 const args = process.argv.slice(2);
@@ -27,10 +34,33 @@ if (!path) {
 }
 const rss0 = process.memoryUsage().rss;
 const tl0 = process.hrtime.bigint();
-const tok = tk.Tokenizer.fromFile(path);
+const isDir = statSync(path).isDirectory();
+const tok = tk.Tokenizer.fromFile(isDir ? `${path}/tokenizer.json` : path);
 const loadMs = Number(process.hrtime.bigint() - tl0) / 1e6;
 const loadRss = process.memoryUsage().rss - rss0;
-const encode = async (text) => (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
+// tokenizer_config.json's override of the post-processor (see above), or null
+let around = null;
+if (isDir && existsSync(`${path}/tokenizer_config.json`)) {
+	const cfg = JSON.parse(readFileSync(`${path}/tokenizer_config.json`, 'utf8'));
+	if (typeof cfg.add_bos_token === 'boolean' || typeof cfg.add_eos_token === 'boolean') {
+		const file = JSON.parse(readFileSync(`${path}/tokenizer.json`, 'utf8'));
+		const idOf = (t) => {
+			const c = typeof t === 'string' ? t : t?.content;
+			const a = file.added_tokens.find((x) => x.content === c);
+			const id = a ? a.id : file.model.vocab[c];
+			if (id === undefined) throw new Error(`config token ${c} not found`);
+			return id;
+		};
+		around = { before: cfg.add_bos_token ? [idOf(cfg.bos_token)] : [], after: cfg.add_eos_token ? [idOf(cfg.eos_token)] : [] };
+	}
+}
+const encode = async (text, special = false) => {
+	if (special && around) {
+		const ids = (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
+		return [...around.before, ...ids, ...around.after];
+	}
+	return (await tok.encode(text, null, { addSpecialTokens: special })).getIds();
+};
 
 if (benchFile) {
 	const text = new TextDecoder('utf-8').decode(readFileSync(benchFile));
@@ -69,7 +99,7 @@ if (benchFile) {
 			out.push(JSON.stringify({ error: 'expected {"text": string}' }));
 			continue;
 		}
-		out.push(JSON.stringify({ ids: await encode(obj.text) }));
+		out.push(JSON.stringify({ ids: await encode(obj.text, obj.add_special_tokens === true) }));
 	}
 	process.stdout.write(out.join('\n') + (out.length ? '\n' : ''));
 }

@@ -434,24 +434,37 @@ static void test_refusals(void)
 		const char *path, *json, *part;
 	} cases[] = {
 	    {"normalizer", "{\"type\":\"NFKC\"}", "normalizer"},
-	    {"normalizer", "{\"type\":\"Sequence\",\"normalizers\":[]}", "normalizer"},
+	    {"normalizer",
+	     "{\"type\":\"Replace\",\"pattern\":{\"Regex\":\" +\"},\"content\":\"_\"}",
+	     "Replace with a Regex"},
+	    {"normalizer", "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Lowercase\"}]}",
+	     "Lowercase"},
 	    {"truncation", "{\"max_length\":8}", "truncation"},
 	    {"padding", "{\"length\":8}", "padding"},
-	    {"pre_tokenizer", "{\"type\":\"ByteLevel\",\"add_prefix_space\":false}",
-	     "pre_tokenizer"},
+	    {"pre_tokenizer", "{\"type\":\"ByteLevel\",\"add_prefix_space\":true}",
+	     "add_prefix_space"},
+	    {"pre_tokenizer", "{\"type\":\"Whitespace\"}", "Whitespace"},
 	    {"pre_tokenizer",
-	     "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
-	     "\"\\\\s+\"},"
-	     "\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\"}]}",
-	     "Qwen2 regex"},
+	     "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{"
+	     "\"String\":"
+	     "\" \"},\"behavior\":\"Sideways\"},{\"type\":\"ByteLevel\"}]}",
+	     "behavior Sideways"},
+	    {"pre_tokenizer",
+	     "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},{\"type\":"
+	     "\"Split\","
+	     "\"pattern\":{\"String\":\" \"},\"behavior\":\"Isolated\"}]}",
+	     "after ByteLevel"},
 	    {"post_processor", "{\"type\":\"TemplateProcessing\"}", "post_processor"},
+	    {"post_processor", "{\"type\":\"RobertaProcessing\"}", "RobertaProcessing"},
+	    {"post_processor",
+	     "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}},"
+	     "{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{}}",
+	     "not in special_tokens"},
 	    {"decoder", "{\"type\":\"WordPiece\"}", "decoder"},
 	    {"model.type", "\"WordPiece\"", "model"},
 	    {"model.dropout", "0.1", "dropout"},
-	    {"model.byte_fallback", "true", "byte_fallback"},
 	    {"model.continuing_subword_prefix", "\"##\"", "continuing_subword_prefix"},
-	    {"added.lstrip", "true", "lstrip"},
-	    {"added.normalized", "true", "normalized"},
+	    {"model.end_of_word_suffix", "\"</w>\"", "end_of_word_suffix"},
 	    {"model.merges",
 	     "[\"a b\", \"x "
 	     "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\"]",

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /* kvtok: the tokenizer from the command line.
  *   build/kvtok --tokenizer PATH < in.jsonl > out.jsonl
+ *     PATH: a tokenizer.json, or a directory with tokenizer.json and tokenizer_config.json.
  *     one JSON object a line in, one a line out, same order:
- *       {"text": "..."}        -> {"ids": [...]}   (add_special_tokens=false)
+ *       {"text": "...", "add_special_tokens": false}
+ *                              -> {"ids": [...]}   (add_special_tokens: default false)
  *       {"messages": [...], "add_generation_prompt": true, "chat_template_kwargs": {...}}
  *                              -> {"ids": [...]}   (chat template, then tokenized)
  *     a line that cannot be handled gets {"error": "..."} (and the exit status is 1 at the end).
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -294,8 +297,17 @@ static int do_line(const struct tokenizer *tok, const char *line, size_t n, stru
 			why = "text: cannot decode the string";
 			goto cleanup;
 		}
-		if (tokenizer_encode(tok, text.data ? text.data : "", text.len, &ids)) {
-			why = "out of memory";
+		const cJSON *sp = cJSON_GetObjectItemCaseSensitive(req, "add_special_tokens");
+		int e;
+		if (sp && !cJSON_IsBool(sp)) {
+			why = "add_special_tokens: must be true or false";
+			goto cleanup;
+		}
+		e = tokenizer_encode_special(tok, NULL, text.data ? text.data : "", text.len,
+					     cJSON_IsTrue(sp), &ids);
+		if (e) {
+			why =
+			    e == -E2BIG ? "the split regex ran out of its budget" : "out of memory";
 			goto cleanup;
 		}
 	} else {
@@ -455,8 +467,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvtok: %s\n", err);
 		return 1;
 	}
-	snprintf(chat_config, sizeof(chat_config), "%.*stokenizer_config.json",
-		 strrchr(path, '/') ? (int)(strrchr(path, '/') - path + 1) : 0, path);
+	{
+		struct stat st;
+		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			snprintf(chat_config, sizeof(chat_config), "%s/tokenizer_config.json",
+				 path);
+		else
+			snprintf(chat_config, sizeof(chat_config), "%.*stokenizer_config.json",
+				 strrchr(path, '/') ? (int)(strrchr(path, '/') - path + 1) : 0,
+				 path);
+	}
 	if (bench_file) {
 		double load_ms = (now_us() - t0) / 1e3;
 		malloc_trim(0); /* hand the parser's freed memory back, so RSS shows what stays */

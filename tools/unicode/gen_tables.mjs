@@ -123,6 +123,47 @@ for (const [c, f] of foldMap) {
 }
 foldAscii.sort((a, b) => a[0] - b[0]);
 
+// --- regex properties (userspace/prompt/regex): General_Category, White_Space, Oniguruma's \w ---
+// One byte per code point: the General_Category value (UGC_*, the order of GC_SHORT) in the low 5
+// bits, UPROP_SPACE (White_Space: \s) and UPROP_WORD (\w: Oniguruma's Word = Alphabetic, Mark,
+// Decimal_Number, Connector_Punctuation; not Join_Control: the reference leaves U+200D out).
+const GC_LONG = ['Uppercase_Letter', 'Lowercase_Letter', 'Titlecase_Letter', 'Modifier_Letter', 'Other_Letter',
+	'Nonspacing_Mark', 'Spacing_Mark', 'Enclosing_Mark', 'Decimal_Number', 'Letter_Number', 'Other_Number',
+	'Connector_Punctuation', 'Dash_Punctuation', 'Open_Punctuation', 'Close_Punctuation', 'Initial_Punctuation',
+	'Final_Punctuation', 'Other_Punctuation', 'Math_Symbol', 'Currency_Symbol', 'Modifier_Symbol', 'Other_Symbol',
+	'Space_Separator', 'Line_Separator', 'Paragraph_Separator', 'Control', 'Format', 'Surrogate', 'Private_Use',
+	'Unassigned'];
+const GC_SHORT = ['Lu', 'Ll', 'Lt', 'Lm', 'Lo', 'Mn', 'Mc', 'Me', 'Nd', 'Nl', 'No', 'Pc', 'Pd', 'Ps', 'Pe', 'Pi',
+	'Pf', 'Po', 'Sm', 'Sc', 'Sk', 'So', 'Zs', 'Zl', 'Zp', 'Cc', 'Cf', 'Cs', 'Co', 'Cn'];
+const PROP_SPACE = 0x20, PROP_WORD = 0x40;
+const prop = new Uint8Array(MAXCP).fill(0xff);
+for (let g = 0; g < GC_LONG.length; g++)
+	for (const c of await load(`${U16}/General_Category/${GC_LONG[g]}/code-points.mjs`)) {
+		if (prop[c] !== 0xff) throw new Error(`U+${c.toString(16)} in two categories`);
+		prop[c] = g;
+	}
+for (let c = 0; c < MAXCP; c++) if (prop[c] === 0xff) throw new Error(`U+${c.toString(16)} has no category`);
+for (let c = 0; c < MAXCP; c++) {
+	// the class table above and this one must agree: L is Lu..Lo, N is Nd..No
+	const k = cls[c] & 3, g = prop[c];
+	if ((k === CLS_LETTER) !== (g <= 4) || (k === CLS_NUMBER) !== (g >= 8 && g <= 10)) throw new Error(`U+${c.toString(16)} L/N`);
+}
+for (const c of white) prop[c] |= PROP_SPACE;
+const alphabetic = await load(`${U16}/Binary_Property/Alphabetic/code-points.mjs`);
+for (const c of alphabetic) prop[c] |= PROP_WORD;
+for (let c = 0; c < MAXCP; c++) {
+	const g = prop[c] & 0x1f;
+	if ((g >= 5 && g <= 8) || g === 11) prop[c] |= PROP_WORD;
+}
+// Simple case folding (C + S) for (?i:...) literals, and the full foldings to more than one code
+// point (F), which the regex engine refuses inside (?i:...) (Oniguruma applies them).
+const foldSimple = [...foldMap].map(([c, f]) => [c, typeof f === 'number' ? f : f.codePointAt(0)]).sort((a, b) => a[0] - b[0]);
+const foldF = await load(`${U16}/Case_Folding/F/code-points.mjs`);
+const foldMulti = [...foldF]
+	.map(([c, f]) => [c, ...(typeof f === 'string' ? cps(f) : f)])
+	.sort((a, b) => a[0] - b[0]);
+for (const m of foldMulti) if (m.length < 3 || m.length > 4) throw new Error(`fold of U+${m[0].toString(16)}`);
+
 // --- emit ---
 function twoStage(name, arr) {
 	const blocks = new Map();
@@ -153,6 +194,7 @@ function twoStage(name, arr) {
 
 const clsT = twoStage('unicode_cls', cls);
 const cccT = twoStage('unicode_ccc', ccc);
+const propT = twoStage('unicode_prop', prop);
 const decompList = [...decomp.entries()].sort((a, b) => a[0] - b[0]);
 const decompSeq = [];
 const decompIdx = decompList.map(([c, d]) => {
@@ -179,6 +221,7 @@ const h = `/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef KVS_UNICODE_TABLES_H
 #define KVS_UNICODE_TABLES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define UNICODE_REGEX_VERSION "16.0.0"
@@ -220,6 +263,38 @@ uint32_t unicode_compose(uint32_t a, uint32_t b);
 /* The ASCII lowercase letter a non-ASCII cp simple-case-folds to, or 0 (e.g. U+017F -> 's'). */
 uint32_t unicode_fold_ascii(uint32_t cp);
 
+/* --- regex properties (userspace/prompt/regex), Unicode 16.0.0 --- */
+
+/* General_Category values, the low bits of unicode_prop(): Lu Ll Lt Lm Lo Mn Mc Me Nd Nl No Pc Pd
+ * Ps Pe Pi Pf Po Sm Sc Sk So Zs Zl Zp Cc Cf Cs Co Cn, in that order. */
+enum {
+${GC_SHORT.map((g, i) => `\tUGC_${g.toUpperCase()} = ${i},`).join('\n')}
+	UGC_COUNT = ${GC_SHORT.length},
+	UPROP_GC_MASK = 0x1f,
+	UPROP_SPACE = 0x${PROP_SPACE.toString(16)}, /* White_Space (Oniguruma's \\s) */
+	UPROP_WORD = 0x${PROP_WORD.toString(16)},  /* Oniguruma's \\w: Alphabetic, M, Nd, Pc */
+};
+
+extern const uint16_t unicode_prop_stage1[${MAXCP >> 8}];
+extern const uint8_t unicode_prop_stage2[];
+
+/* The property byte (UGC_* category, UPROP_SPACE, UPROP_WORD) of a code point < 0x110000. */
+static inline uint8_t unicode_prop(uint32_t cp)
+{
+	return unicode_prop_stage2[((uint32_t)unicode_prop_stage1[cp >> 8] << 8) | (cp & 0xff)];
+}
+
+/* The simple case folding of cp (Case_Folding C and S), or cp when it has none. */
+uint32_t unicode_fold_simple(uint32_t cp);
+
+/* The code points whose simple case folding is that of cp (cp included), ascending, into
+ * out[0..max). Returns their number (more than max: out holds the first max). */
+size_t unicode_fold_orbit(uint32_t cp, uint32_t *out, size_t max);
+
+/* The full case foldings to more than one code point (Case_Folding F): {cp, f1, f2, f3 or 0}. */
+extern const uint32_t unicode_fold_multi[${foldMulti.length}][4];
+#define UNICODE_FOLD_MULTI_COUNT ${foldMulti.length}
+
 #endif
 `;
 
@@ -228,7 +303,7 @@ const c = `// SPDX-License-Identifier: Apache-2.0
 #include <stddef.h>
 #include <stdint.h>
 
-#include "unicode_tables.h"
+#include "prompt/unicode_tables.h"
 
 ${clsT.c}
 ${cccT.c}
@@ -300,11 +375,66 @@ uint32_t unicode_fold_ascii(uint32_t cp)
 			return fold_tab[i].to;
 	return 0;
 }
+
+${propT.c}
+static const struct {
+	uint32_t cp, to;
+} fold_simple_tab[${foldSimple.length}] = {
+${foldSimple.map(([a, t]) => `\t{ 0x${a.toString(16)}, 0x${t.toString(16)} },`).join('\n')}
+};
+
+const uint32_t unicode_fold_multi[${foldMulti.length}][4] = {
+${foldMulti.map((m) => `\t{ ${hex([...m, 0, 0].slice(0, 4))} },`).join('\n')}
+};
+
+uint32_t unicode_fold_simple(uint32_t cp)
+{
+	size_t lo = 0, hi = sizeof(fold_simple_tab) / sizeof(fold_simple_tab[0]);
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (fold_simple_tab[mid].cp < cp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < sizeof(fold_simple_tab) / sizeof(fold_simple_tab[0]) && fold_simple_tab[lo].cp == cp)
+		return fold_simple_tab[lo].to;
+	return cp;
+}
+
+size_t unicode_fold_orbit(uint32_t cp, uint32_t *out, size_t max)
+{
+	uint32_t f = unicode_fold_simple(cp);
+	size_t n = 0;
+	int self = 0;
+
+	for (size_t i = 0; i < sizeof(fold_simple_tab) / sizeof(fold_simple_tab[0]); i++) {
+		uint32_t c = fold_simple_tab[i].cp;
+		if (fold_simple_tab[i].to != f)
+			continue;
+		if (!self && f < c) {
+			if (n < max)
+				out[n] = f;
+			n++;
+			self = 1;
+		}
+		if (n < max)
+			out[n] = c;
+		n++;
+	}
+	if (!self) {
+		if (n < max)
+			out[n] = f;
+		n++;
+	}
+	return n;
+}
 `;
 
 writeFileSync(path.join(root, 'userspace/prompt/unicode_tables.h'), h);
 writeFileSync(path.join(root, 'userspace/prompt/unicode_tables.c'), c);
 console.error(
-	`unicode_tables: cls ${clsT.size} B, ccc ${cccT.size} B, ${decompList.length} decompositions, ` +
+	`unicode_tables: cls ${clsT.size} B, ccc ${cccT.size} B, prop ${propT.size} B, ${foldSimple.length} simple and ${foldMulti.length} multi foldings, ${decompList.length} decompositions, ` +
 		`${compose.length} compositions, ${marks.length} marks in ${rank} classes, fold ${JSON.stringify(foldAscii)}`,
 );

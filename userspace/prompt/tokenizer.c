@@ -21,13 +21,19 @@
 #include <cjson/cJSON.h>
 #include <xxhash.h>
 
+#include "prompt/regex.h"
 #include "prompt/tokenizer.h"
 #include "prompt/unicode_tables.h"
 #include "core/utf8.h"
 
-/* The split regex this module implements as a state machine (tokenizer.json spelling). */
+/* The split regexes this module implements as a state machine (tokenizer.json spelling): Qwen2's,
+ * and Llama 3's, which differs only in taking up to 3 digits a piece. */
 #define QWEN2_SPLIT_REGEX                                                                          \
 	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "                      \
+	"?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"                                                           \
+	"\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define LLAMA3_SPLIT_REGEX                                                                         \
+	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "                 \
 	"?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"                                                           \
 	"\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
@@ -37,6 +43,12 @@
 #endif
 
 #define NO_ID UINT32_MAX
+
+/* Character-level pieces of up to this many symbols are merged by a scan for the lowest rank (no
+ * heap: cheaper for the short words most pieces are). */
+#ifndef TOK_SCAN_SYMS
+#define TOK_SCAN_SYMS 16
+#endif
 
 struct merge_slot {
 	uint64_t key; /* (left id << 32 | right id) + 1; 0 = empty */
@@ -71,9 +83,43 @@ struct char_rule {
 };
 
 struct added_tok {
-	const uint8_t *s; /* into the arena */
+	const uint8_t *s; /* into the arena (a normalized one: its normalized content, in pat) */
 	uint32_t len;
 	uint32_t id;
+	bool lstrip, rstrip, single_word, normalized, special;
+};
+
+/* Added tokens as a byte trie: edges in a hash by (node << 8 | byte) + 1. */
+struct trie_slot {
+	uint32_t key; /* 0: empty */
+	uint32_t child;
+};
+struct added_trie {
+	struct trie_slot *tab;
+	uint32_t mask;
+	int32_t *tok; /* node -> index in t->added of the token ending there, or -1 */
+	uint32_t n_nodes, cap_nodes;
+	uint8_t first[256]; /* bytes that start a token */
+	int one_first;	    /* the only first byte when all share it, else -1 */
+	uint32_t n;	    /* tokens in it */
+};
+
+/* Normalizer steps. */
+enum { NORM_NFC, NORM_REPLACE, NORM_PREPEND };
+struct norm_step {
+	int kind;
+	char *pat, *with; /* Replace: literal pattern, content; Prepend: with */
+	size_t pat_len, with_len;
+};
+
+/* Pre-tokenizer splitting steps (ByteLevel's own regex is one, Isolated). */
+enum { SPLIT_ISOLATED, SPLIT_REMOVED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT, SPLIT_CONTIGUOUS };
+struct split_step {
+	char *lit; /* a literal pattern (NULL: a regex) */
+	size_t lit_len;
+	struct regex *re; /* the compiled regex (NULL: lit) */
+	int behavior;
+	bool invert;
 };
 
 struct tokenizer {
@@ -89,13 +135,34 @@ struct tokenizer {
 	uint32_t byte_id[256];
 	struct added_tok *added;
 	uint32_t n_added;
-	uint8_t added_first[256]; /* bytes that start an added token */
-	int added_one_first;	  /* the only first byte when all share it, else -1 */
+	struct added_trie trie_raw;  /* non-normalized added tokens, matched on the raw text */
+	struct added_trie trie_norm; /* normalized ones, on the normalized text */
+	uint8_t *added_pat;	     /* normalized contents of the normalized added tokens */
 	uint32_t max_tok_len;
 	struct char_rule *crules; /* open addressing by key, key 0 = empty; NULL: none */
 	uint32_t cmask;
 	uint32_t *danger; /* the neighbours of char_rule, by id */
-	bool nfc;
+	bool nfc;	  /* the normalizer is NFC alone */
+	bool norm_simple; /* the normalizer is none or NFC alone: segments may stream */
+	struct norm_step *norm;
+	uint32_t n_norm;
+	bool byte_level; /* ByteLevel pre-tokenizer: tokens are bytes in the byte-level alphabet */
+	int fast_split;	 /* the state machine: 1 (Qwen2's regex), 3 (Llama 3's); 0: steps */
+	struct split_step *split;
+	uint32_t n_split;
+	bool byte_fallback, fuse_unk;
+	uint32_t unk_id;	/* NO_ID: none */
+	uint32_t byte_tok[256]; /* <0xXX> tokens (byte_fallback), NO_ID: missing */
+	uint32_t ascii_id[128]; /* character-level: the token of each ASCII character, or NO_ID */
+	uint8_t *tok_byte;	/* character-level: id -> 1 + the byte of a <0xXX> token, 0: none */
+	bool cut_ok;		/* a word may be cut before "▁" (word_cuts) */
+	uint32_t *pre_cut; /* sorted: the characters some vocab token holds right before "▁" */
+	uint32_t n_pre_cut;
+	bool dec_space;	       /* decoding: "▁" is a space */
+	bool dec_strip;	       /* decoding: one leading space stripped */
+	uint32_t *special_ids; /* add_special_tokens: n_before ids, then n_after */
+	uint32_t n_before, n_after;
+	int64_t bos_id;
 	size_t mem;
 };
 
@@ -177,6 +244,7 @@ static void work_free(struct tok_work *w)
 	free(w->norm);
 	free(w->cps);
 	free(w->bpe);
+	free(w->norm2);
 	*w = (struct tok_work){0};
 }
 
@@ -446,12 +514,107 @@ static inline uint32_t char_whole(const struct tokenizer *t, const uint8_t *s, s
  * syms holds n entries and heap 3 n.
  * A queued entry is current while its symbol still starts a pair of that rank: a rank names one
  * pair, and a symbol never starts a pair again once it changed (both its sides only grow). */
+/* The first symbols of a piece of a character-level vocabulary, as the reference's merge_word
+ * makes them: a character's token; else its bytes' <0xXX> tokens (byte_fallback, when all exist);
+ * else the unk token (consecutive ones fused into one with fuse_unk; a pending unk goes in only
+ * before the next character found in the vocabulary or at the end, as the reference does); else
+ * nothing. Returns the number of symbols (<= n). */
+static size_t bpe_init_chars(const struct tokenizer *t, const uint8_t *s, size_t n,
+			     struct sym *syms)
+{
+	size_t m = 0;
+	bool unk = false;
+	uint32_t c;
+
+	for (size_t i = 0, l; i < n; i += l) {
+		uint32_t id;
+
+		l = utf8_decode(s + i, n - i, &c);
+		if (s[i] < 0x80)
+			id = t->ascii_id[s[i]];
+		else
+			id = l <= t->max_tok_len ? vocab_find(t, s + i, l) : NO_ID;
+		if (id != NO_ID) {
+			if (unk)
+				syms[m++].id = t->unk_id;
+			unk = false;
+			syms[m++].id = id;
+			continue;
+		}
+		if (t->byte_fallback) {
+			size_t k = 0;
+
+			while (k < l && t->byte_tok[s[i + k]] != NO_ID)
+				k++;
+			if (k == l) {
+				for (k = 0; k < l; k++)
+					syms[m++].id = t->byte_tok[s[i + k]];
+				continue;
+			}
+		}
+		if (t->unk_id != NO_ID) {
+			if (unk && !t->fuse_unk)
+				syms[m++].id = t->unk_id;
+			unk = true;
+		}
+	}
+	if (unk)
+		syms[m++].id = t->unk_id;
+	return m;
+}
+
 static int32_t bpe_merge(const struct tokenizer *t, const uint8_t *s, size_t n, struct sym *syms,
 			 uint64_t *heap)
 {
 	size_t hn = 0, m = 0;
 	bool byte = false; /* the symbol before is one byte */
 
+	if (!t->byte_level) {
+		m = bpe_init_chars(t, s, n, syms);
+		if (!m)
+			return -1;
+		if (m <= TOK_SCAN_SYMS) {
+			/* few symbols: the lowest rank (leftmost of equal ones, as the heap
+			 * orders them) found by a scan, no heap */
+			for (size_t k = 0; k < m; k++) {
+				syms[k].next = k + 1 < m ? (int32_t)k + 1 : -1;
+				syms[k].rank = k + 1 < m ? merge_find(t, syms[k].id, syms[k + 1].id,
+								      &syms[k].mid)
+							 : UINT32_MAX;
+			}
+			for (;;) {
+				int32_t bi = -1, prev = -1, bprev = -1;
+				uint32_t best = UINT32_MAX;
+				for (int32_t k = 0; k >= 0; prev = k, k = syms[k].next)
+					if (syms[k].rank < best) {
+						best = syms[k].rank;
+						bi = k;
+						bprev = prev;
+					}
+				if (bi < 0)
+					return 0;
+				int32_t nx = syms[bi].next;
+				syms[bi].id = syms[bi].mid;
+				syms[bi].next = syms[nx].next;
+				syms[bi].rank =
+				    syms[bi].next < 0
+					? UINT32_MAX
+					: merge_find(t, syms[bi].id, syms[syms[bi].next].id,
+						     &syms[bi].mid);
+				if (bprev >= 0)
+					syms[bprev].rank = merge_find(
+					    t, syms[bprev].id, syms[bi].id, &syms[bprev].mid);
+			}
+		}
+		for (size_t k = 0; k < m; k++) {
+			syms[k].prev = (int32_t)k - 1;
+			syms[k].next = k + 1 < m ? (int32_t)k + 1 : -1;
+			syms[k].rank = UINT32_MAX;
+			if (k)
+				sym_pair(t, syms, (int32_t)k - 1, (int32_t)k, heap, &hn);
+		}
+		goto merge;
+	}
 	/* one symbol a byte, or a whole character; each pair's merge (both bytes: bytes2) */
 	for (size_t i = 0, l; i < n; i += l, m++) {
 		uint32_t id = NO_ID;
@@ -482,6 +645,7 @@ static int32_t bpe_merge(const struct tokenizer *t, const uint8_t *s, size_t n, 
 		}
 		byte = l == 1;
 	}
+merge:
 	while (hn) {
 		uint64_t top = heap_pop(heap, &hn);
 		int32_t pos = (int32_t)(uint32_t)top, nx;
@@ -707,12 +871,80 @@ static int bpe_piece_merge(const struct tokenizer *t, const uint8_t *s, size_t n
 	return 0;
 }
 
+static int bpe_piece1(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
+		      struct tok_work *w);
+
+/* Is c one of the characters some vocab token holds right before "▁"? */
+static bool in_pre_cut(const struct tokenizer *t, uint32_t c)
+{
+	size_t lo = 0, hi = t->n_pre_cut;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (t->pre_cut[mid] == c)
+			return true;
+		if (t->pre_cut[mid] < c)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/* A character-level word (Gemma 3's or Llama 2's text between added tokens is ONE word: the
+ * normalizer turns spaces into "▁" and nothing splits) is encoded in parts cut before "▁", where
+ * that cannot change the ids: a cut between characters x and "▁" that are both vocab tokens, when
+ * no vocab token holds "x▁", can be crossed by no merge (a merge makes a vocab token, and one over
+ * the cut would hold "x▁"); BPE of the parts then merges each part as the whole would (merges of
+ * one part never meet another's), and no unk is pending at x. Not with ignore_merges (the whole
+ * word's vocab hit goes first). The parts go through the piece cache and the whole-token lookup:
+ * a 10 KB word costs what its words cost. */
+static int word_cuts(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
+		     struct tok_work *w)
+{
+	size_t start = 0;
+	int err;
+
+	for (size_t i = 1; i + 3 <= n; i++) {
+		const uint8_t *p = memchr(s + i, 0xE2, n - i);
+		size_t j;
+		uint32_t x;
+
+		if (!p)
+			break;
+		i = (size_t)(p - s);
+		if (i + 3 > n || p[1] != 0x96 || p[2] != 0x81)
+			continue;
+		j = i - 1;
+		while (j > start && (s[j] & 0xC0) == 0x80)
+			j--;
+		if (j < start || utf8_decode(s + j, i - j, &x) != i - j || in_pre_cut(t, x) ||
+		    (x < 0x80 ? t->ascii_id[x] : vocab_find(t, s + j, i - j)) == NO_ID)
+			continue;
+		if ((err = bpe_piece1(t, s + start, i - start, out, w)))
+			return err;
+		start = i;
+	}
+	return bpe_piece1(t, s + start, n - start, out, w);
+}
+
 /* Appends the ids of one piece. Returns 0 or -ENOMEM. */
 static int bpe_piece(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
 		     struct tok_work *w)
 {
-	if (n == 1)
+	if (t->cut_ok && n > 3)
+		return word_cuts(t, s, n, out, w);
+	return bpe_piece1(t, s, n, out, w);
+}
+
+/* bpe_piece without cuts. */
+static int bpe_piece1(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_ids *out,
+		      struct tok_work *w)
+{
+	if (n == 1 && t->byte_level)
 		return ids_push(out, t->byte_id[s[0]]);
+	if (n == 1 && s[0] < 0x80 && t->ascii_id[s[0]] != NO_ID)
+		return ids_push(out, t->ascii_id[s[0]]);
 	if (n <= t->max_tok_len) {
 		const struct vslot *v = vocab_slot(t, s, n);
 		if (v && (v->len & VSLOT_WHOLE))
@@ -819,8 +1051,28 @@ static size_t contraction(const uint8_t *s, size_t n, size_t i)
 	return 0;
 }
 
+/* End of \p{N}{1,nd} at i (s[i] starts a number). */
+static inline size_t digits_end(const uint8_t *s, size_t n, size_t i, int nd)
+{
+	uint32_t c;
+	size_t l;
+
+	for (int k = 0; k < nd && i < n; k++) {
+		if (s[i] < 0x80) {
+			if (ascii_cls[s[i]] != UCLS_NUMBER)
+				break;
+			i++;
+			continue;
+		}
+		if (next_cls(s, n, i, &c, &l) != UCLS_NUMBER)
+			break;
+		i += l;
+	}
+	return i;
+}
+
 /* split_next for any text (below: the ASCII shortcut in front of it). */
-static size_t split_general(const uint8_t *s, size_t n, size_t i)
+static size_t split_general(const uint8_t *s, size_t n, size_t i, int nd)
 {
 	uint32_t c, c2;
 	size_t l, l2, j, e, last_nl;
@@ -836,9 +1088,9 @@ static size_t split_general(const uint8_t *s, size_t n, size_t i)
 	if (k != UCLS_NUMBER && c != '\r' && c != '\n' && i + l < n &&
 	    next_cls(s, n, i + l, &c2, &l2) == UCLS_LETTER)
 		return run_end(s, n, i + l + l2, UCLS_LETTER);
-	/* \p{N} */
+	/* \p{N} or \p{N}{1,3} */
 	if (k == UCLS_NUMBER)
-		return i + l;
+		return nd == 1 ? i + l : digits_end(s, n, i, nd);
 	/* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
 	j = i;
 	if (c == ' ' && i + 1 < n && next_cls(s, n, i + 1, &c2, &l2) == UCLS_OTHER)
@@ -882,27 +1134,27 @@ static size_t split_general(const uint8_t *s, size_t n, size_t i)
  * tried in the regex's order, each with the backtracking the regex engine would do.
  * Here the cases of ASCII that decide from s[i] and s[i + 1] alone (a word, a space or other
  * character before a word, a digit, punctuation); the rest, split_general. */
-static inline size_t split_next(const uint8_t *s, size_t n, size_t i)
+static inline size_t split_next(const uint8_t *s, size_t n, size_t i, int nd)
 {
 	uint8_t c = s[i], c2;
 	size_t e, last_nl = 0;
 	int k;
 
 	if (c >= 0x80)
-		return split_general(s, n, i);
+		return split_general(s, n, i, nd);
 	k = ascii_cls[c];
 	/* [^\r\n\p{L}\p{N}]?\p{L}+ without its optional character */
 	if (k == UCLS_LETTER)
 		return letters_end(s, n, i + 1);
-	/* \p{N} (no alternative before it matches at a digit) */
+	/* \p{N} or \p{N}{1,3} (no alternative before it matches at a digit) */
 	if (k == UCLS_NUMBER)
-		return i + 1;
+		return nd == 1 ? i + 1 : digits_end(s, n, i, nd);
 	/* the contractions, and a character followed by non-ASCII: split_general */
 	if (c == '\'')
-		return split_general(s, n, i);
+		return split_general(s, n, i, nd);
 	if (c != '\r' && c != '\n') {
 		if (i + 1 >= n || (c2 = s[i + 1]) >= 0x80)
-			return split_general(s, n, i);
+			return split_general(s, n, i, nd);
 		/* [^\r\n\p{L}\p{N}]?\p{L}+ with c as its optional character */
 		if (ascii_cls[c2] == UCLS_LETTER)
 			return letters_end(s, n, i + 2);
@@ -921,7 +1173,7 @@ static inline size_t split_next(const uint8_t *s, size_t n, size_t i)
 		if (s[e] == '\r' || s[e] == '\n')
 			last_nl = e + 1;
 	if (e < n && s[e] >= 0x80)
-		return split_general(s, n, i);
+		return split_general(s, n, i, nd);
 	if (last_nl)
 		return last_nl;
 	return e == n || e == i + 1 ? e : e - 1;
@@ -1034,10 +1286,10 @@ static size_t compose_all(uint32_t *v, size_t n)
 	return o;
 }
 
-/* Appends the normalization of the region s[0..n) (U+FFFD for ill-formed UTF-8; NFC when t->nfc)
+/* Appends the normalization of the region s[0..n) (U+FFFD for ill-formed UTF-8; NFC when nfc)
  * to w->norm at *o. Returns 0 or -ENOMEM. */
-static int normalize_region(const struct tokenizer *t, const uint8_t *s, size_t n,
-			    struct tok_work *w, size_t *o)
+static int normalize_region(bool nfc, const uint8_t *s, size_t n, struct tok_work *w, uint8_t **dst,
+			    size_t *dcap, size_t *o)
 {
 	size_t m = 0;
 	uint32_t c;
@@ -1048,38 +1300,39 @@ static int normalize_region(const struct tokenizer *t, const uint8_t *s, size_t 
 		return -ENOMEM;
 	for (size_t i = 0; i < n;) {
 		i += utf8_decode(s + i, n - i, &c);
-		if (t->nfc)
+		if (nfc)
 			m = decompose_push(w->cps, m, c);
 		else
 			w->cps[m++] = c;
 	}
-	if (t->nfc) {
+	if (nfc) {
 		canonical_order(w->cps, m, w->cps + n * 4 + 8);
 		m = compose_all(w->cps, m);
 	}
-	if (!grow((void **)&w->norm, &w->norm_cap, *o + m * 4 + 1))
+	if (!grow((void **)dst, dcap, *o + m * 4 + 1))
 		return -ENOMEM;
 	for (size_t i = 0; i < m; i++)
-		*o += utf8_put(w->norm + *o, w->cps[i]);
+		*o += utf8_put(*dst + *o, w->cps[i]);
 	return 0;
 }
 
 /* Does the code point at s[0..n) (l bytes, decoded as c) need normalize_region? */
-static inline bool needs_norm(const struct tokenizer *t, const uint8_t *s, size_t l, uint32_t c)
+static inline bool needs_norm(bool nfc, const uint8_t *s, size_t l, uint32_t c)
 {
 	/* ill-formed (U+FFFD decoded from anything but EF BF BD; a 3-byte ill-formed subpart never
 	 * starts with EF), or a code point NFC may change */
-	return (c == 0xFFFD && (l != 3 || s[0] != 0xEF)) || (t->nfc && (unicode_cls(c) & UCLS_NFC));
+	return (c == 0xFFFD && (l != 3 || s[0] != 0xEF)) || (nfc && (unicode_cls(c) & UCLS_NFC));
 }
 
-/* Writes the segment s[0..n) with invalid UTF-8 replaced by U+FFFD and, when t->nfc, in NFC, to
+/* Writes the segment s[0..n) with invalid UTF-8 replaced by U+FFFD and, when nfc, in NFC, to
  * w->norm; returns its length, or -ENOMEM.
  * Only the regions around code points that need it are normalized: a code point that NFC leaves
  * alone in any context (combining class 0, NFC_QC=Yes) neither composes with what precedes it nor
  * lets a mark move across it, so the text splits there. A region starts at the last such starter
  * before a flagged code point (it may compose with the marks after it) and ends before the next
  * one; scratch memory follows the region, not the segment. */
-static ssize_t normalize(const struct tokenizer *t, const uint8_t *s, size_t n, struct tok_work *w)
+static ssize_t normalize(bool nfc, const uint8_t *s, size_t n, struct tok_work *w, uint8_t **dst,
+			 size_t *dcap)
 {
 	size_t o = 0, i = 0, j, k, last, l;
 	uint32_t c;
@@ -1088,24 +1341,24 @@ static ssize_t normalize(const struct tokenizer *t, const uint8_t *s, size_t n, 
 	while (i < n) {
 		for (j = i, last = i; j < n; j += l) {
 			l = utf8_decode(s + j, n - j, &c);
-			if (needs_norm(t, s + j, l, c))
+			if (needs_norm(nfc, s + j, l, c))
 				break;
 			last = j;
 		}
 		if (j > i && j < n)
 			j = last; /* the starter before may compose with what follows */
-		if (!grow((void **)&w->norm, &w->norm_cap, o + (j - i) + 1))
+		if (!grow((void **)dst, dcap, o + (j - i) + 1))
 			return -ENOMEM;
-		memcpy(w->norm + o, s + i, j - i);
+		memcpy(*dst + o, s + i, j - i);
 		o += j - i;
 		if (j == n)
 			break;
 		for (k = j; k < n; k += l) {
 			l = utf8_decode(s + k, n - k, &c);
-			if (k > j && !needs_norm(t, s + k, l, c))
+			if (k > j && !needs_norm(nfc, s + k, l, c))
 				break;
 		}
-		if ((err = normalize_region(t, s + j, k - j, w, &o)))
+		if ((err = normalize_region(nfc, s + j, k - j, w, dst, dcap, &o)))
 			return err;
 		i = k;
 	}
@@ -1128,7 +1381,7 @@ struct piece {
 };
 
 /* Does the segment s[0..n) need normalize (ill-formed UTF-8, or a code point NFC may change)? */
-static bool segment_needs_norm(const struct tokenizer *t, const uint8_t *s, size_t n)
+static bool segment_needs_norm(bool nfc, const uint8_t *s, size_t n)
 {
 	uint32_t c;
 	size_t l;
@@ -1143,7 +1396,7 @@ static bool segment_needs_norm(const struct tokenizer *t, const uint8_t *s, size
 			continue;
 		}
 		l = utf8_decode(s + i, n - i, &c);
-		if (needs_norm(t, s + i, l, c))
+		if (needs_norm(nfc, s + i, l, c))
 			return true;
 		i += l;
 	}
@@ -1166,7 +1419,7 @@ static int encode_pieces(const struct tokenizer *t, const uint8_t *s, size_t n, 
 
 		/* cut up to TOK_AHEAD pieces, starting the read of each one's vocab slot */
 		for (; np < TOK_AHEAD && i < n; np++) {
-			size_t e = split_next(s, n, i);
+			size_t e = split_next(s, n, i, t->fast_split);
 			p[np].off = i;
 			p[np].len = e - i;
 			if (p[np].len >= 2 && p[np].len <= t->max_tok_len) {
@@ -1203,50 +1456,462 @@ static int encode_pieces(const struct tokenizer *t, const uint8_t *s, size_t n, 
 	return 0;
 }
 
-/* The leftmost-longest added token in s[from..n): sets *at and returns its index, or -1. */
-static int added_find(const struct tokenizer *t, const uint8_t *s, size_t n, size_t from,
-		      size_t *at)
+/* --- added tokens --------------------------------------------------------------------------- */
+
+static inline int32_t trie_child(const struct added_trie *tr, uint32_t node, uint8_t b)
+{
+	uint32_t key = (node << 8 | b) + 1, h = hash_pair(key) & tr->mask;
+
+	for (;;) {
+		const struct trie_slot *e = &tr->tab[h];
+		if (e->key == key)
+			return (int32_t)e->child;
+		if (!e->key)
+			return -1;
+		h = (h + 1) & tr->mask;
+	}
+}
+
+/* Is the character ending at s[at) (at > 0) a word character (a letter, a number or '_': the
+ * reference asks Rust's char::is_alphanumeric, whose Alphabetic this reads as \p{L})? And the
+ * one starting at s[at] (at < n)? */
+static bool word_before(const uint8_t *s, size_t at)
+{
+	size_t j = at - 1;
+	uint32_t c;
+
+	while (j > 0 && (s[j] & 0xC0) == 0x80)
+		j--;
+	utf8_decode(s + j, at - j, &c);
+	return c == '_' || cls_of(c) == UCLS_LETTER || cls_of(c) == UCLS_NUMBER;
+}
+
+static bool word_after(const uint8_t *s, size_t n, size_t at)
+{
+	uint32_t c;
+
+	utf8_decode(s + at, n - at, &c);
+	return c == '_' || cls_of(c) == UCLS_LETTER || cls_of(c) == UCLS_NUMBER;
+}
+
+/* The next added token of trie tr in s[from..n), as the reference's split_with_indices finds it:
+ * leftmost-longest matches, one after the other (a match refused by single_word is skipped
+ * whole); lstrip takes the white space before it back to lo (where the text before it begins),
+ * rstrip the white space after it. Sets [*ts, *te) to the token's span (with what it strips) and
+ * returns its index in t->added, or -1. */
+static int added_next(const struct tokenizer *t, const struct added_trie *tr, const uint8_t *s,
+		      size_t n, size_t lo, size_t from, size_t *ts, size_t *te)
 {
 	for (size_t i = from; i < n; i++) {
-		if (t->added_one_first >= 0) {
-			const uint8_t *p = memchr(s + i, t->added_one_first, n - i);
+		int32_t node = 0, best = -1;
+		size_t end = 0;
+
+		if (tr->one_first >= 0) {
+			const uint8_t *p = memchr(s + i, tr->one_first, n - i);
 			if (!p)
 				return -1;
 			i = (size_t)(p - s);
-		} else if (!t->added_first[s[i]]) {
+		} else if (!tr->first[s[i]]) {
 			continue;
 		}
-		int best = -1;
-		for (uint32_t k = 0; k < t->n_added; k++) {
-			const struct added_tok *a = &t->added[k];
-			if (a->len <= n - i && (best < 0 || a->len > t->added[best].len) &&
-			    memcmp(s + i, a->s, a->len) == 0)
-				best = (int)k;
+		for (size_t j = i; j < n && (node = trie_child(tr, (uint32_t)node, s[j])) >= 0; j++)
+			if (tr->tok[node] >= 0) {
+				best = tr->tok[node];
+				end = j + 1;
+			}
+		if (best < 0)
+			continue;
+		const struct added_tok *a = &t->added[best];
+		if (a->single_word &&
+		    ((i > 0 && word_before(s, i)) || (end < n && word_after(s, n, end)))) {
+			i = end - 1; /* the search goes on after the refused match */
+			continue;
 		}
-		if (best >= 0) {
-			*at = i;
-			return best;
+		*ts = i;
+		*te = end;
+		if (a->lstrip) {
+			size_t k = i;
+			while (k > lo) {
+				size_t j = k - 1;
+				uint32_t c;
+				while (j > lo && (s[j] & 0xC0) == 0x80)
+					j--;
+				utf8_decode(s + j, k - j, &c);
+				if (cls_of(c) != UCLS_SPACE)
+					break;
+				k = j;
+			}
+			*ts = k;
 		}
+		if (a->rstrip) {
+			size_t k = end, l;
+			uint32_t c;
+			while (k < n && (l = utf8_decode(s + k, n - k, &c)) &&
+			       cls_of(c) == UCLS_SPACE)
+				k += l;
+			*te = k;
+		}
+		return best;
 	}
 	return -1;
+}
+
+/* --- pre-tokenizer: splitting steps --------------------------------------------------------- */
+
+/* The leftmost match of step sp in T[a..b) at or after from: 1 (sets [*ms, *me)), 0 none, or
+ * -E2BIG (the regex ran out of its budget). */
+static int step_find(const struct split_step *sp, const uint8_t *T, size_t a, size_t b, size_t from,
+		     size_t *ms, size_t *me)
+{
+	const uint8_t *p;
+
+	if (sp->lit) {
+		if (!sp->lit_len || from > b || b - from < sp->lit_len)
+			return 0;
+		if (!(p = memmem(T + from, b - from, sp->lit, sp->lit_len)))
+			return 0;
+		*ms = (size_t)(p - T);
+		*me = *ms + sp->lit_len;
+		return 1;
+	}
+	{
+		size_t s0, e0;
+		int r = regex_search(sp->re, T + a, b - a, from - a, &s0, &e0);
+		if (r <= 0)
+			return r == 0 ? 0 : -E2BIG;
+		*ms = a + s0;
+		*me = a + e0;
+		return 1;
+	}
+}
+
+static void level_init(struct tok_split_lv *lv, size_t a, size_t b)
+{
+	*lv = (struct tok_split_lv){.a = a, .b = b, .prev = a, .from = a};
+}
+
+/* The next element of the piece lv splits: a match or the gap before it, as the reference's
+ * find_matches lists them (an empty match right after the previous match is skipped, the search
+ * moving on one character). Sets [*s, *e) and *m (is a match, after invert). 1, 0 (none left),
+ * -E2BIG. */
+static int elem_next(const struct split_step *sp, const uint8_t *T, struct tok_split_lv *lv,
+		     size_t *s, size_t *e, bool *m)
+{
+	size_t ms = 0, me = 0;
+	int r = 0;
+
+	if (lv->has_m) {
+		*s = lv->ms;
+		*e = lv->me;
+		*m = true;
+		lv->has_m = 0;
+		lv->prev = lv->me;
+		goto out;
+	}
+	if (lv->done)
+		return 0;
+	while (lv->from <= lv->b) {
+		if ((r = step_find(sp, T, lv->a, lv->b, lv->from, &ms, &me)) < 0)
+			return r;
+		if (!r)
+			break;
+		if (ms == me && lv->last_me == me + 1) {
+			uint32_t c;
+			lv->from +=
+			    lv->from < lv->b ? utf8_decode(T + lv->from, lv->b - lv->from, &c) : 1;
+			r = 0;
+			continue;
+		}
+		lv->from = me;
+		lv->last_me = me + 1;
+		break;
+	}
+	if (!r) {
+		lv->done = 1;
+		if (lv->prev >= lv->b)
+			return 0;
+		*s = lv->prev;
+		*e = lv->b;
+		*m = false;
+		lv->prev = lv->b;
+		goto out;
+	}
+	if (lv->prev != ms) {
+		*s = lv->prev;
+		*e = ms;
+		*m = false;
+		lv->ms = ms;
+		lv->me = me;
+		lv->has_m = 1;
+		goto out;
+	}
+	*s = ms;
+	*e = me;
+	*m = true;
+	lv->prev = me;
+out:
+	if (sp->invert)
+		*m = !*m;
+	return 1;
+}
+
+/* elem_next through lv's one-element lookahead. */
+static int elem_get(const struct split_step *sp, const uint8_t *T, struct tok_split_lv *lv,
+		    size_t *s, size_t *e, bool *m)
+{
+	if (lv->has_p) {
+		lv->has_p = 0;
+		*s = lv->ps;
+		*e = lv->pe;
+		*m = lv->p_match;
+		return 1;
+	}
+	return elem_next(sp, T, lv, s, e, m);
+}
+
+static int elem_peek(const struct split_step *sp, const uint8_t *T, struct tok_split_lv *lv)
+{
+	size_t s, e;
+	bool m;
+	int r;
+
+	if (lv->has_p)
+		return 1;
+	if ((r = elem_next(sp, T, lv, &s, &e, &m)) <= 0)
+		return r;
+	lv->ps = s;
+	lv->pe = e;
+	lv->p_match = m;
+	lv->has_p = 1;
+	return 1;
+}
+
+/* The next non-empty piece of step sp's split of lv's piece, by its behavior (the reference's
+ * SplitDelimiterBehavior: Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous).
+ * 1, 0 (none left), -E2BIG. */
+static int split_piece(const struct split_step *sp, const uint8_t *T, struct tok_split_lv *lv,
+		       size_t *s, size_t *e)
+{
+	bool m;
+	int r;
+
+	for (;;) {
+		if ((r = elem_get(sp, T, lv, s, e, &m)) <= 0)
+			return r;
+		switch (sp->behavior) {
+		case SPLIT_REMOVED:
+			if (m)
+				continue;
+			break;
+		case SPLIT_MERGED_PREV:
+			if (!m) {
+				if ((r = elem_peek(sp, T, lv)) < 0)
+					return r;
+				if (r && lv->p_match) {
+					*e = lv->pe;
+					lv->has_p = 0;
+				}
+			}
+			break;
+		case SPLIT_MERGED_NEXT:
+			if (m) {
+				if ((r = elem_peek(sp, T, lv)) < 0)
+					return r;
+				if (r && !lv->p_match) {
+					*e = lv->pe;
+					lv->has_p = 0;
+				}
+			}
+			break;
+		case SPLIT_CONTIGUOUS:
+			for (;;) {
+				if ((r = elem_peek(sp, T, lv)) < 0)
+					return r;
+				if (!r || lv->p_match != m)
+					break;
+				*e = lv->pe;
+				lv->has_p = 0;
+			}
+			break;
+		default:
+			break;
+		}
+		if (*e > *s)
+			return 1;
+	}
+}
+
+/* The next piece of the sub-segment cur splits, through every step (each splits the pieces of
+ * the one before). 1, 0 (none left), -E2BIG. */
+static int pretok_next(const struct tokenizer *t, const uint8_t *T, struct tok_cursor *cur,
+		       size_t *s, size_t *e)
+{
+	int k = cur->depth, r;
+
+	for (;;) {
+		if ((r = split_piece(&t->split[k], T, &cur->lv[k], s, e)) < 0)
+			return r;
+		if (!r) {
+			if (k == 0)
+				return 0;
+			cur->depth = --k;
+			continue;
+		}
+		if (k == (int)t->n_split - 1)
+			return 1;
+		cur->depth = ++k;
+		level_init(&cur->lv[k], *s, *e);
+	}
+}
+
+/* --- normalizer steps ----------------------------------------------------------------------- */
+
+/* Appends src[0..n) to *dst at *o. */
+static int put_bytes(uint8_t **dst, size_t *cap, size_t *o, const void *src, size_t n)
+{
+	if (!grow((void **)dst, cap, *o + n + 1))
+		return -ENOMEM;
+	memcpy(*dst + *o, src, n);
+	*o += n;
+	return 0;
+}
+
+/* Normalizes the segment s[0..n) with t's steps (invalid UTF-8 read as U+FFFD first); sets *res to
+ * the result (in w's buffers, or s itself when nothing changed it) and returns its length, or
+ * -ENOMEM. */
+static ssize_t normalize_steps(const struct tokenizer *t, const uint8_t *s, size_t n,
+			       struct tok_work *w, const uint8_t **res)
+{
+	const uint8_t *cur = s;
+	size_t len = n;
+	int which = 0; /* the buffer cur is in: 0 none (s), 1 norm, 2 norm2 */
+
+	for (int k = -1; k < (int)t->n_norm; k++) {
+		const struct norm_step *st = k >= 0 ? &t->norm[k] : NULL;
+		uint8_t **dst = which == 1 ? &w->norm2 : &w->norm;
+		size_t *cap = which == 1 ? &w->norm2_cap : &w->norm_cap, o = 0;
+		ssize_t m;
+
+		if (!st || st->kind == NORM_NFC) {
+			bool nfc = st != NULL;
+			if (!segment_needs_norm(nfc, cur, len))
+				continue;
+			if ((m = normalize(nfc, cur, len, w, dst, cap)) < 0)
+				return m;
+			o = (size_t)m;
+		} else if (st->kind == NORM_PREPEND) {
+			if (!len)
+				continue;
+			if (put_bytes(dst, cap, &o, st->with, st->with_len) ||
+			    put_bytes(dst, cap, &o, cur, len))
+				return -ENOMEM;
+		} else { /* NORM_REPLACE */
+			const uint8_t *p = memmem(cur, len, st->pat, st->pat_len);
+			size_t i = 0;
+			if (!p)
+				continue;
+			while (p) {
+				size_t at = (size_t)(p - cur);
+				if (put_bytes(dst, cap, &o, cur + i, at - i) ||
+				    put_bytes(dst, cap, &o, st->with, st->with_len))
+					return -ENOMEM;
+				i = at + st->pat_len;
+				p = memmem(cur + i, len - i, st->pat, st->pat_len);
+			}
+			if (put_bytes(dst, cap, &o, cur + i, len - i))
+				return -ENOMEM;
+		}
+		cur = *dst;
+		len = o;
+		which = which == 1 ? 2 : 1;
+	}
+	*res = cur;
+	return (ssize_t)len;
+}
+
+/* Appends the ids of T[*pos..hi) (normalized text, from where cur left it) and moves *pos on: to
+ * hi, or past the first piece after which out holds stop ids (cur then says where the pieces are:
+ * a later call with the same T, hi and cur goes on as this one would have). Inside, normalized
+ * added tokens cut sub-segments, whose pieces are the pre-tokenizer's. Returns 0, -ENOMEM,
+ * -E2BIG. */
+static int encode_text(const struct tokenizer *t, const uint8_t *T, size_t hi, size_t *pos,
+		       struct tok_cursor *cur, size_t stop, struct tok_ids *out, struct tok_work *w)
+{
+	size_t s, e;
+	int err;
+
+	for (;;) {
+		if (!cur->sub_open) {
+			size_t ts = hi, te = hi;
+			if (*pos >= hi)
+				return 0;
+			cur->sub_added = t->trie_norm.n ? added_next(t, &t->trie_norm, T, hi, *pos,
+								     *pos, &ts, &te)
+							: -1;
+			cur->sub_end = cur->sub_added < 0 ? hi : ts;
+			cur->sub_next = cur->sub_added < 0 ? hi : te;
+			cur->sub_open = true;
+			cur->depth = -1;
+		}
+		if (*pos < cur->sub_end) {
+			if (t->fast_split) {
+				if ((err = encode_pieces(t, T, cur->sub_end, pos, stop, out, w)))
+					return err;
+				if (*pos < cur->sub_end)
+					return 0;
+			} else if (!t->n_split) {
+				if ((err = bpe_piece(t, T + *pos, cur->sub_end - *pos, out, w)))
+					return err;
+				*pos = cur->sub_end;
+			} else {
+				int r;
+				if (cur->depth < 0) {
+					level_init(&cur->lv[0], *pos, cur->sub_end);
+					cur->depth = 0;
+				}
+				while ((r = pretok_next(t, T, cur, &s, &e)) > 0) {
+					if ((err = bpe_piece(t, T + s, e - s, out, w)))
+						return err;
+					*pos = e;
+					if (out->n >= stop && e < cur->sub_end)
+						return 0;
+				}
+				if (r < 0)
+					return r;
+				*pos = cur->sub_end;
+			}
+			if (out->n >= stop && cur->sub_added >= 0)
+				return 0; /* the token goes in with the next call */
+		}
+		if (cur->sub_added >= 0 && (err = ids_push(out, t->added[cur->sub_added].id)))
+			return err;
+		*pos = cur->sub_next;
+		cur->sub_open = false;
+		if (out->n >= stop)
+			return 0;
+	}
 }
 
 /* Begins st's segment s[seg..seg_end) (struct tok_stream, tokenizer.h). A segment the cache
  * holds is appended whole: a hit is cheaper than any stop inside it. One that needs normalizing is
  * encoded whole too: its pieces are cut from the normalized text, whose offsets are not those of
  * s[], so a stop inside it would leave no place in s[] to go on from (prompts rarely need NFC; a
- * part-at-a-time caller pays at most that segment). Otherwise its pieces follow, from st->pos.
- * The segment's hit or miss is counted as a whole-text encode counts it. Returns 0 or -ENOMEM. */
+ * part-at-a-time caller pays at most that segment; a normalizer that always changes the text, as
+ * Gemma's Replace and Llama 2's Prepend, makes every segment one). Otherwise its pieces follow,
+ * from st->pos. The segment's hit or miss is counted as a whole-text encode counts it. Returns 0,
+ * -ENOMEM, -E2BIG. */
 static int segment_begin(const struct tokenizer *t, struct tok_stream *st, struct tok_ids *out)
 {
-	const uint8_t *s = st->s + st->seg;
+	const uint8_t *s = st->s + st->seg, *T;
 	size_t n = st->seg_end - st->seg, at = 0;
 	struct tok_work *w = &st->work;
+	struct tok_cursor cur = {.depth = -1};
 	ssize_t m;
 	int rc;
 
 	st->seg_ids = out->n;
 	st->seg_h = 0;
+	st->cur = (struct tok_cursor){.depth = -1};
 	if (w->cache && n >= TOK_CACHE_MIN_SEGMENT) {
 		uint64_t h = tc_hash(TC_SEGMENT, s, n);
 
@@ -1261,12 +1926,19 @@ static int segment_begin(const struct tokenizer *t, struct tok_stream *st, struc
 		w->cache->st.segment_misses++;
 		st->seg_h = h; /* stored when its last piece is in out */
 	}
-	if (!segment_needs_norm(t, s, n))
-		return 0;
-	m = normalize(t, s, n, w);
+	if (t->norm_simple) {
+		if (!segment_needs_norm(t->nfc, s, n))
+			return 0;
+		m = normalize(t->nfc, s, n, w, &w->norm, &w->norm_cap);
+		T = w->norm;
+	} else {
+		m = normalize_steps(t, s, n, w, &T);
+		if (m >= 0 && T == s)
+			return 0; /* unchanged: its pieces stream from s[] */
+	}
 	if (m < 0)
 		return (int)m;
-	if ((rc = encode_pieces(t, w->norm, (size_t)m, &at, SIZE_MAX, out, w)))
+	if ((rc = encode_text(t, T, (size_t)m, &at, &cur, SIZE_MAX, out, w)))
 		return rc;
 	st->pos = st->seg_end;
 	return 0;
@@ -1278,75 +1950,116 @@ void tok_stream_init(struct tok_stream *st, const char *text, size_t len)
 	    .s = (const uint8_t *)text, .len = len, .done = len == 0, .added = -1};
 }
 
+void tok_stream_init_special(struct tok_stream *st, const char *text, size_t len, bool add_special)
+{
+	tok_stream_init(st, text, len);
+	st->special = add_special;
+}
+
 void tok_stream_free(struct tok_stream *st)
 {
 	work_free(&st->work);
 }
 
-/* The one encode loop (tokenizer_encode_cached is this with no limit): the text is cut at added
- * tokens into segments; each segment is begun (segment_begin), its pieces encoded until the limit,
- * and once whole in out it is stored in the cache and followed by its added token. A stream stops
- * only after a piece, so the cache ends up as a whole-text encode leaves it: the same pieces
- * looked up and stored in the same order, each segment stored from out when its last piece is in.
+/* The one encode loop (tokenizer_encode_cached is this with no limit): the text is cut at
+ * non-normalized added tokens into segments; each segment is begun (segment_begin), its pieces
+ * encoded until the limit, and once whole in out it is stored in the cache and followed by its
+ * added token. A stream stops only after a piece, so the cache ends up as a whole-text encode
+ * leaves it: the same pieces looked up and stored in the same order, each segment stored from out
+ * when its last piece is in. With add_special_tokens the post-processor's ids go before the first
+ * segment and after the last.
  */
 int tokenizer_encode_more(const struct tokenizer *t, struct tok_cache *c, struct tok_stream *st,
 			  size_t min_tokens, struct tok_ids *out)
 {
 	struct tok_work *w = &st->work;
-	size_t at;
+	size_t ts, te;
 	int k, err;
 
 	w->cache = c;
+	if (st->special && !st->pre_done) {
+		if (t->n_before && (err = tok_ids_append(out, t->special_ids, t->n_before)))
+			return err;
+		st->pre_done = true;
+	}
 	while (!st->done && out->n < min_tokens) {
 		if (!st->open) {
-			k = t->n_added ? added_find(t, st->s, st->len, st->pos, &at) : -1;
+			k = t->trie_raw.n ? added_next(t, &t->trie_raw, st->s, st->len, st->pos,
+						       st->pos, &ts, &te)
+					  : -1;
 			st->added = k;
 			st->seg = st->pos;
-			st->seg_end = k < 0 ? st->len : at;
+			st->seg_end = k < 0 ? st->len : ts;
+			st->added_end = k < 0 ? st->len : te;
 			st->open = true;
 			if ((err = segment_begin(t, st, out)))
 				return err;
 		}
-		if (st->pos < st->seg_end) {
-			at = st->pos - st->seg;
-			err = encode_pieces(t, st->s + st->seg, st->seg_end - st->seg, &at,
-					    min_tokens, out, w);
-			st->pos = st->seg + at;
+		if (st->pos < st->seg_end || st->cur.sub_open) {
+			err = encode_text(t, st->s, st->seg_end, &st->pos, &st->cur, min_tokens,
+					  out, w);
 			if (err)
 				return err;
-			if (st->pos < st->seg_end)
+			if (st->pos < st->seg_end || (st->cur.sub_open && st->cur.sub_added >= 0))
 				break; /* stopped inside the segment: out->n >= min_tokens */
 		}
 		if (st->seg_h && w->cache && out->n >= st->seg_ids)
 			tc_put(w->cache, st->seg_h, TC_SEGMENT, st->s + st->seg,
 			       st->seg_end - st->seg, out->v + st->seg_ids, out->n - st->seg_ids);
 		st->seg_h = 0;
+		st->pos = st->seg_end;
 		if (st->added >= 0) {
 			if ((err = tok_ids_push(out, t->added[st->added].id)))
 				return err;
-			st->pos = st->seg_end + t->added[st->added].len;
+			st->pos = st->added_end;
 		}
 		st->open = false;
 		st->done = st->pos == st->len;
+	}
+	if (st->done && st->special && !st->post_done) {
+		if (t->n_after &&
+		    (err = tok_ids_append(out, t->special_ids + t->n_before, t->n_after)))
+			return err;
+		st->post_done = true;
 	}
 	return 0;
 }
 
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, struct tok_ids *out)
 {
-	return tokenizer_encode_cached(t, NULL, text, len, out);
+	return tokenizer_encode_special(t, NULL, text, len, false, out);
 }
 
 int tokenizer_encode_cached(const struct tokenizer *t, struct tok_cache *c, const char *text,
 			    size_t len, struct tok_ids *out)
 {
+	return tokenizer_encode_special(t, c, text, len, false, out);
+}
+
+int tokenizer_encode_special(const struct tokenizer *t, struct tok_cache *c, const char *text,
+			     size_t len, bool add_special, struct tok_ids *out)
+{
 	struct tok_stream st;
 	int err;
 
-	tok_stream_init(&st, text, len);
+	tok_stream_init_special(&st, text, len, add_special);
 	err = tokenizer_encode_more(t, c, &st, SIZE_MAX, out);
 	tok_stream_free(&st);
 	return err;
+}
+
+const uint32_t *tokenizer_special_ids(const struct tokenizer *t, size_t *n_before, size_t *n_after)
+{
+	if (n_before)
+		*n_before = t->n_before;
+	if (n_after)
+		*n_after = t->n_after;
+	return t->special_ids;
+}
+
+int64_t tokenizer_bos_id(const struct tokenizer *t)
+{
+	return t->bos_id;
 }
 
 int tokenizer_decode(const struct tokenizer *t, const uint32_t *ids, size_t n, struct buf *out)
@@ -1397,6 +2110,23 @@ void tokenizer_free(struct tokenizer *t)
 	free(t->added);
 	free(t->crules);
 	free(t->danger);
+	free(t->trie_raw.tab);
+	free(t->trie_raw.tok);
+	free(t->trie_norm.tab);
+	free(t->trie_norm.tok);
+	for (uint32_t k = 0; k < t->n_norm; k++) {
+		free(t->norm[k].pat);
+		free(t->norm[k].with);
+	}
+	free(t->norm);
+	for (uint32_t k = 0; k < t->n_split; k++) {
+		free(t->split[k].lit);
+		regex_free(t->split[k].re);
+	}
+	free(t->split);
+	free(t->tok_byte);
+	free(t->pre_cut);
+	free(t->special_ids);
 	free(t);
 }
 
@@ -1435,11 +2165,322 @@ static const char *type_of(const cJSON *j)
 	return cJSON_IsString(ty) ? ty->valuestring : "(no type)";
 }
 
-/* Checks the parts of tokenizer.json around the model; writes why to err and returns -1 when the
- * pipeline is not the one this module reproduces. */
-static int check_pipeline(const cJSON *root, bool *nfc, char *err, size_t errlen)
+/* Copies a JSON string's bytes (NULL on ENOMEM). */
+static char *dup_str(const cJSON *j, size_t *len)
 {
-	const cJSON *j, *a, *b;
+	size_t n = strlen(j->valuestring);
+	char *p = malloc(n + 1);
+
+	if (p)
+		memcpy(p, j->valuestring, n + 1);
+	*len = n;
+	return p;
+}
+
+/* One normalizer (not a Sequence) into t->norm. Returns 0, or -1 with why in err. */
+static int parse_norm_one(struct tokenizer *t, const cJSON *j, char *err, size_t errlen)
+{
+	struct norm_step *st = &t->norm[t->n_norm];
+
+	*st = (struct norm_step){0};
+	if (type_is(j, "NFC")) {
+		st->kind = NORM_NFC;
+	} else if (type_is(j, "Replace")) {
+		const cJSON *pat = cJSON_GetObjectItemCaseSensitive(j, "pattern");
+		const cJSON *lit = cJSON_GetObjectItemCaseSensitive(pat, "String");
+		const cJSON *with = cJSON_GetObjectItemCaseSensitive(j, "content");
+		if (!cJSON_IsString(lit))
+			REFUSE("normalizer: Replace with a Regex pattern is not supported (only a "
+			       "String)");
+		if (!lit->valuestring[0])
+			REFUSE("normalizer: Replace with an empty pattern is not supported");
+		if (!cJSON_IsString(with))
+			REFUSE("normalizer: Replace needs a string content");
+		st->kind = NORM_REPLACE;
+		if (!(st->pat = dup_str(lit, &st->pat_len)) ||
+		    !(st->with = dup_str(with, &st->with_len)))
+			REFUSE("out of memory");
+	} else if (type_is(j, "Prepend")) {
+		const cJSON *with = cJSON_GetObjectItemCaseSensitive(j, "prepend");
+		if (!cJSON_IsString(with))
+			REFUSE("normalizer: Prepend needs a string prepend");
+		st->kind = NORM_PREPEND;
+		if (!(st->with = dup_str(with, &st->with_len)))
+			REFUSE("out of memory");
+	} else {
+		REFUSE("normalizer: only NFC, Replace, Prepend, Sequence or none are supported, "
+		       "not %s",
+		       type_of(j));
+	}
+	t->n_norm++;
+	return 0;
+cleanup:
+	return -1;
+}
+
+static int parse_normalizer(struct tokenizer *t, const cJSON *j, char *err, size_t errlen)
+{
+	const cJSON *list, *it;
+	size_t n = 1;
+
+	if (is_null(j))
+		goto done;
+	if (type_is(j, "Sequence")) {
+		list = cJSON_GetObjectItemCaseSensitive(j, "normalizers");
+		if (!cJSON_IsArray(list))
+			REFUSE("normalizer: a Sequence needs a normalizers array");
+		n = (size_t)cJSON_GetArraySize(list);
+		cJSON_ArrayForEach(it, list) if (type_is(it, "Sequence"))
+		    REFUSE("normalizer: a Sequence inside a Sequence is not supported");
+	}
+	if (n && !(t->norm = calloc(n, sizeof(*t->norm))))
+		REFUSE("out of memory");
+	if (type_is(j, "Sequence")) {
+		cJSON_ArrayForEach(
+		    it, cJSON_GetObjectItemCaseSensitive(
+			    j, "normalizers")) if (parse_norm_one(t, it, err, errlen)) return -1;
+	} else if (parse_norm_one(t, j, err, errlen)) {
+		return -1;
+	}
+done:
+	t->nfc = t->n_norm == 1 && t->norm[0].kind == NORM_NFC;
+	t->norm_simple = t->n_norm == 0 || t->nfc;
+	return 0;
+cleanup:
+	return -1;
+}
+
+/* A Split or ByteLevel pre-tokenizer into t->split (ByteLevel: *bl set; a step only with
+ * use_regex). Returns 0, or -1 with why in err. */
+static int parse_pre_one(struct tokenizer *t, const cJSON *j, bool last, char *err, size_t errlen)
+{
+	static const char *const behaviors[] = {[SPLIT_ISOLATED] = "Isolated",
+						[SPLIT_REMOVED] = "Removed",
+						[SPLIT_MERGED_PREV] = "MergedWithPrevious",
+						[SPLIT_MERGED_NEXT] = "MergedWithNext",
+						[SPLIT_CONTIGUOUS] = "Contiguous"};
+	struct split_step *sp = &t->split[t->n_split];
+	const char *pattern = NULL;
+	size_t plen = 0;
+
+	*sp = (struct split_step){0};
+	if (t->byte_level)
+		REFUSE("pre_tokenizer: a step after ByteLevel is not supported");
+	if (type_is(j, "ByteLevel")) {
+		t->byte_level = true;
+		if (!is_false(cJSON_GetObjectItemCaseSensitive(j, "add_prefix_space")))
+			REFUSE("pre_tokenizer: ByteLevel add_prefix_space is not supported");
+		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_regex")))
+			return 0;
+		/* the GPT-2 pattern, Isolated */
+		pattern = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| "
+			  "?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+		plen = strlen(pattern);
+		sp->behavior = SPLIT_ISOLATED;
+	} else if (type_is(j, "Split")) {
+		const cJSON *pat = cJSON_GetObjectItemCaseSensitive(j, "pattern");
+		const cJSON *lit = cJSON_GetObjectItemCaseSensitive(pat, "String");
+		const cJSON *re = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
+		const cJSON *beh = cJSON_GetObjectItemCaseSensitive(j, "behavior");
+		size_t b;
+
+		for (b = 0; b < sizeof(behaviors) / sizeof(behaviors[0]); b++)
+			if (cJSON_IsString(beh) && strcmp(beh->valuestring, behaviors[b]) == 0)
+				break;
+		if (b == sizeof(behaviors) / sizeof(behaviors[0]))
+			REFUSE("pre_tokenizer: Split behavior %s is not supported",
+			       cJSON_IsString(beh) ? beh->valuestring : "(none)");
+		sp->behavior = (int)b;
+		sp->invert = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "invert"));
+		if (cJSON_IsString(lit)) {
+			if (!(sp->lit = dup_str(lit, &sp->lit_len)))
+				REFUSE("out of memory");
+		} else if (cJSON_IsString(re)) {
+			pattern = re->valuestring;
+			plen = strlen(pattern);
+		} else {
+			REFUSE("pre_tokenizer: Split needs a String or Regex pattern");
+		}
+	} else {
+		REFUSE("pre_tokenizer: only Split, ByteLevel and Sequence are supported, not %s",
+		       type_of(j));
+	}
+	(void)last;
+	if (pattern) {
+		char why[200];
+		if (!(sp->re = regex_compile(pattern, plen, why, sizeof(why))))
+			REFUSE("pre_tokenizer: Split regex not supported: %s", why);
+	}
+	t->n_split++;
+	return 0;
+cleanup:
+	return -1;
+}
+
+static int parse_pre_tokenizer(struct tokenizer *t, const cJSON *j, char *err, size_t errlen)
+{
+	const cJSON *list = NULL, *it;
+	int n = 1, i = 0;
+
+	if (is_null(j))
+		return 0;
+	if (type_is(j, "Sequence")) {
+		list = cJSON_GetObjectItemCaseSensitive(j, "pretokenizers");
+		if (!cJSON_IsArray(list))
+			REFUSE("pre_tokenizer: a Sequence needs a pretokenizers array");
+		n = cJSON_GetArraySize(list);
+	}
+	if (n > TOK_MAX_SPLITS)
+		REFUSE("pre_tokenizer: more than %d steps are not supported", TOK_MAX_SPLITS);
+	if (n && !(t->split = calloc((size_t)n, sizeof(*t->split))))
+		REFUSE("out of memory");
+	/* the state machine's pipeline: [Split(Qwen2 or Llama 3 regex, Isolated), ByteLevel] */
+	if (list && n == 2) {
+		const cJSON *a = cJSON_GetArrayItem(list, 0), *b = cJSON_GetArrayItem(list, 1);
+		const cJSON *re = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(a, "pattern"), "Regex");
+		const cJSON *beh = cJSON_GetObjectItemCaseSensitive(a, "behavior");
+		if (type_is(a, "Split") && cJSON_IsString(re) && cJSON_IsString(beh) &&
+		    strcmp(beh->valuestring, "Isolated") == 0 &&
+		    is_false(cJSON_GetObjectItemCaseSensitive(a, "invert")) &&
+		    type_is(b, "ByteLevel") &&
+		    is_false(cJSON_GetObjectItemCaseSensitive(b, "add_prefix_space")) &&
+		    is_false(cJSON_GetObjectItemCaseSensitive(b, "use_regex"))) {
+			if (strcmp(re->valuestring, QWEN2_SPLIT_REGEX) == 0)
+				t->fast_split = 1;
+			else if (strcmp(re->valuestring, LLAMA3_SPLIT_REGEX) == 0)
+				t->fast_split = 3;
+			if (t->fast_split) {
+				t->byte_level = true;
+				return 0;
+			}
+		}
+	}
+	if (list) {
+		cJSON_ArrayForEach(it,
+				   list) if (parse_pre_one(t, it, ++i == n, err, errlen)) return -1;
+	} else if (parse_pre_one(t, j, true, err, errlen)) {
+		return -1;
+	}
+	return 0;
+cleanup:
+	return -1;
+}
+
+/* TemplateProcessing's single template: the special tokens around $A into *before / *after (ids
+ * named by the special_tokens map). Returns 0, or -1 with why in err. */
+static int parse_template(const cJSON *j, uint32_t *ids, uint32_t *nb, uint32_t *na, char *err,
+			  size_t errlen)
+{
+	const cJSON *single = cJSON_GetObjectItemCaseSensitive(j, "single");
+	const cJSON *map = cJSON_GetObjectItemCaseSensitive(j, "special_tokens");
+	const cJSON *it;
+	bool seen_a = false;
+
+	if (!cJSON_IsArray(single))
+		REFUSE("post_processor: TemplateProcessing needs a single template");
+	cJSON_ArrayForEach(it, single)
+	{
+		const cJSON *sp = cJSON_GetObjectItemCaseSensitive(it, "SpecialToken");
+		const cJSON *seq = cJSON_GetObjectItemCaseSensitive(it, "Sequence");
+		if (seq) {
+			const cJSON *id = cJSON_GetObjectItemCaseSensitive(seq, "id");
+			if (seen_a || !cJSON_IsString(id) || strcmp(id->valuestring, "A") != 0)
+				REFUSE("post_processor: the single template must hold $A once");
+			seen_a = true;
+		} else if (sp) {
+			const cJSON *name = cJSON_GetObjectItemCaseSensitive(sp, "id");
+			const cJSON *tok =
+			    cJSON_IsString(name)
+				? cJSON_GetObjectItemCaseSensitive(map, name->valuestring)
+				: NULL;
+			const cJSON *tids = cJSON_GetObjectItemCaseSensitive(tok, "ids"), *x;
+			if (!cJSON_IsArray(tids))
+				REFUSE("post_processor: special token %s is not in special_tokens",
+				       cJSON_IsString(name) ? name->valuestring : "(no id)");
+			cJSON_ArrayForEach(x, tids)
+			{
+				if (!cJSON_IsNumber(x) || x->valuedouble < 0 ||
+				    x->valuedouble >= (1 << 24) || *nb + *na >= 16)
+					REFUSE("post_processor: bad special token ids");
+				ids[*nb + *na] = (uint32_t)x->valueint;
+				if (seen_a)
+					(*na)++;
+				else
+					(*nb)++;
+			}
+		} else {
+			REFUSE("post_processor: a template item must be SpecialToken or Sequence");
+		}
+	}
+	if (!seen_a)
+		REFUSE("post_processor: the single template must hold $A");
+	return 0;
+cleanup:
+	return -1;
+}
+
+/* The post-processor: the ids add_special_tokens adds (ByteLevel adds none). */
+static int parse_post(const cJSON *j, uint32_t *ids, uint32_t *nb, uint32_t *na, char *err,
+		      size_t errlen)
+{
+	const cJSON *it;
+
+	if (is_null(j) || type_is(j, "ByteLevel"))
+		return 0;
+	if (type_is(j, "TemplateProcessing"))
+		return parse_template(j, ids, nb, na, err, errlen);
+	if (type_is(j, "Sequence")) {
+		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(j, "processors"))
+		{
+			if (type_is(it, "Sequence"))
+				REFUSE("post_processor: a Sequence inside a Sequence is not "
+				       "supported");
+			if (parse_post(it, ids, nb, na, err, errlen))
+				return -1;
+		}
+		return 0;
+	}
+	REFUSE(
+	    "post_processor: only TemplateProcessing, ByteLevel, Sequence or none are supported, "
+	    "not %s",
+	    type_of(j));
+cleanup:
+	return -1;
+}
+
+/* The decoder: only what tokenizer_decode reproduces. */
+static int check_decoder(struct tokenizer *t, const cJSON *j, char *err, size_t errlen)
+{
+	const cJSON *it;
+
+	if (is_null(j) || type_is(j, "ByteLevel"))
+		return 0;
+	if (!type_is(j, "Sequence"))
+		REFUSE("decoder: only ByteLevel, a Sequence of Replace/ByteFallback/Fuse/Strip or "
+		       "none "
+		       "is supported, not %s",
+		       type_of(j));
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(j, "decoders"))
+	{
+		if (type_is(it, "Replace"))
+			t->dec_space = true;
+		else if (type_is(it, "Strip"))
+			t->dec_strip = true;
+		else if (!type_is(it, "ByteFallback") && !type_is(it, "Fuse"))
+			REFUSE("decoder: %s in a Sequence is not supported", type_of(it));
+	}
+	return 0;
+cleanup:
+	return -1;
+}
+
+/* Checks the parts of tokenizer.json around the model and reads the pipeline into t; writes why
+ * to err and returns -1 when the pipeline is not one this module reproduces. */
+static int check_pipeline(const cJSON *root, struct tokenizer *t, char *err, size_t errlen)
+{
+	const cJSON *j;
+	uint32_t ids[16];
 
 	j = cJSON_GetObjectItemCaseSensitive(root, "truncation");
 	if (!is_null(j))
@@ -1447,51 +2488,19 @@ static int check_pipeline(const cJSON *root, bool *nfc, char *err, size_t errlen
 	j = cJSON_GetObjectItemCaseSensitive(root, "padding");
 	if (!is_null(j))
 		REFUSE("padding: must be null (padding changes the ids)");
-	j = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-	if (is_null(j))
-		*nfc = false;
-	else if (type_is(j, "NFC"))
-		*nfc = true;
-	else
-		REFUSE("normalizer: only NFC or none is supported, not %s", type_of(j));
-	j = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
-	if (!type_is(j, "Sequence"))
-		REFUSE("pre_tokenizer: only Sequence[Split(Qwen2 regex), ByteLevel] is supported, "
-		       "not %s",
-		       is_null(j) ? "none" : type_of(j));
-	j = cJSON_GetObjectItemCaseSensitive(j, "pretokenizers");
-	if (!cJSON_IsArray(j) || cJSON_GetArraySize(j) != 2)
-		REFUSE("pre_tokenizer: the Sequence must be exactly [Split, ByteLevel]");
-	a = cJSON_GetArrayItem(j, 0);
-	b = cJSON_GetArrayItem(j, 1);
-	if (!type_is(a, "Split"))
-		REFUSE("pre_tokenizer: first step must be Split, not %s", type_of(a));
-	{
-		const cJSON *pat = cJSON_GetObjectItemCaseSensitive(a, "pattern");
-		const cJSON *re = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
-		const cJSON *beh = cJSON_GetObjectItemCaseSensitive(a, "behavior");
-		if (!cJSON_IsString(re) || strcmp(re->valuestring, QWEN2_SPLIT_REGEX) != 0)
-			REFUSE("pre_tokenizer: Split pattern is not the Qwen2 regex (only that one "
-			       "is implemented)");
-		if (!cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated") != 0)
-			REFUSE("pre_tokenizer: Split behavior must be Isolated");
-		if (!is_false(cJSON_GetObjectItemCaseSensitive(a, "invert")))
-			REFUSE("pre_tokenizer: Split invert must be false");
+	if (parse_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), err,
+			     errlen) ||
+	    parse_pre_tokenizer(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), err,
+				errlen) ||
+	    parse_post(cJSON_GetObjectItemCaseSensitive(root, "post_processor"), ids, &t->n_before,
+		       &t->n_after, err, errlen) ||
+	    check_decoder(t, cJSON_GetObjectItemCaseSensitive(root, "decoder"), err, errlen))
+		return -1;
+	if (t->n_before + t->n_after) {
+		if (!(t->special_ids = malloc((t->n_before + t->n_after) * sizeof(*ids))))
+			REFUSE("out of memory");
+		memcpy(t->special_ids, ids, (t->n_before + t->n_after) * sizeof(*ids));
 	}
-	if (!type_is(b, "ByteLevel"))
-		REFUSE("pre_tokenizer: second step must be ByteLevel, not %s", type_of(b));
-	if (!is_false(cJSON_GetObjectItemCaseSensitive(b, "add_prefix_space")))
-		REFUSE("pre_tokenizer: ByteLevel add_prefix_space must be false");
-	if (!is_false(cJSON_GetObjectItemCaseSensitive(b, "use_regex")))
-		REFUSE("pre_tokenizer: ByteLevel use_regex must be false");
-	j = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
-	if (!is_null(j) && !type_is(j, "ByteLevel"))
-		REFUSE(
-		    "post_processor: only ByteLevel or none is supported (it adds no ids), not %s",
-		    type_of(j));
-	j = cJSON_GetObjectItemCaseSensitive(root, "decoder");
-	if (!is_null(j) && !type_is(j, "ByteLevel"))
-		REFUSE("decoder: only ByteLevel or none is supported, not %s", type_of(j));
 	j = cJSON_GetObjectItemCaseSensitive(root, "model");
 	if (!cJSON_IsObject(j) || !type_is(j, "BPE"))
 		REFUSE("model: only BPE is supported, not %s",
@@ -1502,8 +2511,8 @@ static int check_pipeline(const cJSON *root, bool *nfc, char *err, size_t errlen
 		REFUSE("model: BPE continuing_subword_prefix is not supported");
 	if (!is_empty_str(cJSON_GetObjectItemCaseSensitive(j, "end_of_word_suffix")))
 		REFUSE("model: BPE end_of_word_suffix is not supported");
-	if (!is_false(cJSON_GetObjectItemCaseSensitive(j, "byte_fallback")))
-		REFUSE("model: BPE byte_fallback is not supported");
+	t->byte_fallback = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "byte_fallback"));
+	t->fuse_unk = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "fuse_unk"));
 	return 0;
 cleanup:
 	return -1;
@@ -1759,7 +2768,176 @@ static char *read_file(const char *path, size_t *len)
 	return p;
 }
 
-struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The characters some vocab token holds right before "▁" (word_cuts), and cut_ok. 0 or -ENOMEM.
+ */
+static int pre_cut_build(struct tokenizer *t)
+{
+	size_t n = 0, cap = 0;
+	uint32_t *v = NULL;
+
+	for (uint32_t id = 0; id < t->n_ids; id++) {
+		const uint8_t *b = t->arena + t->tok_off[id];
+		size_t len = t->tok_off[id + 1] - t->tok_off[id];
+		const struct vslot *sl;
+
+		if (len < 4 || !(sl = vocab_slot(t, b, len)) || sl->id != id)
+			continue;
+		for (size_t i = 1; i + 3 <= len; i++) {
+			size_t j = i - 1;
+			uint32_t x;
+			if (b[i] != 0xE2 || b[i + 1] != 0x96 || b[i + 2] != 0x81)
+				continue;
+			while (j > 0 && (b[j] & 0xC0) == 0x80)
+				j--;
+			utf8_decode(b + j, i - j, &x);
+			if (n == cap) {
+				uint32_t *q = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
+				if (!q) {
+					free(v);
+					return -ENOMEM;
+				}
+				v = q;
+			}
+			v[n++] = x;
+		}
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_u32);
+	t->n_pre_cut = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!i || v[i] != v[i - 1])
+			v[t->n_pre_cut++] = v[i];
+	t->pre_cut = v;
+	t->cut_ok = true;
+	t->mem += cap * sizeof(*v);
+	return 0;
+}
+
+/* Adds the tokens of t->added whose normalized flag is normd to trie tr (normalized ones by their
+ * normalized content, as the reference builds its second automaton). 0 or -ENOMEM. */
+static int trie_build(struct tokenizer *t, struct added_trie *tr, bool normd)
+{
+	size_t total = 1;
+	struct tok_work w = {0};
+	int rc = -ENOMEM;
+
+	tr->one_first = -1;
+	for (uint32_t k = 0; k < t->n_added; k++)
+		if (t->added[k].normalized == normd)
+			total +=
+			    (size_t)t->added[k].len * 4 + 8; /* room for what normalizing adds */
+	for (tr->mask = 1; tr->mask <= 2 * total; tr->mask <<= 1)
+		;
+	if (!(tr->tab = calloc(tr->mask, sizeof(*tr->tab))) ||
+	    !(tr->tok = malloc(total * sizeof(*tr->tok))))
+		goto cleanup;
+	tr->mask--;
+	tr->cap_nodes = (uint32_t)total;
+	tr->tok[0] = -1;
+	tr->n_nodes = 1;
+	for (uint32_t k = 0; k < t->n_added; k++) {
+		const struct added_tok *a = &t->added[k];
+		const uint8_t *p = a->s;
+		ssize_t n = a->len;
+		uint32_t node = 0;
+
+		if (a->normalized != normd)
+			continue;
+		if (normd && t->n_norm && (n = normalize_steps(t, a->s, a->len, &w, &p)) < 0)
+			goto cleanup;
+		if (!n || (size_t)n > (size_t)a->len * 4 + 8)
+			continue; /* normalized to nothing: never matched */
+		for (ssize_t i = 0; i < n; i++) {
+			int32_t c = trie_child(tr, node, p[i]);
+			if (c < 0) {
+				uint32_t key = (node << 8 | p[i]) + 1,
+					 h = hash_pair(key) & tr->mask;
+				while (tr->tab[h].key)
+					h = (h + 1) & tr->mask;
+				tr->tab[h] = (struct trie_slot){.key = key, .child = tr->n_nodes};
+				tr->tok[tr->n_nodes] = -1;
+				c = (int32_t)tr->n_nodes++;
+			}
+			node = (uint32_t)c;
+		}
+		if (tr->tok[node] < 0)
+			tr->tok[node] = (int32_t)k;
+		tr->first[p[0]] = 1;
+		tr->n++;
+	}
+	for (int b = 0, seen = 0; b < 256; b++)
+		if (tr->first[b])
+			tr->one_first = seen++ ? -1 : b;
+	t->mem += ((size_t)tr->mask + 1) * sizeof(*tr->tab) + total * sizeof(*tr->tok);
+	rc = 0;
+cleanup:
+	work_free(&w);
+	return rc;
+}
+
+/* The id of a tokenizer_config.json special token (a string, or an object with a content). */
+static int64_t config_token(const struct tokenizer *t, const cJSON *j)
+{
+	if (cJSON_IsObject(j))
+		j = cJSON_GetObjectItemCaseSensitive(j, "content");
+	return cJSON_IsString(j) ? tokenizer_token_id(t, j->valuestring) : -1;
+}
+
+/* tokenizer_config.json's add_bos_token / add_eos_token, where set, decide the ids
+ * add_special_tokens adds (transformers rebuilds the post-processor from them as
+ * "[bos] $A [eos]"). A missing file changes nothing. Returns 0, or -1 with why in err. */
+static int apply_config(struct tokenizer *t, const char *cfg_path, char *err, size_t errlen)
+{
+	size_t len = 0;
+	char *text = read_file(cfg_path, &len);
+	cJSON *root = NULL;
+	const cJSON *ab, *ae;
+	bool bos, eos;
+	int64_t bid = -1, eid = -1;
+	int rc = -1;
+
+	if (!text)
+		return errno == ENOENT ? 0
+				       : (snprintf(err, errlen, "%s: cannot read", cfg_path), -1);
+	if (!(root = cJSON_ParseWithLength(text, len)))
+		REFUSE("%s: not valid JSON", cfg_path);
+	ab = cJSON_GetObjectItemCaseSensitive(root, "add_bos_token");
+	ae = cJSON_GetObjectItemCaseSensitive(root, "add_eos_token");
+	if (!cJSON_IsBool(ab) && !cJSON_IsBool(ae)) {
+		rc = 0;
+		goto cleanup;
+	}
+	bos = cJSON_IsTrue(ab);
+	eos = cJSON_IsTrue(ae);
+	if (bos && (bid = config_token(t, cJSON_GetObjectItemCaseSensitive(root, "bos_token"))) < 0)
+		REFUSE("%s: add_bos_token is true but bos_token names no token", cfg_path);
+	if (eos && (eid = config_token(t, cJSON_GetObjectItemCaseSensitive(root, "eos_token"))) < 0)
+		REFUSE("%s: add_eos_token is true but eos_token names no token", cfg_path);
+	free(t->special_ids);
+	t->special_ids = NULL;
+	t->n_before = bos;
+	t->n_after = eos;
+	if ((bos || eos) && !(t->special_ids = malloc(2 * sizeof(*t->special_ids))))
+		REFUSE("out of memory");
+	if (bos)
+		t->special_ids[0] = (uint32_t)bid;
+	if (eos)
+		t->special_ids[bos] = (uint32_t)eid;
+	rc = 0;
+cleanup:
+	cJSON_Delete(root);
+	free(text);
+	return rc;
+}
+
+static struct tokenizer *load_json(const char *path, char *err, size_t errlen)
 {
 	struct tokenizer *t = NULL, *ret = NULL;
 	cJSON *root = NULL;
@@ -1784,9 +2962,11 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 	text = NULL;
 	if (!(t = calloc(1, sizeof(*t))))
 		goto cleanup;
+	t->unk_id = NO_ID;
+	t->bos_id = -1;
 	{
 		char why[256];
-		if (check_pipeline(root, &t->nfc, why, sizeof(why)))
+		if (check_pipeline(root, t, why, sizeof(why)))
 			REFUSE("%s: unsupported tokenizer pipeline: %s", path, why);
 	}
 	model = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -1834,113 +3014,156 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 	{
 		uint32_t n_added = (uint32_t)cJSON_GetArraySize(added);
 		const cJSON **added_items = NULL;
-		if (n_added && !(added_items = calloc(t->n_ids, sizeof(*added_items))))
+		uint8_t *in_hash = NULL; /* vocab ids that go in the vocab hash */
+		if (!(in_hash = calloc(t->n_ids, 1)) ||
+		    (n_added && !(added_items = calloc(t->n_ids, sizeof(*added_items))))) {
+			free(in_hash);
 			goto cleanup;
+		}
+#define REFUSE_ADDED(...)                                                                          \
+	do {                                                                                       \
+		free(added_items);                                                                 \
+		free(in_hash);                                                                     \
+		REFUSE(__VA_ARGS__);                                                               \
+	} while (0)
 		cJSON_ArrayForEach(it, added)
 		{
 			const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
 			const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
-			if (!cJSON_IsString(content) || !content->valuestring[0]) {
-				free(added_items);
-				REFUSE("%s: added_tokens: id %d has no content", path,
-				       id->valueint);
-			}
-			static const char *const flags[] = {"single_word", "lstrip", "rstrip",
-							    "normalized"};
-			for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++)
-				if (!is_false(cJSON_GetObjectItemCaseSensitive(it, flags[f]))) {
-					free(added_items);
-					REFUSE(
-					    "%s: added_tokens: \"%s\" has %s set (not supported)",
-					    path, content->valuestring, flags[f]);
-				}
-			if (items[id->valueint] || added_items[id->valueint]) {
-				free(added_items);
-				REFUSE(
-				    "%s: added_tokens: id %d is also a vocab token or added twice",
-				    path, id->valueint);
-			}
-			added_items[id->valueint] = content;
+			if (!cJSON_IsString(content) || !content->valuestring[0])
+				REFUSE_ADDED("%s: added_tokens: id %d has no content", path,
+					     id->valueint);
+			if (added_items[id->valueint])
+				REFUSE_ADDED("%s: added_tokens: id %d is added twice", path,
+					     id->valueint);
+			added_items[id->valueint] = it;
 		}
 		for (uint32_t id = 0; id < t->n_ids; id++) {
 			size_t need;
-			const char *str;
+			const char *str, *cstr = NULL;
 			int n;
-			if (items[id])
-				str = items[id]->string;
-			else if (added_items && added_items[id])
-				str = added_items[id]->valuestring;
-			else
-				str = NULL;
+			if (added_items && added_items[id])
+				cstr = cJSON_GetObjectItemCaseSensitive(added_items[id], "content")
+					   ->valuestring;
+			str = items[id] ? items[id]->string : cstr;
 			need = str ? strlen(str) : 0;
+			if (cstr && strlen(cstr) > need)
+				need = strlen(cstr);
 			if (arena_len + need > arena_cap) {
 				uint8_t *p;
 				while (arena_len + need > arena_cap)
 					arena_cap *= 2;
-				if (!(p = realloc(t->arena, arena_cap))) {
-					free(added_items);
-					goto cleanup;
-				}
+				if (!(p = realloc(t->arena, arena_cap)))
+					REFUSE_ADDED("out of memory");
 				t->arena = p;
 			}
 			t->tok_off[id] = (uint32_t)arena_len;
 			if (!str)
 				continue;
-			if (items[id]) {
+			if (items[id] && t->byte_level)
 				n = byte_level_decode(str, u2b, t->arena + arena_len, need);
-				if (n <= 0) {
-					free(added_items);
-					REFUSE("%s: model: vocab token \"%s\" is not byte-level "
-					       "(ByteLevel BPE expected)",
-					       path, str);
-				}
-				if ((uint32_t)n > t->max_tok_len)
-					t->max_tok_len = (uint32_t)n;
+			else if (items[id])
+				n = (int)strlen(str), memcpy(t->arena + arena_len, str, (size_t)n);
+			else
+				n = -1;
+			if (items[id] && n <= 0 && !cstr)
+				REFUSE_ADDED("%s: model: vocab token \"%s\" is not byte-level "
+					     "(ByteLevel BPE expected)",
+					     path, str);
+			if (cstr) {
+				/* an added token that is also a vocab entry: found by BPE only
+				 * when its vocab spelling stands for its content */
+				if (n > 0 && ((size_t)n != strlen(cstr) ||
+					      memcmp(t->arena + arena_len, cstr, (size_t)n)))
+					REFUSE_ADDED("%s: added_tokens: \"%s\" is id %u, a vocab "
+						     "token of other bytes",
+						     path, cstr, id);
+				if (items[id] && n > 0)
+					in_hash[id] = 1;
+				n = (int)strlen(cstr);
+				memcpy(t->arena + arena_len, cstr, (size_t)n);
 			} else {
-				n = (int)need;
-				memcpy(t->arena + arena_len, str, need);
+				in_hash[id] = 1;
 			}
+			if (in_hash[id] && (uint32_t)n > t->max_tok_len)
+				t->max_tok_len = (uint32_t)n;
 			arena_len += (size_t)n;
 		}
 		t->tok_off[t->n_ids] = (uint32_t)arena_len;
 		/* added tokens, in id order */
-		if (n_added && !(t->added = calloc(n_added, sizeof(*t->added)))) {
-			free(added_items);
-			goto cleanup;
-		}
-		t->added_one_first = -1;
+		if (n_added && !(t->added = calloc(n_added, sizeof(*t->added))))
+			REFUSE_ADDED("out of memory");
 		for (uint32_t id = 0; added_items && id < t->n_ids; id++) {
-			if (!added_items[id])
+			const cJSON *a_it = added_items[id];
+			if (!a_it)
 				continue;
 			struct added_tok *a = &t->added[t->n_added++];
 			a->id = id;
 			a->s = t->arena + t->tok_off[id];
 			a->len = t->tok_off[id + 1] - t->tok_off[id];
-			t->added_first[a->s[0]] = 1;
+			a->lstrip = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a_it, "lstrip"));
+			a->rstrip = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a_it, "rstrip"));
+			a->single_word =
+			    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a_it, "single_word"));
+			a->normalized =
+			    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a_it, "normalized"));
+			a->special =
+			    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a_it, "special"));
 		}
 		free(added_items);
-		for (int b = 0, seen = 0; b < 256; b++)
-			if (t->added_first[b])
-				t->added_one_first = seen++ ? -1 : b;
+		added_items = NULL;
+		/* vocab hash */
+		/* load <= 2/3, and never full: with no empty slot a lookup of a missing token would
+		 * probe for ever (a one-token vocab made a table of one slot) */
+		for (t->vmask = 1; t->vmask <= n_vocab + n_vocab / 2; t->vmask <<= 1)
+			;
+		if (!(t->vhash = malloc((size_t)t->vmask * sizeof(*t->vhash))))
+			REFUSE_ADDED("out of memory");
+		for (uint32_t i = 0; i < t->vmask; i++)
+			t->vhash[i].id = NO_ID;
+		t->vmask--;
+		for (uint32_t id = 0; id < t->n_ids; id++)
+			if (items[id] && in_hash[id] && vhash_insert(t, id))
+				REFUSE_ADDED("%s: model: two vocab tokens have the same bytes",
+					     path);
+		free(in_hash);
+#undef REFUSE_ADDED
 	}
-	/* vocab hash */
-	/* load <= 2/3, and never full: with no empty slot a lookup of a missing token would probe
-	 * for ever (a one-token vocab made a table of one slot) */
-	for (t->vmask = 1; t->vmask <= n_vocab + n_vocab / 2; t->vmask <<= 1)
-		;
-	if (!(t->vhash = malloc((size_t)t->vmask * sizeof(*t->vhash))))
-		goto cleanup;
-	for (uint32_t i = 0; i < t->vmask; i++)
-		t->vhash[i].id = NO_ID;
-	t->vmask--;
-	for (uint32_t id = 0; id < t->n_ids; id++)
-		if (items[id] && vhash_insert(t, id))
-			REFUSE("%s: model: two vocab tokens have the same bytes", path);
-	for (int b = 0; b < 256; b++) {
-		uint8_t one = (uint8_t)b;
-		if ((t->byte_id[b] = vocab_find(t, &one, 1)) == NO_ID)
-			REFUSE("%s: model: the vocab lacks the byte-level symbol of byte 0x%02x",
-			       path, b);
+	if (t->byte_level) {
+		for (int b = 0; b < 256; b++) {
+			uint8_t one = (uint8_t)b;
+			if ((t->byte_id[b] = vocab_find(t, &one, 1)) == NO_ID)
+				REFUSE("%s: model: the vocab lacks the byte-level symbol of byte "
+				       "0x%02x",
+				       path, b);
+		}
+	} else {
+		const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
+		if (!(t->tok_byte = calloc(t->n_ids, 1)))
+			goto cleanup;
+		for (int b = 0; b < 256; b++) {
+			char name[8];
+			uint8_t one = (uint8_t)b;
+			snprintf(name, sizeof(name), "<0x%02X>", b);
+			t->byte_tok[b] = vocab_find(t, (const uint8_t *)name, 6);
+			if (t->byte_tok[b] != NO_ID)
+				t->tok_byte[t->byte_tok[b]] = (uint8_t)(1 + b);
+			if (b < 128)
+				t->ascii_id[b] = vocab_find(t, &one, 1);
+		}
+		if (!t->byte_fallback)
+			for (int b = 0; b < 256; b++)
+				t->byte_tok[b] = NO_ID;
+		if (cJSON_IsString(unk)) {
+			size_t n = strlen(unk->valuestring);
+			t->unk_id = n && n <= t->max_tok_len
+					? vocab_find(t, (const uint8_t *)unk->valuestring, n)
+					: NO_ID;
+			if (t->unk_id == NO_ID)
+				REFUSE("%s: model: unk_token \"%s\" is not in the vocab", path,
+				       unk->valuestring);
+		}
+		t->mem += t->n_ids;
 	}
 	/* merges: (left id, right id) -> (rank, merged id) */
 	t->n_merges = (uint32_t)cJSON_GetArraySize(merges);
@@ -1974,8 +3197,19 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 				free(tmp);
 				REFUSE("%s: model: merge %u is not a pair of tokens", path, rank);
 			}
-			ln = byte_level_decode(l, u2b, tmp, t->max_tok_len);
-			rn = ln > 0 ? byte_level_decode(r, u2b, tmp + ln, t->max_tok_len) : -1;
+			if (t->byte_level) {
+				ln = byte_level_decode(l, u2b, tmp, t->max_tok_len);
+				rn = ln > 0 ? byte_level_decode(r, u2b, tmp + ln, t->max_tok_len)
+					    : -1;
+			} else {
+				size_t a = strlen(l), b = strlen(r);
+				ln = a && a <= t->max_tok_len ? (int)a : -1;
+				rn = b && b <= t->max_tok_len ? (int)b : -1;
+				if (ln > 0)
+					memcpy(tmp, l, a);
+				if (ln > 0 && rn > 0)
+					memcpy(tmp + ln, r, b);
+			}
 			lid = ln > 0 ? vocab_find(t, tmp, (size_t)ln) : NO_ID;
 			rid = rn > 0 ? vocab_find(t, tmp + ln, (size_t)rn) : NO_ID;
 			mid = lid != NO_ID && rid != NO_ID && (uint32_t)(ln + rn) <= t->max_tok_len
@@ -2007,11 +3241,18 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 		}
 		free(tmp);
 	}
-	if (!(t->bytes2 = malloc(65536 * sizeof(*t->bytes2))))
+	if (t->byte_level) {
+		if (!(t->bytes2 = malloc(65536 * sizeof(*t->bytes2))))
+			goto cleanup;
+		for (uint32_t i = 0; i < 65536; i++)
+			t->bytes2[i].rank = merge_find(t, t->byte_id[i >> 8], t->byte_id[i & 0xff],
+						       &t->bytes2[i].id);
+		t->mem += 65536 * sizeof(*t->bytes2);
+	}
+	if (!t->byte_level &&
+	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges")) &&
+	    vocab_find(t, (const uint8_t *)"\xe2\x96\x81", 3) != NO_ID && pre_cut_build(t))
 		goto cleanup;
-	for (uint32_t i = 0; i < 65536; i++)
-		t->bytes2[i].rank =
-		    merge_find(t, t->byte_id[i >> 8], t->byte_id[i & 0xff], &t->bytes2[i].id);
 	/* The whole-piece shortcut is used only for tokens the merges themselves rebuild, unless
 	 * the model says ignore_merges (then the reference takes every whole-piece vocab hit).
 	 * Marking a token while others are checked is safe: the shortcut only ever looks at the
@@ -2026,12 +3267,16 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 		int bad = 0;
 		for (uint32_t id = 0; id < t->n_ids && !bad; id++) {
 			uint32_t n = t->tok_off[id + 1] - t->tok_off[id];
-			if (!items[id])
+			const struct vslot *v;
+			if (!items[id] || !n ||
+			    !(v = vocab_slot(t, t->arena + t->tok_off[id], n)) || v->id != id)
 				continue;
 			one.n = 0;
 			if (n > 1 && bpe_piece(t, t->arena + t->tok_off[id], n, &one, &w))
 				bad = 1;
-			else if (n == 1 || (one.n == 1 && one.v[0] == id))
+			else if ((n == 1 && t->byte_level) ||
+				 (n == 1 && t->ascii_id[t->arena[t->tok_off[id]] & 0x7f] == id) ||
+				 (one.n == 1 && one.v[0] == id))
 				vhash_mark_whole(t, id);
 		}
 		tok_ids_free(&one);
@@ -2039,11 +3284,13 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
 		if (bad)
 			goto cleanup;
 	}
-	if (char_rules_build(t))
+	if (t->byte_level && char_rules_build(t))
+		goto cleanup;
+	if (trie_build(t, &t->trie_raw, false) || trie_build(t, &t->trie_norm, true))
 		goto cleanup;
 	t->mem += sizeof(*t) + arena_cap + ((size_t)t->n_ids + 1) * sizeof(*t->tok_off) +
 		  ((size_t)t->vmask + 1) * sizeof(*t->vhash) +
-		  ((size_t)t->mmask + 1) * sizeof(*t->mtab) + 65536 * sizeof(*t->bytes2) +
+		  ((size_t)t->mmask + 1) * sizeof(*t->mtab) +
 		  (size_t)t->n_added * sizeof(*t->added);
 	ret = t;
 	t = NULL;
@@ -2054,4 +3301,26 @@ cleanup:
 	cJSON_Delete(root);
 	tokenizer_free(t);
 	return ret;
+}
+
+struct tokenizer *tokenizer_load(const char *path, char *err, size_t errlen)
+{
+	struct tokenizer *t;
+	struct stat st;
+	char json[4096], cfg[4096];
+
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(json, sizeof(json), "%s/tokenizer.json", path);
+		snprintf(cfg, sizeof(cfg), "%s/tokenizer_config.json", path);
+		if (!(t = load_json(json, err, errlen)))
+			return NULL;
+		if (apply_config(t, cfg, err, errlen)) {
+			tokenizer_free(t);
+			return NULL;
+		}
+	} else if (!(t = load_json(path, err, errlen))) {
+		return NULL;
+	}
+	t->bos_id = t->n_before ? (int64_t)t->special_ids[0] : -1;
+	return t;
 }

@@ -6,6 +6,7 @@
 #ifndef KVS_UNICODE_TABLES_H
 #define KVS_UNICODE_TABLES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define UNICODE_REGEX_VERSION "16.0.0"
@@ -46,5 +47,66 @@ uint32_t unicode_compose(uint32_t a, uint32_t b);
 
 /* The ASCII lowercase letter a non-ASCII cp simple-case-folds to, or 0 (e.g. U+017F -> 's'). */
 uint32_t unicode_fold_ascii(uint32_t cp);
+
+/* --- regex properties (userspace/prompt/regex), Unicode 16.0.0 --- */
+
+/* General_Category values, the low bits of unicode_prop(): Lu Ll Lt Lm Lo Mn Mc Me Nd Nl No Pc Pd
+ * Ps Pe Pi Pf Po Sm Sc Sk So Zs Zl Zp Cc Cf Cs Co Cn, in that order. */
+enum {
+	UGC_LU = 0,
+	UGC_LL = 1,
+	UGC_LT = 2,
+	UGC_LM = 3,
+	UGC_LO = 4,
+	UGC_MN = 5,
+	UGC_MC = 6,
+	UGC_ME = 7,
+	UGC_ND = 8,
+	UGC_NL = 9,
+	UGC_NO = 10,
+	UGC_PC = 11,
+	UGC_PD = 12,
+	UGC_PS = 13,
+	UGC_PE = 14,
+	UGC_PI = 15,
+	UGC_PF = 16,
+	UGC_PO = 17,
+	UGC_SM = 18,
+	UGC_SC = 19,
+	UGC_SK = 20,
+	UGC_SO = 21,
+	UGC_ZS = 22,
+	UGC_ZL = 23,
+	UGC_ZP = 24,
+	UGC_CC = 25,
+	UGC_CF = 26,
+	UGC_CS = 27,
+	UGC_CO = 28,
+	UGC_CN = 29,
+	UGC_COUNT = 30,
+	UPROP_GC_MASK = 0x1f,
+	UPROP_SPACE = 0x20, /* White_Space (Oniguruma's \s) */
+	UPROP_WORD = 0x40,  /* Oniguruma's \w: Alphabetic, M, Nd, Pc */
+};
+
+extern const uint16_t unicode_prop_stage1[4352];
+extern const uint8_t unicode_prop_stage2[];
+
+/* The property byte (UGC_* category, UPROP_SPACE, UPROP_WORD) of a code point < 0x110000. */
+static inline uint8_t unicode_prop(uint32_t cp)
+{
+	return unicode_prop_stage2[((uint32_t)unicode_prop_stage1[cp >> 8] << 8) | (cp & 0xff)];
+}
+
+/* The simple case folding of cp (Case_Folding C and S), or cp when it has none. */
+uint32_t unicode_fold_simple(uint32_t cp);
+
+/* The code points whose simple case folding is that of cp (cp included), ascending, into
+ * out[0..max). Returns their number (more than max: out holds the first max). */
+size_t unicode_fold_orbit(uint32_t cp, uint32_t *out, size_t max);
+
+/* The full case foldings to more than one code point (Case_Folding F): {cp, f1, f2, f3 or 0}. */
+extern const uint32_t unicode_fold_multi[104][4];
+#define UNICODE_FOLD_MULTI_COUNT 104
 
 #endif
