@@ -50,7 +50,7 @@ gptoss) SERVED=openai/gpt-oss-20b ;;
 *) SERVED=$MODEL ;;
 esac
 if [ "$MODEL" = qwen3 ]; then API=${DEMO_API:-completions}; else API=${DEMO_API:-chat}; fi
-TOKENIZER=$KVS_ROOT/models/$MODEL/tokenizer.json
+TOKENIZER=$KVS_ROOT/models/$MODEL
 RUNS=${DEMO_RUNS:-1}
 SEED=${DEMO_SEED:-1}
 POLICIES=${DEMO_POLICIES:-round-robin dynamo kv}

@@ -431,6 +431,66 @@ static void test_usage(void)
 	}
 }
 
+/* add_special_tokens as vLLM reads it, on Llama 3.2 (whose post-processor adds BOS, id 128000):
+ * true by default for completions, false for chat; the request's value wins; a token-id prompt
+ * is used as is. */
+static void test_add_special_tokens(void)
+{
+	char err[256];
+	struct tokenizer *l = tokenizer_load("models/llama3_2", err, sizeof(err));
+	struct openai_req r;
+	const char *why = NULL;
+	static const struct {
+		const char *body;
+		long first; /* the first id, or -1 when the prompt must not start with BOS */
+	} rows[] = {
+	    {"{\"prompt\":\"Hello world\"}", 128000},
+	    {"{\"prompt\":\"Hello world\",\"add_special_tokens\":true}", 128000},
+	    {"{\"prompt\":\"Hello world\",\"add_special_tokens\":false}", -1},
+	    {"{\"prompt\":\"Hello world\",\"add_special_tokens\":null}", 128000},
+	    {"{\"prompt\":[9906,1917]}", -1},
+	};
+
+	if (!l) {
+		CHECK(0, "load models/llama3_2: %s", err);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		int rc;
+
+		memset(&r, 0, sizeof(r));
+		rc = openai_parse(l, OPENAI_COMPLETIONS, rows[i].body, strlen(rows[i].body), &r,
+				  &why);
+		CHECK(rc == OPENAI_OK && r.prompt.n >= 2 &&
+			  (rows[i].first < 0 ? r.prompt.v[0] != 128000
+					     : r.prompt.v[0] == (uint32_t)rows[i].first),
+		      "llama3_2 completions %s: first id %ld (rc %d)", rows[i].body,
+		      r.prompt.n ? (long)r.prompt.v[0] : -1L, rc);
+		openai_req_free(&r);
+	}
+	memset(&r, 0, sizeof(r));
+	CHECK_EQ(openai_parse(l, OPENAI_COMPLETIONS, "{\"prompt\":\"x\",\"add_special_tokens\":1}",
+			      37, &r, &why),
+		 OPENAI_INVALID, "add_special_tokens must be a boolean");
+	openai_req_free(&r);
+	/* Qwen3 has no BOS: the same ids either way */
+	{
+		struct openai_req a, b;
+
+		memset(&a, 0, sizeof(a));
+		memset(&b, 0, sizeof(b));
+		openai_parse(T, OPENAI_COMPLETIONS, "{\"prompt\":\"Hello\"}", 18, &a, &why);
+		openai_parse(T, OPENAI_COMPLETIONS,
+			     "{\"prompt\":\"Hello\",\"add_special_tokens\":false}", 45, &b, &why);
+		CHECK(a.prompt.n == b.prompt.n && a.prompt.n > 0 &&
+			  !memcmp(a.prompt.v, b.prompt.v, a.prompt.n * sizeof(uint32_t)),
+		      "qwen3: add_special_tokens changes nothing (%zu ids)", a.prompt.n);
+		openai_req_free(&a);
+		openai_req_free(&b);
+	}
+	tokenizer_free(l);
+}
+
 int main(void)
 {
 	char err[256];
@@ -447,6 +507,7 @@ int main(void)
 	test_chat();
 	test_repeated_keys();
 	test_usage();
+	test_add_special_tokens();
 	tokenizer_free(t);
 	return tap_done();
 }

@@ -100,6 +100,8 @@ static int take_ids(const struct tokenizer *t, const cJSON *arr, struct openai_r
 static int take_text(const struct tokenizer *t, struct tok_cache *tc, bool defer, const char *s,
 		     size_t n, struct openai_req *r, const char **why)
 {
+	int rc;
+
 	if (!t) {
 		*why = "no tokenizer loaded";
 		return OPENAI_UNSUPPORTED;
@@ -111,9 +113,12 @@ static int take_text(const struct tokenizer *t, struct tok_cache *tc, bool defer
 		r->text_pending = true;
 		return OPENAI_OK;
 	}
-	if (tokenizer_encode_cached(t, tc, s, n, &r->prompt))
-		return -ENOMEM;
-	return OPENAI_OK;
+	rc = tokenizer_encode_special(t, tc, s, n, r->add_special_tokens, &r->prompt);
+	if (rc == -E2BIG) {
+		*why = "the prompt's split ran out of its step budget (not tokenized exactly)";
+		return OPENAI_UNSUPPORTED;
+	}
+	return rc < 0 ? rc : OPENAI_OK;
 }
 
 /* Reads "prompt" in any of the four shapes vLLM accepts: a string, a list of strings, a list of
@@ -249,6 +254,17 @@ static int parse_common(const cJSON *root, struct openai_req *r, const char **wh
 	if (j && !cJSON_IsNull(j) && (!json_int(j, 1, 1e9, &v))) {
 		*why = "n must be a positive integer";
 		return OPENAI_INVALID;
+	}
+	/* vLLM's defaults: true for /v1/completions (the post-processor adds BOS where the model
+	 * has one), false for chat (the template writes its own BOS). */
+	r->add_special_tokens = r->endpoint == OPENAI_COMPLETIONS;
+	j = json_get(root, "add_special_tokens");
+	if (j && !cJSON_IsNull(j)) {
+		if (!cJSON_IsBool(j)) {
+			*why = "add_special_tokens must be a boolean";
+			return OPENAI_INVALID;
+		}
+		r->add_special_tokens = cJSON_IsTrue(j);
 	}
 	j = json_get(root, "cache_salt");
 	if (j && !cJSON_IsNull(j)) {

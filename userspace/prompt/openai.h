@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* openai: reads an OpenAI API request body the way vLLM's frontend does, to the prompt token ids
  * the engine will see: /v1/completions takes "prompt" as a string (tokenized with
- * add_special_tokens=true, which for Qwen3 gives the same ids as false) or as an array of token
- * ids (used as is); /v1/chat/completions renders "messages" with the chat template (chat.h) and
- * tokenizes the result. Also reads model, stream, stream_options.include_usage, max_tokens (or
- * max_completion_tokens), cache_salt. Prompt shapes (vLLM accepts all four): a string, a list of
- * strings, a list of token ids, a list of lists of token ids; a batch (a list of several prompts)
- * is read as its FIRST prompt, and nprompts says how many there were. What vLLM would accept but
- * this module cannot reproduce exactly is OPENAI_UNSUPPORTED (embeddings, multimodal chat, ...);
- * what vLLM refuses with a 400 is OPENAI_INVALID; both come with a static reason.
- * Also reads a response body as it streams past (openai_usage_feed). Stateless; thread-safe. */
+ * add_special_tokens, true by default as in vLLM: BOS for the models whose post-processor adds
+ * one) or as an array of token ids (used as is); /v1/chat/completions renders "messages" with the
+ * chat template (chat.h) and tokenizes the result (add_special_tokens false by default: the
+ * template writes its own BOS). Also reads model, stream, stream_options.include_usage,
+ * max_tokens (or max_completion_tokens), cache_salt, add_special_tokens. Prompt shapes (vLLM
+ * accepts all four): a string, a list of strings, a list of token ids, a list of lists of token
+ * ids; a batch (a list of several prompts) is read as its FIRST prompt, and nprompts says how many
+ * there were. What vLLM would accept but this module cannot reproduce exactly is OPENAI_UNSUPPORTED
+ * (embeddings, multimodal chat, ...); what vLLM refuses with a 400 is OPENAI_INVALID; both come
+ * with a static reason. Also reads a response body as it streams past (openai_usage_feed).
+ * Stateless; thread-safe. */
 #ifndef KVS_OPENAI_H
 #define KVS_OPENAI_H
 
@@ -35,10 +37,11 @@ struct openai_req {
 	enum openai_endpoint endpoint;
 	char *model; /* malloc'ed; NULL when absent */
 	bool stream;
-	bool include_usage;    /* stream_options.include_usage */
-	int64_t max_tokens;    /* -1 when absent (vLLM then uses max_model_len - prompt) */
-	int64_t seed;	       /* "seed", or -1 */
-	char *cache_salt;      /* malloc'ed; NULL when absent */
+	bool include_usage;	 /* stream_options.include_usage */
+	int64_t max_tokens;	 /* -1 when absent (vLLM then uses max_model_len - prompt) */
+	int64_t seed;		 /* "seed", or -1 */
+	char *cache_salt;	 /* malloc'ed; NULL when absent */
+	bool add_special_tokens; /* as vLLM reads it: the request's, else true for completions */
 	struct tok_ids prompt; /* the engine's prompt token ids (of the first prompt of a batch) */
 	bool prompt_was_ids;   /* the prompt came as token ids */
 	size_t nprompts;       /* prompts in the request (> 1: a batch; prompt is the first) */

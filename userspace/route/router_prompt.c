@@ -139,7 +139,8 @@ static int read_text_prompt(struct router *r, struct flight *f, const struct tok
 	f->tok = t;
 	f->toks.n = 0;
 	tok_stream_free(&f->ts);
-	tok_stream_init(&f->ts, f->text.data ? f->text.data : "", f->text.len);
+	tok_stream_init_special(&f->ts, f->text.data ? f->text.data : "", f->text.len,
+				r->oq.add_special_tokens);
 	if (router_scratch(r, 0, nd ? nd : 1))
 		return -ENOMEM;
 	for (;;) {
@@ -261,8 +262,18 @@ void router_prompt_read(struct router *r, const struct router_request *req, stru
 		return;
 	}
 	if (r->oq.text_pending) {
-		if (read_text_prompt(r, f, mt->tok) < 0)
+		rc = read_text_prompt(r, f, mt->tok);
+		if (rc == -E2BIG) {
+			/* a split out of its step budget: no exact ids, so the approximate view */
+			rec->fallback = FB_NOT_EXACT;
+			if (r->st.fallbacks[rec->fallback])
+				metrics_inc(r->st.fallbacks[rec->fallback]);
 			f->n = f->nblocks = 0;
+			if (f->pol->ops->source != POLICY_SRC_NONE && read_text(r, req, f) < 0)
+				f->n = 0;
+		} else if (rc < 0) {
+			f->n = f->nblocks = 0;
+		}
 		return;
 	}
 	f->prompt_tokens = (uint32_t)r->oq.prompt.n;
