@@ -9,6 +9,7 @@ TemplateError) and strftime_now(fmt) (datetime.now().strftime(fmt); here a fixed
 tests/unit/test_jinja --render uses: --clock UNIX,UTC_OFFSET_SECONDS).
 
 Usage: ref_jinja.py [--config] [--clock S,OFF] TEMPLATE < vars.jsonl > out.jsonl
+       ref_jinja.py --cases < cases.jsonl > out.jsonl   (lines {"template": T, "vars": V})
 TEMPLATE is the template text, or with --config a tokenizer_config.json whose "chat_template"
 is rendered. Each input line is a JSON object of variables (json.loads, as vLLM reads a request);
 each output line {"status":"ok","text":...} or {"status":KIND,"why":...}, KIND one of syntax,
@@ -78,8 +79,31 @@ def kind(e):
     return "type"
 
 
+def render_one(env, src, variables):
+    try:
+        template = env.from_string(src)
+        return {"status": "ok", "text": template.render(**variables)}
+    except Exception as e:  # noqa: BLE001 - reported, compared by the caller
+        return {"status": kind(e), "why": str(e)}
+
+
+def write(out, res):
+    try:
+        out.write(json.dumps(res, ensure_ascii=False) + "\n")
+    except UnicodeEncodeError:
+        out.write(json.dumps({"status": "type", "why": "unencodable output"}) + "\n")
+    out.flush()
+
+
 def main():
     args = sys.argv[1:]
+    if args[:1] == ["--cases"]:
+        env = make_env((1700000000, 0))
+        for line in sys.stdin:
+            if line.strip():
+                c = json.loads(line)
+                write(sys.stdout, render_one(env, c["template"], c["vars"]))
+        return
     config = False
     clock = (1700000000, 0)
     while args and args[0].startswith("--"):
@@ -110,11 +134,7 @@ def main():
                 res = {"status": "ok", "text": template.render(**json.loads(line))}
             except Exception as e:  # noqa: BLE001 - reported, compared by the caller
                 res = {"status": kind(e), "why": str(e)}
-        try:
-            out.write(json.dumps(res, ensure_ascii=False) + "\n")
-        except UnicodeEncodeError:
-            out.write(json.dumps({"status": "type", "why": "unencodable output"}) + "\n")
-        out.flush()
+        write(out, res)
 
 
 if __name__ == "__main__":

@@ -136,6 +136,69 @@ static int render_mode(int argc, char **argv)
 	return 0;
 }
 
+/* `--cases`: each stdin line {"template": T, "vars": V} rendered on its own (the template loaded
+ * for that line), written as --render writes. For the differential fuzzing of
+ * tests/e2e/jinja_fuzz.py. */
+static int cases_mode(void)
+{
+	struct buf out = {0}, text = {0}, vars = {0};
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+
+	while ((len = getline(&line, &cap, stdin)) > 0) {
+		/* {"template":"...","vars":...}: the string read by cJSON alone, the variables
+		 * given to jinja_render as their own text (numbers keep their spelling; NaN and
+		 * Infinity, which cJSON refuses, are fine) */
+		const char *ts = line + 12, *te = ts, *vs, *ve;
+		cJSON *j = NULL;
+		const cJSON *tj;
+		struct jinja_template *t = NULL;
+		struct jinja_error e = {0};
+		int rc;
+
+		if (len < 12 || strncmp(line, "{\"template\":\"", 13)) {
+			fprintf(stderr,
+				"test_jinja --cases: a line not {\"template\":...,\"vars\":...}\n");
+			return 1;
+		}
+		for (te = ts + 1; *te && *te != '"'; te++)
+			if (*te == '\\' && te[1])
+				te++;
+		j = cJSON_ParseWithLength(ts, (size_t)(te + 1 - ts));
+		tj = j;
+		vs = te + 1;
+		if (!cJSON_IsString(tj) || strncmp(vs, ",\"vars\":", 8)) {
+			cJSON_Delete(j);
+			fprintf(stderr,
+				"test_jinja --cases: a line not {\"template\":...,\"vars\":...}\n");
+			return 1;
+		}
+		vs += 8;
+		ve = line + len;
+		while (ve > vs && (ve[-1] == '\n' || ve[-1] == '\r' || ve[-1] == ' '))
+			ve--;
+		if (ve > vs && ve[-1] == '}')
+			ve--; /* the line's closing brace */
+		buf_reset(&vars);
+		buf_append(&vars, vs, (size_t)(ve - vs));
+		buf_reset(&text);
+		rc = jinja_load(tj->valuestring, strlen(tj->valuestring), &t, &e);
+		if (rc == 0)
+			rc = jinja_render(t, vars.data, vars.len, NULL, &test_clock, &text, &e);
+		put_result(&out, rc, &text, &e);
+		fwrite(out.data, 1, out.len, stdout);
+		jinja_free(t);
+		cJSON_Delete(j);
+	}
+	fflush(stdout);
+	free(line);
+	buf_free(&out);
+	buf_free(&text);
+	buf_free(&vars);
+	return 0;
+}
+
 /* --- the table ---------------------------------------------------------------------------------
  */
 
@@ -575,6 +638,8 @@ int main(int argc, char **argv)
 		return render_mode(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "--table"))
 		return table_mode();
+	if (argc > 1 && !strcmp(argv[1], "--cases"))
+		return cases_mode();
 	test_table();
 	test_bounds();
 	test_api();

@@ -52,10 +52,12 @@ struct rctx {
 	uint64_t steps, iters;
 	unsigned depth;
 	struct scope *root;
-	int line; /* of the node being evaluated, for messages */
+	int line;		   /* of the node being evaluated, for messages */
+	struct jlist *gen_partial; /* the list a generator filter is filling */
 };
 
 static int ev(struct rctx *r, const struct node *n, struct scope *s, struct jv *out);
+static int gen_raise(struct rctx *r, const struct jlist *l);
 static int exec_body(struct rctx *r, const struct node *b, struct scope *s);
 
 /* --- errors and limits ----------------------------------------------------------------------- */
@@ -125,10 +127,13 @@ static struct jv mk_undef(struct rctx *r, int kind, const char *name, size_t nn,
 	return jv_undef(u);
 }
 
+static struct jv undef_hint(struct rctx *r, int kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static struct jv undef_elem(struct rctx *r, const struct jv *obj, const struct jv *key)
 {
 	struct jv u;
-	if (key->t == JV_INT || key->t == JV_BOOL) {
+	if (key->t == JV_INT) {
 		u = mk_undef(r, JU_ELEM, NULL, 0, obj);
 		if (u.u)
 			u.u->elem = key->i;
@@ -139,8 +144,11 @@ static struct jv undef_elem(struct rctx *r, const struct jv *obj, const struct j
 		struct jerr er = {0};
 		char *s;
 		if (py_repr(&b, key, &er) || buf_printf(&b, "%s", "")) {
+			/* a key Python prints with an address: its message cannot be matched */
 			buf_free(&b);
-			return mk_undef(r, JU_PLAIN, NULL, 0, NULL);
+			return undef_hint(r, JU_UNSUP,
+					  "an undefined item whose key prints with an "
+					  "address");
 		}
 		s = ja_strdup(&r->a, b.data, b.len);
 		buf_free(&b);
@@ -160,11 +168,22 @@ static int undef_fail(struct rctx *r, const struct jv *v)
 		return jerr_set(&r->er, JINJA_UNDEFINED, r->line, "'%s' is undefined", "missing");
 	switch (u->kind) {
 	case JU_NAME:
-		return jerr_set(&r->er, JINJA_UNDEFINED, r->line, "'%.*s' is undefined",
-				(int)u->name_n, u->name);
-	case JU_ATTR:
-		return jerr_set(&r->er, JINJA_UNDEFINED, r->line, "'%s' has no attribute '%.*s'",
-				u->obj_type, (int)u->name_n, u->name);
+	case JU_ATTR: {
+		/* the name as Python's repr() */
+		struct buf b = {0};
+		struct jv nm = jv_str(u->name, u->name_n);
+		struct jerr ignore = {0};
+		int rc;
+		if (py_repr(&b, &nm, &ignore))
+			return oom(r);
+		if (u->kind == JU_NAME)
+			rc = jerr_set(&r->er, JINJA_UNDEFINED, r->line, "%s is undefined", b.data);
+		else
+			rc = jerr_set(&r->er, JINJA_UNDEFINED, r->line, "'%s' has no attribute %s",
+				      u->obj_type, b.data);
+		buf_free(&b);
+		return rc;
+	}
 	case JU_ELEM:
 		if (u->elem_is_str)
 			return jerr_set(&r->er, JINJA_UNDEFINED, r->line, "%s has no element %.*s",
@@ -175,6 +194,9 @@ static int undef_fail(struct rctx *r, const struct jv *v)
 		return jerr_set(&r->er, JINJA_UNDEFINED, r->line, "%.*s", (int)u->name_n, u->name);
 	case JU_UNSAFE:
 		return jerr_set(&r->er, JINJA_SECURITY, r->line, "%.*s", (int)u->name_n, u->name);
+	case JU_UNSUP:
+		return jerr_set(&r->er, JINJA_UNSUPPORTED, r->line, "%.*s", (int)u->name_n,
+				u->name);
 	}
 	return jerr_set(&r->er, JINJA_UNDEFINED, r->line, "undefined");
 }
@@ -256,6 +278,17 @@ static int lookup(struct rctx *r, int sym, struct scope *s, struct jv *out)
 		}
 	name = r->t->syms[sym];
 	*out = mk_undef(r, JU_NAME, name, strlen(name), NULL);
+	return 0;
+}
+
+/* A frame starts: the names jinja2 starts as undefined there (jinja_parse.c, frames). */
+static int frame_enter(struct rctx *r, const struct node *body, struct scope *s)
+{
+	for (uint32_t i = 0; i < body->npre; i++) {
+		const char *name = r->t->syms[body->pre[i]];
+		if (scope_set(r, s, body->pre[i], mk_undef(r, JU_NAME, name, strlen(name), NULL)))
+			return -1;
+	}
 	return 0;
 }
 
@@ -633,6 +666,35 @@ static struct jv mklist(struct jlist *l, int kind)
 	return v;
 }
 
+/* Raises the error a lazy generator met, now that it is consumed. */
+static int gen_raise(struct rctx *r, const struct jlist *l)
+{
+	return jerr_set(&r->er, l->err_status, l->err_line, "%s", l->err_msg);
+}
+
+/* The error just set, kept in a generator instead (see struct jlist). */
+static int gen_poison(struct rctx *r, struct jv *out)
+{
+	struct jlist *l = r->gen_partial;
+	struct jinja_error *e = r->er.e;
+	char *msg;
+
+	if (r->er.status == JINJA_LIMIT)
+		return -1;
+	r->er.set = false;
+	if (!l && !(l = jl_new(&r->a, 0)))
+		return oom(r);
+	if (!(msg = ja_strdup(&r->a, e->msg, strlen(e->msg))))
+		return oom(r);
+	l->err_msg = msg;
+	l->err_status = r->er.status;
+	l->err_line = e->line;
+	memset(e, 0, sizeof(*e));
+	r->er.status = 0;
+	*out = mklist(l, JL_GEN);
+	return 0;
+}
+
 /* The items iterating v gives (Python's iter()), as a list. */
 static int iterate(struct rctx *r, const struct jv *v, struct jlist **out)
 {
@@ -640,6 +702,8 @@ static int iterate(struct rctx *r, const struct jv *v, struct jlist **out)
 
 	switch (v->t) {
 	case JV_LIST:
+		if (v->l->err_msg)
+			return gen_raise(r, v->l);
 		*out = v->l;
 		return 0;
 	case JV_UNDEF:
@@ -696,8 +760,10 @@ static const char *const dict_attrs[] = {"clear",      "copy",	 "fromkeys", "get
 static const char *const dict_unsafe[] = {"clear", "pop", "popitem", "setdefault", "update", NULL};
 static const char *const list_attrs[] = {"append", "clear", "copy",   "count",	 "extend", "index",
 					 "insert", "pop",   "remove", "reverse", "sort",   NULL};
-static const char *const list_unsafe[] = {"append", "clear",   "extend", "insert", "pop",
-					  "remove", "reverse", "sort",	 NULL};
+/* jinja2's ImmutableSandboxedEnvironment refuses these of a list (MutableSequence) but lets
+ * pop and clear run: those mutate, and are refused here as unsupported */
+static const char *const list_unsafe[] = {"append",  "extend", "insert", "remove",
+					  "reverse", "sort",   NULL};
 static const char *const tuple_attrs[] = {"count", "index", NULL};
 static const char *const num_attrs[] = {
     "real",	 "imag",     "numerator",	 "denominator", "conjugate", "bit_length",
@@ -799,8 +865,17 @@ static int get_attr(struct rctx *r, const struct jv *obj, const char *name, size
 {
 	int h;
 
-	if (obj->t == JV_UNDEF)
+	if (obj->t == JV_UNDEF) {
+		/* a dunder exists on the Undefined object: the sandbox's unsafe undefined */
+		if (n > 4 && !memcmp(name, "__", 2) && !memcmp(name + n - 2, "__", 2)) {
+			*out = undef_hint(
+			    r, JU_UNSAFE,
+			    "access to attribute '%.*s' of 'Undefined' object is unsafe.", (int)n,
+			    name);
+			return 0;
+		}
 		return undef_fail(r, obj);
+	}
 	if (obj->t == JV_NS) {
 		struct jv *v = jd_get_str(obj->d, name, n);
 		if (v) {
@@ -947,6 +1022,7 @@ static int ev_slice(struct rctx *r, const struct node *n, struct scope *s, struc
 	if (ev(r, n->a, s, &obj) || (n->b && ev(r, n->b, s, &a)) || (n->c && ev(r, n->c, s, &b)) ||
 	    (n->d && ev(r, n->d, s, &c)))
 		return -1;
+	/* jinja2 subscripts slices directly (not through its getitem): Python's errors */
 	if (obj.t == JV_UNDEF)
 		return undef_fail(r, &obj);
 	if (obj.t == JV_STR)
@@ -955,17 +1031,16 @@ static int ev_slice(struct rctx *r, const struct node *n, struct scope *s, struc
 		len = obj.l->n;
 	else if (obj.t == JV_LIST && obj.sub == JL_RANGE)
 		return unsupported(r, "slicing a range");
-	else {
-		*out = undef_hint(r, JU_HINT, "%s has no element slice", jv_object_type(&obj));
-		return 0;
-	}
+	else if (obj.t == JV_DICT)
+		return type_err(r, "unhashable type: 'slice'");
+	else
+		return type_err(r, "'%s' object is not subscriptable", jv_type_name(&obj));
 	rc = slice_indices(r, &a, &b, &c, len, &start, &stop, &st);
 	if (rc < 0)
 		return -1;
-	if (rc > 0) {
-		*out = undef_hint(r, JU_HINT, "%s has no element slice", jv_object_type(&obj));
-		return 0;
-	}
+	if (rc > 0)
+		return type_err(r, "slice indices must be integers or None or have an __index__ "
+				   "method");
 	if (obj.t == JV_STR) {
 		struct buf bb = {0};
 		bool ascii = obj.n == (size_t)len;
@@ -1062,6 +1137,11 @@ static int run_test(struct rctx *r, int id, const struct jv *v, const struct jv 
 
 	if (id >= TS_EQ && id <= TS_GE && !o)
 		return type_err(r, "test takes exactly 2 arguments (1 given)");
+	if (nargs > ((id >= TS_EQ && id <= TS_SAMEAS) || id == TS_DIVISIBLEBY || id == TS_IN))
+		return type_err(
+		    r, "the test takes %d positional arguments but %u were given",
+		    1 + ((id >= TS_EQ && id <= TS_SAMEAS) || id == TS_DIVISIBLEBY || id == TS_IN),
+		    nargs + 1);
 	switch (id) {
 	case TS_DEFINED:
 		*res = v->t != JV_UNDEF;
@@ -1104,8 +1184,8 @@ static int run_test(struct rctx *r, int id, const struct jv *v, const struct jv 
 	case TS_FLOAT:
 		*res = v->t == JV_FLOAT;
 		return 0;
-	case TS_CALLABLE:
-		*res = v->t == JV_MACRO || v->t == JV_FUNC;
+	case TS_CALLABLE: /* an Undefined has __call__ (it raises), so it is callable */
+		*res = v->t == JV_MACRO || v->t == JV_FUNC || v->t == JV_UNDEF;
 		return 0;
 	case TS_EQ:
 		*res = py_eq(v, o);
@@ -1284,6 +1364,8 @@ static const char *opname(int op)
 
 static int arith(struct rctx *r, int op, const struct jv *a, const struct jv *b, struct jv *out)
 {
+	if (op == '%' && a->t == JV_STR)
+		return unsupported(r, "printf-style string formatting");
 	if (a->t == JV_UNDEF)
 		return undef_fail(r, a);
 	if (b->t == JV_UNDEF)
@@ -1466,8 +1548,6 @@ static int op_in(struct rctx *r, const struct jv *a, const struct jv *b, bool *r
 		*res = false;
 		return 0;
 	case JV_STR:
-		if (a->t == JV_UNDEF)
-			return undef_fail(r, a);
 		if (a->t != JV_STR)
 			return type_err(r, "'in <string>' requires string as left operand, not %s",
 					jv_type_name(a));
@@ -1478,8 +1558,10 @@ static int op_in(struct rctx *r, const struct jv *a, const struct jv *b, bool *r
 		for (uint32_t i = 0; i < b->l->n; i++)
 			if (py_eq(a, &b->l->v[i])) {
 				*res = true;
-				break;
+				return 0;
 			}
+		if (b->l->err_msg) /* a generator consumed past its error */
+			return gen_raise(r, b->l);
 		return 0;
 	case JV_DICT:
 		if (a->t == JV_LIST && a->sub != JL_TUPLE)
@@ -1698,10 +1780,40 @@ dflt:
 	return 0;
 }
 
+static int call_filter_now(struct rctx *r, int id, const struct jv *v, const struct node *n,
+			   struct scope *s, const struct jv *xargs, uint32_t nxargs,
+			   struct jv *out);
+
 /* Runs filter id on v with the call's arguments (n, evaluated in s) or, from map(), with
- * already evaluated xargs. */
+ * already evaluated xargs. The filters that return generators defer their errors. */
 static int call_filter(struct rctx *r, int id, const struct jv *v, const struct node *n,
 		       struct scope *s, const struct jv *xargs, uint32_t nxargs, struct jv *out)
+{
+	struct jlist *saved = r->gen_partial;
+	int rc;
+
+	if (id != FL_MAP && id != FL_SELECT && id != FL_REJECT && id != FL_SELECTATTR &&
+	    id != FL_REJECTATTR && id != FL_ITEMS)
+		return call_filter_now(r, id, v, n, s, xargs, nxargs, out);
+	r->gen_partial = NULL;
+	if (id != FL_ITEMS && !jv_truthy(v)) {
+		/* jinja2's map and select start with `if value:`, before any lookup */
+		struct jlist *l = jl_new(&r->a, 0);
+		if (!l)
+			return oom(r);
+		*out = mklist(l, JL_GEN);
+		r->gen_partial = saved;
+		return 0;
+	}
+	rc = call_filter_now(r, id, v, n, s, xargs, nxargs, out);
+	if (rc && r->er.set)
+		rc = gen_poison(r, out);
+	r->gen_partial = saved;
+	return rc;
+}
+
+static int call_filter_now(struct rctx *r, int id, const struct jv *v, const struct node *n,
+			   struct scope *s, const struct jv *xargs, uint32_t nxargs, struct jv *out)
 {
 	struct jv a[8];
 	bool have[8] = {false};
@@ -1870,6 +1982,7 @@ static int call_filter(struct rctx *r, int id, const struct jv *v, const struct 
 			return -1;
 		if (!(l = jl_new(&r->a, items->n)))
 			return oom(r);
+		r->gen_partial = l;
 		for (uint32_t i = 0; i < items->n; i++) {
 			struct jv res;
 			if (by_attr) {
@@ -1910,6 +2023,7 @@ static int call_filter(struct rctx *r, int id, const struct jv *v, const struct 
 			return -1;
 		if (!(l = jl_new(&r->a, items->n)))
 			return oom(r);
+		r->gen_partial = l;
 		for (uint32_t i = 0; i < items->n; i++) {
 			struct jv it = items->v[i];
 			bool res;
@@ -1938,6 +2052,10 @@ static int call_filter(struct rctx *r, int id, const struct jv *v, const struct 
 		BIND(id == FL_FIRST ? "do_first" : "do_last");
 		if (id == FL_LAST && v->t == JV_LIST && v->sub == JL_GEN)
 			return type_err(r, "'generator' object is not reversible");
+		if (id == FL_FIRST && v->t == JV_LIST && v->l->err_msg && v->l->n) {
+			*out = v->l->v[0];
+			return 0;
+		}
 		if (iterate(r, v, &items))
 			return -1;
 		if (!items->n)
@@ -2016,8 +2134,6 @@ static int call_filter(struct rctx *r, int id, const struct jv *v, const struct 
 			*out = jv_float(fabs(v->f));
 			return 0;
 		}
-		if (v->t == JV_UNDEF)
-			return undef_fail(r, v);
 		return type_err(r, "bad operand type for abs(): '%s'", jv_type_name(v));
 	case FL_INT:
 		BIND("do_int", "default", "base");
@@ -2364,8 +2480,6 @@ static int fn_range(struct rctx *r, const struct node *n, struct scope *s, struc
 	if (eval_args(r, n, s, a, 3))
 		return -1;
 	for (uint32_t i = 0; i < n->nv; i++) {
-		if (a[i].t == JV_UNDEF)
-			return undef_fail(r, &a[i]);
 		if (a[i].t != JV_INT && a[i].t != JV_BOOL)
 			return type_err(r, "'%s' object cannot be interpreted as an integer",
 					jv_type_name(&a[i]));
@@ -2491,17 +2605,21 @@ static int call_macro(struct rctx *r, const struct node *m, const struct node *n
 	if (++r->depth > r->lim.depth)
 		return jerr_set(&r->er, JINJA_LIMIT, n->line, "depth limit of %u exceeded",
 				r->lim.depth);
-	if (n->nv > np)
-		return type_err(r, "macro '%s' takes not more than %u argument(s)", m->k.s, np);
-	if (!(vals = ja_alloc(&r->a, (np + 1) * sizeof(*vals))) ||
-	    !(have = ja_alloc(&r->a, np + 1)))
+	if (!(vals = ja_alloc(&r->a, (np + n->nv + 1) * sizeof(*vals))) ||
+	    !(have = ja_alloc(&r->a, np + n->nv + 1)))
 		return oom(r);
-	memset(have, 0, np + 1);
+	memset(have, 0, np + n->nv + 1);
 	for (uint32_t i = 0; i < n->nv; i++) {
 		if (ev(r, n->v[i], s, &vals[i]))
 			return -1;
 		have[i] = true;
 	}
+	for (uint32_t k = 0; k < n->nkw; k++)
+		if (ev(r, n->kw[k]->a, s, &vals[np + n->nv])) /* errors first, as Python */
+			return -1;
+	r->line = n->line;
+	if (n->nv > np)
+		return type_err(r, "macro '%s' takes not more than %u argument(s)", m->k.s, np);
 	for (uint32_t k = 0; k < n->nkw; k++) {
 		const struct node *kw = n->kw[k];
 		uint32_t i;
@@ -2534,7 +2652,9 @@ static int call_macro(struct rctx *r, const struct node *m, const struct node *n
 			return -1;
 	}
 	r->out = &body;
-	rc = exec_body(r, m->b, &ms);
+	rc = frame_enter(r, m->b, &ms);
+	if (!rc)
+		rc = exec_body(r, m->b, &ms);
 	r->out = saved;
 	if (rc >= 0)
 		rc = mkstr(r, body.data ? body.data : "", body.len, out);
@@ -2543,9 +2663,27 @@ static int call_macro(struct rctx *r, const struct node *m, const struct node *n
 	return rc < 0 ? -1 : 0;
 }
 
+/* Evaluates a call's arguments for their errors only: Python evaluates them before it finds the
+ * callee is undefined or not callable. */
+static int eval_args_for_errors(struct rctx *r, const struct node *n, struct scope *s)
+{
+	struct jv v;
+
+	for (uint32_t i = 0; i < n->nv; i++)
+		if (ev(r, n->v[i], s, &v))
+			return -1;
+	for (uint32_t k = 0; k < n->nkw; k++)
+		if (ev(r, n->kw[k]->a, s, &v))
+			return -1;
+	return 0;
+}
+
 static int call_value(struct rctx *r, const struct jv *callee, const struct node *n,
 		      struct scope *s, struct jv *out)
 {
+	if (callee->t != JV_MACRO && callee->t != JV_FUNC && eval_args_for_errors(r, n, s))
+		return -1;
+	r->line = n->line;
 	switch (callee->t) {
 	case JV_UNDEF:
 		return undef_fail(r, callee);
@@ -2915,11 +3053,18 @@ static int exec_for(struct rctx *r, const struct node *n, struct scope *s)
 	struct jv lv;
 	int rc = 0;
 
+	const struct jlist *poisoned = NULL;
+	bool completed = false;
+
 	if (ev(r, n->b, s, &it))
 		return -1;
 	r->line = n->line;
-	if (iterate(r, &it, &items))
+	if (it.t == JV_LIST && it.l->err_msg) {
+		poisoned = it.l; /* its items, then its error (unless the loop breaks) */
+		items = it.l;
+	} else if (iterate(r, &it, &items)) {
 		return -1;
+	}
 	kept = items;
 	if (n->c) {
 		if (!(kept = jl_new(&r->a, items->n)))
@@ -2938,8 +3083,12 @@ static int exec_for(struct rctx *r, const struct node *n, struct scope *s)
 		}
 	}
 	if (!kept->n) {
+		if (poisoned)
+			return gen_raise(r, poisoned);
 		if (n->e) {
 			scope_init(&is, s);
+			if (frame_enter(r, n->e, &is))
+				return -1;
 			return exec_body(r, n->e, &is) < 0 ? -1 : 0;
 		}
 		return 0;
@@ -2960,15 +3109,28 @@ static int exec_for(struct rctx *r, const struct node *n, struct scope *s)
 					(unsigned long long)r->lim.loop_iters);
 		lp->index0 = i;
 		scope_init(&is, s);
-		if (scope_set(r, &is, r->t->sym_loop, lv) || assign(r, n->a, &kept->v[i], &is))
+		if (frame_enter(r, n->d, &is) || scope_set(r, &is, r->t->sym_loop, lv) ||
+		    assign(r, n->a, &kept->v[i], &is))
 			return -1;
 		rc = exec_body(r, n->d, &is);
 		if (rc < 0)
 			return -1;
+		if (rc == FLOW_OK)
+			completed = true;
 		if (rc == FLOW_BREAK)
 			break;
 	}
 	r->depth--;
+	if (poisoned && rc != FLOW_BREAK)
+		return gen_raise(r, poisoned);
+	/* jinja2 clears its "run the else" flag at the end of the body, so a loop whose every
+	 * pass ended in continue or break runs its else too */
+	if (!completed && n->e) {
+		scope_init(&is, s);
+		if (frame_enter(r, n->e, &is))
+			return -1;
+		return exec_body(r, n->e, &is) < 0 ? -1 : 0;
+	}
 	return 0;
 }
 
@@ -3023,13 +3185,25 @@ static int exec_body(struct rctx *r, const struct node *b, struct scope *s)
 				return -1;
 			break;
 		case N_SET:
+			if (n->a->kind == N_NSATTR) {
+				/* jinja2 checks the namespace before it evaluates the value */
+				const struct jv *ns = scope_find(s, n->a->sym);
+				if (!ns || ns->t != JV_NS)
+					return type_err(
+					    r, "cannot assign attribute on non-namespace object");
+			}
 			if (ev(r, n->b, s, &v) || (r->line = n->line, assign(r, n->a, &v, s)))
 				return -1;
 			break;
 		case N_SETB: {
+			/* the body is a frame of its own: what it sets stays there */
 			struct buf body = {0}, *saved = r->out;
+			struct scope bs;
+			scope_init(&bs, s);
 			r->out = &body;
-			rc = exec_body(r, n->b, s);
+			rc = frame_enter(r, n->b, &bs);
+			if (!rc)
+				rc = exec_body(r, n->b, &bs);
 			r->out = saved;
 			if (rc >= 0)
 				rc = mkstr(r, body.data ? body.data : "", body.len, &v);
@@ -3052,7 +3226,9 @@ static int exec_body(struct rctx *r, const struct node *b, struct scope *s)
 			/* transformers' AssistantTracker: a call block, so its own scope */
 			struct scope gs;
 			scope_init(&gs, s);
-			rc = exec_body(r, n->b, &gs);
+			rc = frame_enter(r, n->b, &gs);
+			if (!rc)
+				rc = exec_body(r, n->b, &gs);
 			if (rc)
 				return rc;
 			break;
@@ -3110,8 +3286,11 @@ int jinja_render(const struct jinja_template *t, const char *vars, size_t n,
 	size_t mark = out->len;
 	int rc = 0;
 
-	if (err)
-		memset(err, 0, sizeof(*err));
+	struct jinja_error own;
+
+	if (!err)
+		err = &own;
+	memset(err, 0, sizeof(*err));
 	r.t = t;
 	r.er.e = err;
 	if (limits)
@@ -3150,7 +3329,7 @@ int jinja_render(const struct jinja_template *t, const char *vars, size_t n,
 				break;
 			}
 	}
-	if (!rc && exec_body(&r, t->root, &root) < 0)
+	if (!rc && (frame_enter(&r, t->root, &root) || exec_body(&r, t->root, &root) < 0))
 		rc = -1;
 cleanup:
 	if (rc) {

@@ -58,6 +58,7 @@ enum ju_kind {
 	JU_ELEM,   /* obj has no element key: <type> object has no element 5 */
 	JU_HINT,   /* hint as is */
 	JU_UNSAFE, /* the sandbox: hint, raised as a SecurityError */
+	JU_UNSUP,  /* using it is refused as unsupported (hint says why) */
 };
 
 struct jlist;
@@ -86,6 +87,11 @@ struct jlist {
 	uint32_t n, cap;
 	struct jv *v;
 	int64_t start, stop, step; /* JL_RANGE */
+	/* JL_GEN: Python's generators are lazy, so an error the map/select/items filter met at
+	 * item n (or before any) is raised only where the generator is consumed that far: the
+	 * first n items are v, err_msg says what (NULL: no error). */
+	const char *err_msg;
+	int err_status, err_line;
 };
 
 /* Insertion-ordered; keys compared with Python's ==. Small dicts are searched in order, larger
@@ -194,6 +200,11 @@ struct node {
 	uint32_t nv;
 	struct node **kw;
 	uint32_t nkw;
+	/* N_BODY of a frame (the template, a loop body or else, a macro, a set block, a
+	 * generation block): the names bound to an undefined when the frame starts (see
+	 * jinja_parse.c, frames) */
+	int *pre;
+	uint32_t npre;
 };
 
 /* Filters, tests and methods resolved at load. */

@@ -59,6 +59,7 @@ struct parser {
 	int depth;
 	int loops; /* enclosing for loops (break / continue allowed) */
 	int macros;
+	int blocks; /* enclosing set and generation blocks */
 	int status; /* set on the first error */
 };
 
@@ -110,7 +111,7 @@ static bool is_space_at(const char *s, size_t n, size_t i, size_t *len)
 /* Length of s[0..n) with trailing Python white space removed. */
 static size_t rstrip_len(const char *s, size_t n)
 {
-	size_t end = n, i = 0, l;
+	size_t end = 0, i = 0, l;
 
 	while (i < n) {
 		if (!is_space_at(s, n, i, &l))
@@ -1046,8 +1047,12 @@ static struct node *parse_postfix(struct parser *p, struct node *node)
 		if (t->t == TK_OP && t->op == '[') {
 			struct node *arg, *tuple = NULL;
 			next(p);
-			if (!(arg = parse_subscript_arg(p)))
+			if (is_op(p, ']')) { /* x[] is x[()] to jinja2 */
+				if (!(arg = mk(p, N_TUPLE, t->line)))
+					return NULL;
+			} else if (!(arg = parse_subscript_arg(p))) {
 				return NULL;
+			}
 			if (is_op(p, ',')) {
 				if (!(tuple = mk(p, N_TUPLE, t->line)) ||
 				    vpush(p, &tuple->v, &tuple->nv, arg))
@@ -1685,7 +1690,8 @@ static struct node *parse_stmt(struct parser *p)
 		static const char *const ends[] = {"elif", "else", "endif", NULL};
 		struct node *top, *ifn;
 		next(p);
-		if (!(top = ifn = mk(p, N_IF, line)) || !(ifn->a = parse_tuple(p, true, false)) ||
+		/* jinja2 reads the condition without a conditional expression */
+		if (!(top = ifn = mk(p, N_IF, line)) || !(ifn->a = parse_tuple(p, false, false)) ||
 		    expect_bend(p))
 			return NULL;
 		for (;;) {
@@ -1694,7 +1700,7 @@ static struct node *parse_stmt(struct parser *p)
 			if (is_name(p, "elif")) {
 				struct node *e = mk(p, N_IF, cur(p)->line);
 				next(p);
-				if (!e || !(e->a = parse_tuple(p, true, false)) || expect_bend(p))
+				if (!e || !(e->a = parse_tuple(p, false, false)) || expect_bend(p))
 					return NULL;
 				ifn->c = e;
 				ifn = e;
@@ -1764,7 +1770,12 @@ static struct node *parse_stmt(struct parser *p)
 				return NULL;
 			}
 			n->kind = N_SETB;
-			if (expect_bend(p) || !(n->b = parse_body(p, end)))
+			if (expect_bend(p))
+				return NULL;
+			p->blocks++;
+			n->b = parse_body(p, end);
+			p->blocks--;
+			if (!n->b)
 				return NULL;
 			next(p);
 			if (expect_bend(p))
@@ -1775,8 +1786,10 @@ static struct node *parse_stmt(struct parser *p)
 		bool dflt = false;
 		int loops = p->loops;
 		next(p);
-		if (p->loops || p->macros) {
-			fail(p, JINJA_UNSUPPORTED, line, "a macro defined inside a loop or macro");
+		if (p->loops || p->macros || p->blocks) {
+			/* a macro sees the frame it is defined in: here only the template's */
+			fail(p, JINJA_UNSUPPORTED, line,
+			     "a macro defined inside a loop, macro, set or generation block");
 			return NULL;
 		}
 		if (cur(p)->t != TK_NAME) {
@@ -1850,7 +1863,12 @@ static struct node *parse_stmt(struct parser *p)
 	} else if (tok_is_name(t, "generation")) {
 		static const char *const end[] = {"endgeneration", NULL};
 		next(p);
-		if (!(n = mk(p, N_GEN, line)) || expect_bend(p) || !(n->b = parse_body(p, end)))
+		if (!(n = mk(p, N_GEN, line)) || expect_bend(p))
+			return NULL;
+		p->blocks++;
+		n->b = parse_body(p, end);
+		p->blocks--;
+		if (!n->b)
 			return NULL;
 		next(p);
 		if (expect_bend(p))
@@ -1921,6 +1939,334 @@ static struct node *parse_body(struct parser *p, const char *const *ends)
 	}
 }
 
+/* --- frames ------------------------------------------------------------------------------- */
+
+/*
+ * jinja2 compiles each frame (the template, a loop body, a loop's else, a macro, a set block, a
+ * call block such as generation) to Python locals, initialised when the frame starts from a
+ * static analysis (jinja2/idtracking.py): a name the frame assigns without having referenced
+ * it before, and that no enclosing frame references, starts as undefined, even where the
+ * variables or an enclosing frame hold a value. So `{% for %}{{ x }}{% endfor %}{% set x = 1 %}`
+ * prints nothing for x though the render was given x, and a macro called before a top-level
+ * set of a name it reads sees undefined. A name assigned in only some branches of an if
+ * starts as what the variables hold. The analysis below reproduces that: it marks, per frame,
+ * the names to bind to undefined at the frame's start; every other name is looked up through
+ * the enclosing frames, which is what jinja2's aliases and resolves amount to at run time.
+ */
+
+struct fref {
+	int sym;
+	bool undef;
+};
+
+struct fsyms {
+	struct fref *refs;
+	uint32_t nrefs, cap;
+	int *stores;
+	uint32_t nstores, scap;
+};
+
+struct frame {
+	struct frame *parent;
+	struct fsyms *sy;
+	struct node **nested; /* frame bodies found in this frame, analysed after it */
+	uint32_t nnested;
+	struct parser *p;
+};
+
+static struct fref *fs_find(struct fsyms *s, int sym)
+{
+	for (uint32_t i = 0; i < s->nrefs; i++)
+		if (s->refs[i].sym == sym)
+			return &s->refs[i];
+	return NULL;
+}
+
+static int fs_add(struct parser *p, struct fsyms *s, int sym, bool undef)
+{
+	if (s->nrefs == s->cap) {
+		uint32_t cap = s->cap ? s->cap * 2 : 8;
+		struct fref *n = realloc(s->refs, cap * sizeof(*n));
+		if (!n)
+			return oom(p);
+		s->refs = n;
+		s->cap = cap;
+	}
+	s->refs[s->nrefs].sym = sym;
+	s->refs[s->nrefs++].undef = undef;
+	return 0;
+}
+
+static int fs_store_note(struct parser *p, struct fsyms *s, int sym)
+{
+	for (uint32_t i = 0; i < s->nstores; i++)
+		if (s->stores[i] == sym)
+			return 0;
+	if (s->nstores == s->scap) {
+		uint32_t cap = s->scap ? s->scap * 2 : 8;
+		int *n = realloc(s->stores, cap * sizeof(*n));
+		if (!n)
+			return oom(p);
+		s->stores = n;
+		s->scap = cap;
+	}
+	s->stores[s->nstores++] = sym;
+	return 0;
+}
+
+static int fs_copy(struct parser *p, struct fsyms *dst, const struct fsyms *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	for (uint32_t i = 0; i < src->nrefs; i++)
+		if (fs_add(p, dst, src->refs[i].sym, src->refs[i].undef))
+			return -1;
+	for (uint32_t i = 0; i < src->nstores; i++)
+		if (fs_store_note(p, dst, src->stores[i]))
+			return -1;
+	return 0;
+}
+
+static void fs_free(struct fsyms *s)
+{
+	free(s->refs);
+	free(s->stores);
+}
+
+static bool parent_has_ref(struct frame *f, int sym)
+{
+	for (struct frame *q = f->parent; q; q = q->parent)
+		if (fs_find(q->sy, sym))
+			return true;
+	return false;
+}
+
+static int fr_load(struct frame *f, int sym)
+{
+	if (fs_find(f->sy, sym) || parent_has_ref(f, sym))
+		return 0;
+	return fs_add(f->p, f->sy, sym, false);
+}
+
+static int fr_store(struct frame *f, int sym)
+{
+	if (fs_store_note(f->p, f->sy, sym))
+		return -1;
+	if (fs_find(f->sy, sym))
+		return 0;
+	return fs_add(f->p, f->sy, sym, !parent_has_ref(f, sym));
+}
+
+/* Notes a frame (its owner node and body) to analyse once this one is done. */
+static int fr_nested(struct frame *f, const struct node *owner, struct node *body)
+{
+	if (!body)
+		return 0;
+	return vpush(f->p, &f->nested, &f->nnested, (struct node *)owner) ||
+	       vpush(f->p, &f->nested, &f->nnested, body);
+}
+
+static int an_expr(struct frame *f, const struct node *n)
+{
+	if (!n)
+		return 0;
+	if (n->kind == N_NAME)
+		return fr_load(f, n->sym);
+	if (an_expr(f, n->a) || an_expr(f, n->b) || an_expr(f, n->c) || an_expr(f, n->d) ||
+	    an_expr(f, n->e))
+		return -1;
+	for (uint32_t i = 0; i < n->nv; i++)
+		if (an_expr(f, n->v[i]))
+			return -1;
+	for (uint32_t i = 0; i < n->nkw; i++)
+		if (an_expr(f, n->kw[i]))
+			return -1;
+	return 0;
+}
+
+static int an_target(struct frame *f, const struct node *t)
+{
+	if (t->kind == N_NAME)
+		return fr_store(f, t->sym);
+	if (t->kind == N_NSATTR)
+		return fr_load(f, t->sym);
+	for (uint32_t i = 0; i < t->nv; i++)
+		if (an_target(f, t->v[i]))
+			return -1;
+	return 0;
+}
+
+static int an_stmts(struct frame *f, const struct node *body);
+
+/* One branch of an if, on a copy of the frame's symbols. */
+static int an_branch(struct frame *f, const struct node *body, struct fsyms *out)
+{
+	struct fsyms *orig = f->sy;
+	int rc;
+
+	if (fs_copy(f->p, out, orig))
+		return -1;
+	f->sy = out;
+	rc = body ? an_stmts(f, body) : 0;
+	f->sy = orig;
+	return rc;
+}
+
+static int an_if(struct frame *f, const struct node *n)
+{
+	struct fsyms br[3];
+	const struct node *elif = n->c && n->c->kind == N_IF ? n->c : NULL;
+	const struct node *els = n->c && n->c->kind == N_BODY ? n->c : NULL;
+	struct fsyms *self = f->sy;
+	int rc = -1;
+
+	memset(br, 0, sizeof(br));
+	if (an_expr(f, n->a) || an_branch(f, n->b, &br[0]))
+		goto cleanup;
+	/* jinja2 visits the elif chain (each an if, recursively) as one branch */
+	if (elif) {
+		struct fsyms *orig = f->sy;
+		if (fs_copy(f->p, &br[1], orig))
+			goto cleanup;
+		f->sy = &br[1];
+		rc = an_if(f, elif);
+		f->sy = orig;
+		if (rc)
+			goto cleanup;
+		rc = -1;
+	} else if (fs_copy(f->p, &br[1], self)) {
+		goto cleanup;
+	}
+	if (an_branch(f, els, &br[2]))
+		goto cleanup;
+	/* branch_update: names stored in some branches only start as the variables hold */
+	{
+		uint32_t nst = self->nstores;
+		for (int b = 0; b < 3; b++)
+			for (uint32_t i = 0; i < br[b].nrefs; i++)
+				if (!fs_find(self, br[b].refs[i].sym) &&
+				    fs_add(f->p, self, br[b].refs[i].sym, br[b].refs[i].undef))
+					goto cleanup;
+		for (int b = 0; b < 3; b++)
+			for (uint32_t i = 0; i < br[b].nstores; i++) {
+				int sym = br[b].stores[i], cnt = 0;
+				bool before = false;
+				for (uint32_t k = 0; k < nst; k++)
+					before = before || self->stores[k] == sym;
+				if (before)
+					continue;
+				for (int c = 0; c < 3; c++)
+					for (uint32_t k = 0; k < br[c].nstores; k++)
+						cnt += br[c].stores[k] == sym;
+				if (cnt < 3) {
+					struct fref *r = fs_find(self, sym);
+					if (r)
+						r->undef = false;
+				}
+			}
+		for (int b = 0; b < 3; b++)
+			for (uint32_t i = 0; i < br[b].nstores; i++)
+				if (fs_store_note(f->p, self, br[b].stores[i]))
+					goto cleanup;
+	}
+	rc = 0;
+cleanup:
+	for (int b = 0; b < 3; b++)
+		fs_free(&br[b]);
+	return rc;
+}
+
+static int an_stmts(struct frame *f, const struct node *body)
+{
+	for (uint32_t i = 0; i < body->nv; i++) {
+		const struct node *n = body->v[i];
+		switch (n->kind) {
+		case N_PRINT:
+			if (an_expr(f, n->a))
+				return -1;
+			break;
+		case N_IF:
+			if (an_if(f, n))
+				return -1;
+			break;
+		case N_FOR:
+			if (an_expr(f, n->b) || fr_nested(f, n, n->d) || fr_nested(f, NULL, n->e))
+				return -1;
+			break;
+		case N_SET:
+			if (an_expr(f, n->b) || an_target(f, n->a))
+				return -1;
+			break;
+		case N_SETB:
+			if (an_target(f, n->a) || fr_nested(f, NULL, n->b))
+				return -1;
+			break;
+		case N_MACRO:
+			if (fr_store(f, n->sym) || fr_nested(f, n, n->b))
+				return -1;
+			break;
+		case N_GEN:
+			if (fr_nested(f, NULL, n->b))
+				return -1;
+			break;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+/* The loop, macro or other frame whose body is `body` (NULL for the template): the names it
+ * binds before its statements run. */
+static int an_params(struct frame *f, const struct node *owner)
+{
+	if (!owner)
+		return 0;
+	if (owner->kind == N_FOR) {
+		if (an_target(f, owner->a) || fs_add(f->p, f->sy, f->p->t->sym_loop, false))
+			return -1;
+		/* targets are parameters, not undefined */
+		for (uint32_t i = 0; i < f->sy->nrefs; i++)
+			f->sy->refs[i].undef = false;
+		return an_expr(f, owner->c);
+	}
+	if (owner->kind == N_MACRO)
+		for (uint32_t i = 0; i < owner->nv; i++)
+			if (fs_add(f->p, f->sy, owner->v[i]->sym, false) ||
+			    an_expr(f, owner->v[i]->a))
+				return -1;
+	return 0;
+}
+
+static int an_frame(struct parser *p, struct frame *parent, const struct node *owner,
+		    struct node *body)
+{
+	struct fsyms sy = {0};
+	struct frame f = {.parent = parent, .sy = &sy, .p = p};
+	int rc = -1;
+	uint32_t k = 0;
+
+	if (an_params(&f, owner) || an_stmts(&f, body))
+		goto cleanup;
+	for (uint32_t i = 0; i < sy.nrefs; i++)
+		k += sy.refs[i].undef;
+	if (k) {
+		if (!(body->pre = ja_alloc(&p->t->arena, k * sizeof(int)))) {
+			oom(p);
+			goto cleanup;
+		}
+		for (uint32_t i = 0; i < sy.nrefs; i++)
+			if (sy.refs[i].undef)
+				body->pre[body->npre++] = sy.refs[i].sym;
+	}
+	for (uint32_t i = 0; i + 1 < f.nnested; i += 2)
+		if (an_frame(p, &f, f.nested[i], f.nested[i + 1]))
+			goto cleanup;
+	rc = 0;
+cleanup:
+	fs_free(&sy);
+	return rc;
+}
+
 void jinja_free(struct jinja_template *t)
 {
 	if (!t)
@@ -1982,6 +2328,8 @@ int jinja_load(const char *src, size_t n, struct jinja_template **out, struct ji
 	for (int i = 0; i < JF_COUNT; i++)
 		if ((t->sym_global[i] = intern(&p, globals[i], strlen(globals[i]))) < 0)
 			goto cleanup;
+	if (an_frame(&p, NULL, NULL, t->root))
+		goto cleanup;
 cleanup:
 	free(p.toks);
 	rc = p.status;
