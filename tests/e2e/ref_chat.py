@@ -3,11 +3,13 @@
 """Second reference for the chat-template parity test: Python's jinja2, the engine vLLM itself
 renders with (through transformers), configured as transformers configures it
 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, tojson without ASCII
-escaping, raise_exception/strftime_now globals), running models/qwen3/tokenizer_config.json's
-chat_template unmodified. The request handling before the template mirrors vLLM's source, as in
+escaping, raise_exception/strftime_now globals), running a tokenizer_config.json's chat_template
+unmodified (argument 1; models/qwen3's by default), with the tokenizer's special tokens and the
+content format vLLM detects. The request handling before the template mirrors vLLM's source, as in
 tests/js/ref_chat.mjs (see there). Reads one request a line on stdin, writes
 {"status":"ok","text":...} (or {"status":"error","why":...}) a line."""
 import json
+import re
 import sys
 from datetime import datetime
 
@@ -32,14 +34,33 @@ def flatten(content):
     return "\n".join(texts)
 
 
-def conversation(messages):
+def wrap(content):
+    """The "openai" content format (wrap_dicts): a list of text parts, empty ones kept."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    out = []
+    for part in content:
+        t = part if isinstance(part, str) else part.get(TEXT_KEY[part["type"]])
+        out.append({"type": "text", "text": t})
+    return out
+
+
+def loops_over_content(src):
+    """vLLM's content-format detection, as chat.c reads it: a for loop over a message's content."""
+    return re.search(r"\{%[-+]?\s*for\s[^%]*\sin\s[^%]*content", src) is not None
+
+
+def conversation(messages, openai_format=False):
     conv = []
     for m in messages:
         m = dict(m)
         rc = m.pop("reasoning_content", None)  # protocol.py's "before" validator
         if rc is not None and m.get("reasoning") is None:
             m["reasoning"] = rc
-        out = {"role": m["role"], "content": flatten(m.get("content"))}
+        content = wrap(m.get("content")) if openai_format else flatten(m.get("content"))
+        out = {"role": m["role"], "content": content}
         if m["role"] == "assistant":
             if m.get("tool_calls") is not None:
                 out["tool_calls"] = list(m["tool_calls"])
@@ -117,7 +138,21 @@ def make_env():
 def main():
     path = sys.argv[1] if len(sys.argv) > 1 else "models/qwen3/tokenizer_config.json"
     with open(path, encoding="utf-8") as f:
-        template = make_env().from_string(json.load(f)["chat_template"])
+        cfg = json.load(f)
+    env = make_env()
+    src = cfg["chat_template"]
+    named = {}
+    if isinstance(src, list):  # named templates: "tool_use" when tools are sent
+        named = {t["name"]: t["template"] for t in src}
+        src = named.get("default") or named.get("tool_use")
+    template = env.from_string(src)
+    tool_template = env.from_string(named["tool_use"]) if "tool_use" in named else template
+    openai_format = loops_over_content(src)
+    # transformers hands the template the tokenizer's special tokens (special_tokens_map)
+    special = {}
+    for k in ("bos_token", "eos_token", "unk_token", "pad_token"):
+        v = cfg.get(k)
+        special[k] = v.get("content") if isinstance(v, dict) else v
     out = sys.stdout
     for line in sys.stdin:
         if not line.strip():
@@ -126,10 +161,12 @@ def main():
             req = json.loads(line)
             kw = template_kwargs(req)
             kw.pop("documents", None)
-            conv = conversation(req["messages"])
+            conv = conversation(req["messages"], openai_format)
             postprocess_tool_calls(conv)
-            text = template.render(messages=conv, tools=tool_dicts(req.get("tools")),
-                                   documents=req.get("documents"), **kw)
+            tools = tool_dicts(req.get("tools"))
+            tm = tool_template if tools else template
+            text = tm.render(messages=conv, tools=tools, documents=req.get("documents"),
+                             **(special | kw))
             out.write(json.dumps({"status": "ok", "text": text}, ensure_ascii=False) + "\n")
         except Exception as e:  # noqa: BLE001 - reported, compared by the caller
             out.write(json.dumps({"status": "error", "why": str(e)}) + "\n")

@@ -28,6 +28,7 @@
 #include "kvevents.h"
 #include "core/log.h"
 #include "opts.h"
+#include "prompt/models.h"
 #include "prompt/openai.h"
 #include "sched.h"
 #include "prompt/tokenizer.h"
@@ -67,7 +68,9 @@ struct job {
 
 struct sim {
 	struct kvsim_opts o;
-	struct tokenizer *tok;
+	const struct tokenizer *tok; /* the model's, from models */
+	const struct model_tok *mt;  /* its tokenizer and chat template */
+	struct models *models;
 	struct kvcache *kv;
 	struct sched *s;
 	struct kvev *ev;
@@ -740,7 +743,16 @@ static void handle_generate(struct sim *sm, struct conn *c, enum openai_endpoint
 		respond_error(sm, c, 500, "InternalServerError", "out of memory");
 		return;
 	}
-	rc = openai_parse(sm->tok, ep, c->body.data ? c->body.data : "", c->body.len, &j->q, &why);
+	if (ep == OPENAI_CHAT && !sm->mt->chat_ok) {
+		/* vLLM cannot render it either (no template), or renders it another way (harmony,
+		 * mistral mode) that kvsim does not reproduce */
+		snprintf(msg, sizeof(msg), "chat requests are not served for this model: %s",
+			 sm->mt->chat_why ? sm->mt->chat_why : "no chat template");
+		respond_error(sm, c, 400, "BadRequestError", msg);
+		goto fail;
+	}
+	rc = openai_parse_with(sm->tok, sm->mt->chat, NULL, false, ep,
+			       c->body.data ? c->body.data : "", c->body.len, &j->q, &why);
 	if (rc != OPENAI_OK) {
 		if (rc < 0)
 			respond_error(sm, c, 500, "InternalServerError", "out of memory");
@@ -1086,11 +1098,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	o->ev.block_size = o->block_size;
-	sm.tok = tokenizer_load(o->tokenizer, err, sizeof(err));
-	if (!sm.tok) {
+	if (models_new(&sm.models) || models_add(sm.models, NULL, o->tokenizer, err, sizeof(err))) {
 		fprintf(stderr, "kvsim: tokenizer %s: %s\n", o->tokenizer, err);
+		models_free(sm.models);
 		return 1;
 	}
+	sm.mt = models_find(sm.models, NULL);
+	sm.tok = sm.mt->tok;
 	sm.kv =
 	    kvc_new(nblocks, o->block_size, o->hash_seed, o->hash_seed ? strlen(o->hash_seed) : 0);
 	if (!sm.kv || build_nice(&sm)) {
@@ -1171,7 +1185,7 @@ cleanup:
 	kvev_close(sm.ev);
 	sched_free(sm.s);
 	kvc_free(sm.kv);
-	tokenizer_free(sm.tok);
+	models_free(sm.models);
 	free(sm.nice);
 	kvc_events_clear(&sm.evbuf);
 	free(sm.evbuf.v);

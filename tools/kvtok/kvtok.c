@@ -240,29 +240,39 @@ cleanup:
 
 /* --- one line --------------------------------------------------------------------------------- */
 
-/* Renders a {"messages": ...} request as vLLM does for /v1/chat/completions (userspace/prompt/chat:
- * the Qwen3 template, add_generation_prompt default true, chat_template_kwargs) and tokenizes the
- * prompt with add_special_tokens=false. A request the renderer does not reproduce exactly, or a
- * model whose tokenizer_config.json has another template, gets an error line saying why.
- * Returns 0 and the ids, or non-zero with *why. */
-static int kvtok_messages(const struct tokenizer *tok, const char *line, size_t n,
+/* Renders a {"messages": ..., "tools": ...} request as vLLM does for /v1/chat/completions with the
+ * model's chat template (tokenizer_config.json beside --tokenizer; userspace/prompt/chat: the
+ * Qwen3 template by hand, any other through the Jinja interpreter; add_generation_prompt default
+ * true, chat_template_kwargs) and tokenizes the prompt with add_special_tokens (default false, as
+ * vLLM's chat). A request not reproduced exactly, a template that raised (its message), or a
+ * model without a template gets an error line saying why. Returns 0 and the ids, or non-zero
+ * with *why. */
+static int kvtok_messages(const struct tokenizer *tok, const cJSON *req, const char *line, size_t n,
 			  struct tok_ids *ids, const char **why)
 {
-	static const char *cfg_why;
+	static struct chat_tmpl *tmpl;
+	static char cfg_err[512];
 	static int cfg_rc = 1;
+	const cJSON *sp = cJSON_GetObjectItemCaseSensitive(req, "add_special_tokens");
 	struct buf text = {0};
 	int rc;
 
 	if (cfg_rc == 1)
-		cfg_rc = chat_config_check(chat_config, &cfg_why);
+		cfg_rc = chat_tmpl_load(chat_config, &tmpl, cfg_err, sizeof(cfg_err));
 	if (cfg_rc) {
-		*why = cfg_why;
+		*why = cfg_err;
 		return cfg_rc;
 	}
-	/* from the text, not the cJSON tree: tool JSON keeps 1 and 1.0 apart */
-	rc = chat_render_json(line, n, NULL, &text, why);
-	if (rc == CHAT_OK && tokenizer_encode(tok, text.data ? text.data : "", text.len, ids))
-		rc = -ENOMEM;
+	rc = chat_raw_check(line, n, why);
+	/* from the text, not the cJSON tree alone: tool JSON keeps 1 and 1.0 apart */
+	if (rc == CHAT_OK)
+		rc = chat_tmpl_render(tmpl, req, line, n, NULL, &text, why);
+	if (rc == CHAT_OK) {
+		rc = tokenizer_encode_special(tok, NULL, text.data ? text.data : "", text.len,
+					      cJSON_IsTrue(sp), ids);
+		if (rc == -E2BIG)
+			*why = "a split ran out of its step budget";
+	}
 	if (rc == -ENOMEM)
 		*why = "out of memory";
 	buf_free(&text);
@@ -290,7 +300,7 @@ static int do_line(const struct tokenizer *tok, const char *line, size_t n, stru
 		goto cleanup;
 	}
 	if (cJSON_HasObjectItem(req, "messages")) {
-		if (kvtok_messages(tok, line, n, &ids, &why))
+		if (kvtok_messages(tok, req, line, n, &ids, &why))
 			goto cleanup;
 	} else if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(req, "text"))) {
 		if (json_key_string(line, n, "text", &text)) {

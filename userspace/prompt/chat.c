@@ -61,6 +61,7 @@
 #include <openssl/evp.h>
 
 #include "prompt/chat.h"
+#include "prompt/jinja.h"
 #include "core/json.h"
 
 enum role { ROLE_OTHER, ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL };
@@ -1589,5 +1590,545 @@ cleanup:
 	cJSON_Delete(cfg);
 	free(text);
 	close(fd);
+	return rc;
+}
+
+/* ---- Any model's template: the Jinja interpreter ------------------------------------------------
+ * vLLM hands the template what transformers' apply_chat_template does (tests/e2e/ref_chat.py
+ * rebuilds it in Python): the conversation as parse_chat_message_content makes it (above: the
+ * content flattened for the "string" format; for the "openai" format each text part wrapped as
+ * {"type": "text", "text": ...}), the tools as ChatCompletionToolsParam.model_dump(), the
+ * tool-call arguments through json.loads, add_generation_prompt, the kwargs, and the tokenizer's
+ * special tokens (bos_token, eos_token, unk_token, pad_token). Here that is written as one JSON
+ * object from the request's own text (pj: numbers keep their spelling) and rendered by
+ * prompt/jinja. The Qwen3 template keeps the hand-written renderer above (same text, faster). */
+
+struct chat_tmpl {
+	struct jinja_template *def; /* the default template */
+	struct jinja_template
+	    *tool_use;	  /* a named "tool_use" template, chosen when tools are sent */
+	char *special[4]; /* bos, eos, unk, pad token strings, or NULL */
+	bool openai;	  /* content format "openai": the template loops over content */
+	bool qwen3;	  /* the template the hand-written renderer reproduces */
+};
+
+static const char *const special_names[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+
+static char *file_read(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *s = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n) {
+		s[n] = '\0';
+		*len = (size_t)n;
+	} else {
+		free(s);
+		s = NULL;
+	}
+	fclose(f);
+	return s;
+}
+
+/* vLLM's content-format detection, on the template's text: "openai" when a for loop iterates
+ * over a message's content (Gemma 3's `for item in message['content']`), else "string". */
+static bool loops_over_content(const char *src)
+{
+	const char *p = src;
+
+	while ((p = strstr(p, "{%"))) {
+		const char *end = strstr(p, "%}"), *q = p + 2;
+
+		if (!end)
+			break;
+		while (q < end && (*q == '-' || *q == '+' || *q == ' ' || *q == '\n' || *q == '\t'))
+			q++;
+		if (end - q > 4 && !strncmp(q, "for ", 4)) {
+			const char *in = strstr(q, " in ");
+
+			if (in && in < end) {
+				size_t n = (size_t)(end - in);
+				char tmp[256];
+
+				if (n >= sizeof(tmp))
+					n = sizeof(tmp) - 1;
+				memcpy(tmp, in, n);
+				tmp[n] = '\0';
+				if (strstr(tmp, "content"))
+					return true;
+			}
+		}
+		p = end;
+	}
+	return false;
+}
+
+static int tmpl_compile(const char *src, struct jinja_template **out, char *err, size_t errlen)
+{
+	struct jinja_error je;
+	int rc = jinja_load(src, strlen(src), out, &je);
+
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	else if (rc)
+		snprintf(err, errlen, "chat template: %s (line %d): %s", jinja_status_name(rc),
+			 je.line, je.msg);
+	return rc;
+}
+
+void chat_tmpl_free(struct chat_tmpl *t)
+{
+	if (!t)
+		return;
+	jinja_free(t->def);
+	jinja_free(t->tool_use);
+	for (int i = 0; i < 4; i++)
+		free(t->special[i]);
+	free(t);
+}
+
+int chat_tmpl_load(const char *config_path, struct chat_tmpl **out, char *err, size_t errlen)
+{
+	struct chat_tmpl *t = calloc(1, sizeof(*t));
+	const cJSON *ct, *it;
+	const char *def = NULL, *tool = NULL;
+	cJSON *cfg = NULL;
+	size_t len = 0;
+	char *text = NULL;
+	int rc = -EINVAL;
+
+	*out = NULL;
+	if (!t)
+		return -ENOMEM;
+	text = file_read(config_path, &len);
+	if (!text) {
+		snprintf(err, errlen, "cannot read %s", config_path);
+		goto fail;
+	}
+	cfg = cJSON_ParseWithLength(text, len);
+	if (!cJSON_IsObject(cfg)) {
+		snprintf(err, errlen, "%s is not a JSON object", config_path);
+		goto fail;
+	}
+	ct = json_get(cfg, "chat_template");
+	if (cJSON_IsString(ct)) {
+		def = ct->valuestring;
+	} else if (cJSON_IsArray(ct)) {
+		cJSON_ArrayForEach(it, ct)
+		{
+			const cJSON *name = json_get(it, "name"), *src = json_get(it, "template");
+
+			if (!cJSON_IsString(name) || !cJSON_IsString(src))
+				continue;
+			if (!strcmp(name->valuestring, "default"))
+				def = src->valuestring;
+			else if (!strcmp(name->valuestring, "tool_use"))
+				tool = src->valuestring;
+		}
+	}
+	if (!def && !tool) {
+		snprintf(err, errlen, "%s has no chat_template", config_path);
+		rc = -ENOENT;
+		goto fail;
+	}
+	for (int i = 0; i < 4; i++) {
+		const cJSON *v = json_get(cfg, special_names[i]);
+
+		if (cJSON_IsObject(v))
+			v = json_get(v, "content");
+		if (cJSON_IsString(v) && !(t->special[i] = strdup(v->valuestring))) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	}
+	t->qwen3 = def && !tool && chat_template_check(def, strlen(def)) == 0;
+	t->openai = loops_over_content(def ? def : tool);
+	if (!t->qwen3) {
+		if ((def && (rc = tmpl_compile(def, &t->def, err, errlen))) ||
+		    (tool && (rc = tmpl_compile(tool, &t->tool_use, err, errlen))))
+			goto fail;
+	}
+	rc = 0;
+	*out = t;
+	t = NULL;
+fail:
+	cJSON_Delete(cfg);
+	free(text);
+	chat_tmpl_free(t);
+	return rc;
+}
+
+/* The pj member named key of object o (the last of repeated keys), or NULL. */
+static const struct pj *pj_member(const struct pj *o, const char *key)
+{
+	return pj_get(o, key);
+}
+
+/* One content part in the "openai" format (wrap_dicts): text parts as {"type": "text", "text":
+ * s}; refusal/thinking parts and media are not reproduced here. */
+static int openai_part(struct buf *v, const cJSON *part, bool system, const char **why)
+{
+	const cJSON *type;
+	const char *text;
+	int rc;
+
+	type = json_get(part, "type");
+	if (cJSON_IsObject(part) && cJSON_IsString(type) &&
+	    (!strcmp(type->valuestring, "refusal") || !strcmp(type->valuestring, "thinking"))) {
+		*why = "a refusal or thinking part in the openai content format";
+		return CHAT_UNSUPPORTED;
+	}
+	rc = part_text(part, system, &text, why);
+	if (rc != CHAT_OK)
+		return rc;
+	if (buf_puts(v, "{\"type\": \"text\", \"text\": ") ||
+	    (text ? buf_json_str(v, text, strlen(text)) : buf_puts(v, "null")) || buf_puts(v, "}"))
+		return -ENOMEM;
+	return CHAT_OK;
+}
+
+/* The tool calls of an assistant message as vLLM hands them over: the client's objects in their
+ * order, with function.arguments made by json.loads ("" or null: {}). */
+static int vars_tool_calls(struct buf *v, const struct pj *calls, const char **why)
+{
+	const struct pj *c, *f, *m;
+	int rc = 0;
+
+	rc |= buf_puts(v, "[");
+	for (c = calls->child; c; c = c->next) {
+		if (c != calls->child)
+			rc |= buf_puts(v, ", ");
+		if (c->t != PJ_OBJ) {
+			*why = "a tool call is not an object";
+			return CHAT_INVALID;
+		}
+		rc |= buf_puts(v, "{");
+		for (m = c->child; m; m = m->next) {
+			if (m != c->child)
+				rc |= buf_puts(v, ", ");
+			rc |= pj_dump_str(v, m->k, m->kn);
+			rc |= buf_puts(v, ": ");
+			if (m->kn != 8 || memcmp(m->k, "function", 8) || m->t != PJ_OBJ) {
+				rc |= pj_dump(v, m);
+				continue;
+			}
+			rc |= buf_puts(v, "{");
+			for (f = m->child; f; f = f->next) {
+				if (f != m->child)
+					rc |= buf_puts(v, ", ");
+				rc |= pj_dump_str(v, f->k, f->kn);
+				rc |= buf_puts(v, ": ");
+				if (f->kn == 9 && !memcmp(f->k, "arguments", 9) &&
+				    (f->t == PJ_STR || f->t == PJ_NULL)) {
+					struct pj *args = NULL;
+					int prc;
+
+					if (f->t == PJ_NULL || f->n == 0) {
+						rc |= buf_puts(v, "{}");
+						continue;
+					}
+					prc = pj_parse(f->s, f->n, &args, why);
+					if (prc != CHAT_OK) {
+						*why = "tool call arguments are not JSON";
+						return prc < 0 ? prc : CHAT_UNSUPPORTED;
+					}
+					rc |= pj_dump(v, args);
+					pj_free(args);
+					continue;
+				}
+				rc |= pj_dump(v, f);
+			}
+			rc |= buf_puts(v, "}");
+		}
+		rc |= buf_puts(v, "}");
+	}
+	rc |= buf_puts(v, "]");
+	return rc ? -ENOMEM : CHAT_OK;
+}
+
+/* The tools as ChatCompletionToolsParam.model_dump() dumps them. */
+static int vars_tools(struct buf *v, const struct pj *tools, const char **why)
+{
+	const struct pj *t, *fn, *x;
+	int rc = 0;
+
+	rc |= buf_puts(v, "[");
+	for (t = tools->child; t; t = t->next) {
+		fn = pj_member(t, "function");
+		x = pj_member(t, "type");
+		if (t->t != PJ_OBJ || !fn || fn->t != PJ_OBJ || !pj_member(fn, "name") ||
+		    pj_member(fn, "name")->t != PJ_STR) {
+			*why = "a tool is not {type: function, function: {name, ...}}";
+			return CHAT_INVALID;
+		}
+		if (x && (x->t != PJ_STR || x->n != 8 || memcmp(x->s, "function", 8))) {
+			*why = "a tool whose type is not function";
+			return CHAT_UNSUPPORTED;
+		}
+		if (t != tools->child)
+			rc |= buf_puts(v, ", ");
+		rc |= buf_puts(v, "{\"type\": \"function\", \"function\": {\"name\": ");
+		rc |= pj_dump(v, pj_member(fn, "name"));
+		rc |= buf_puts(v, ", \"description\": ");
+		rc |= (x = pj_member(fn, "description")) ? pj_dump(v, x) : buf_puts(v, "null");
+		rc |= buf_puts(v, ", \"parameters\": ");
+		rc |= (x = pj_member(fn, "parameters")) ? pj_dump(v, x) : buf_puts(v, "null");
+		x = pj_member(fn, "strict");
+		if (x && (x->t == PJ_TRUE || x->t == PJ_FALSE)) {
+			rc |= buf_puts(v, ", \"strict\": ");
+			rc |= pj_dump(v, x);
+		}
+		rc |= buf_puts(v, "}}");
+	}
+	rc |= buf_puts(v, "]");
+	return rc ? -ENOMEM : CHAT_OK;
+}
+
+/* Appends the members of a kwargs object (a pj OBJ), but not those named in skip. */
+static int vars_kwargs(struct buf *v, const struct pj *kw)
+{
+	const struct pj *m;
+	int rc = 0;
+
+	if (!kw || kw->t != PJ_OBJ)
+		return 0;
+	for (m = kw->child; m; m = m->next) {
+		rc |= buf_puts(v, ", ");
+		rc |= pj_dump_str(v, m->k, m->kn);
+		rc |= buf_puts(v, ": ");
+		rc |= pj_dump(v, m);
+	}
+	return rc ? -ENOMEM : 0;
+}
+
+/* The template's variables (one JSON object) for request req, whose text is json[0..len). */
+static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct pj *raw,
+		      const cJSON *server_kw, struct buf *v, bool *tools_given, const char **why)
+{
+	const cJSON *messages = json_get(req, "messages"), *msg, *x, *kw;
+	const struct pj *pmsgs = pj_member(raw, "messages"), *pm, *ptools;
+	struct buf scratch = {0};
+	bool gen_prompt = true, first = true;
+	int rc = 0;
+
+	x = json_get(req, "add_generation_prompt");
+	if (x) {
+		if (!cJSON_IsBool(x)) {
+			*why = "add_generation_prompt is not a JSON boolean";
+			return cJSON_IsNull(x) ? CHAT_INVALID : CHAT_UNSUPPORTED;
+		}
+		gen_prompt = cJSON_IsTrue(x);
+	}
+	x = json_get(req, "continue_final_message");
+	if (x && !cJSON_IsFalse(x)) {
+		*why = "continue_final_message";
+		return CHAT_UNSUPPORTED;
+	}
+	if (!is_null_or_absent(json_get(req, "chat_template"))) {
+		*why = "a request chat_template";
+		return CHAT_UNSUPPORTED;
+	}
+	if (!is_null_or_absent(json_get(req, "reasoning_effort"))) {
+		*why = "reasoning_effort (vLLM versions hand it to templates differently)";
+		return CHAT_UNSUPPORTED;
+	}
+	if (!is_null_or_absent(json_get(req, "documents"))) {
+		*why = "documents";
+		return CHAT_UNSUPPORTED;
+	}
+	kw = json_get(req, "chat_template_kwargs");
+	if (!is_null_or_absent(kw) && !cJSON_IsObject(kw)) {
+		*why = "chat_template_kwargs is not an object";
+		return CHAT_INVALID;
+	}
+	if ((rc = kwargs_check(is_null_or_absent(kw) ? NULL : kw, why)) != CHAT_OK ||
+	    (rc = kwargs_check(cJSON_IsObject(server_kw) ? server_kw : NULL, why)) != CHAT_OK)
+		return rc;
+	if (server_kw && cJSON_IsObject(server_kw) && cJSON_GetArraySize(server_kw) > 0) {
+		*why = "--default-chat-template-kwargs with a template other than Qwen3's";
+		return CHAT_UNSUPPORTED;
+	}
+	if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0 || !pmsgs ||
+	    pmsgs->t != PJ_ARR) {
+		*why = "messages is not a non-empty list";
+		return CHAT_INVALID;
+	}
+
+	rc = 0;
+	for (int i = 0; i < 4; i++) {
+		rc |= buf_puts(v, first ? "{" : ", ");
+		first = false;
+		rc |= buf_json_str(v, special_names[i], strlen(special_names[i]));
+		rc |= buf_puts(v, ": ");
+		rc |= t->special[i] ? buf_json_str(v, t->special[i], strlen(t->special[i]))
+				    : buf_puts(v, "null");
+	}
+	rc |= buf_puts(v, ", \"messages\": [");
+	if (rc)
+		return -ENOMEM;
+	pm = pmsgs->child;
+	cJSON_ArrayForEach(msg, messages)
+	{
+		struct cmsg m;
+		const struct pj *calls, *id, *name;
+
+		if (!pm) {
+			*why = "messages differ between readers";
+			rc = CHAT_UNSUPPORTED;
+			goto out;
+		}
+		scratch.len = 0;
+		if ((rc = message_parse(msg, &m, &scratch, why)) != CHAT_OK)
+			goto out;
+		if (m.joined)
+			m.content.p = scratch.data ? scratch.data : "";
+		if (msg != messages->child)
+			rc |= buf_puts(v, ", ");
+		rc |= buf_puts(v, "{\"role\": ");
+		rc |= buf_json_str(v, m.role_name, strlen(m.role_name));
+		rc |= buf_puts(v, ", \"content\": ");
+		if (!t->openai) {
+			rc |= buf_json_str(v, m.content.p, m.content.n);
+		} else {
+			const cJSON *c = json_get(msg, "content"), *part;
+			bool pfirst = true;
+
+			rc |= buf_puts(v, "[");
+			if (cJSON_IsString(c)) {
+				rc |= buf_puts(v, "{\"type\": \"text\", \"text\": ");
+				rc |= buf_json_str(v, c->valuestring, strlen(c->valuestring));
+				rc |= buf_puts(v, "}");
+			} else if (cJSON_IsArray(c)) {
+				cJSON_ArrayForEach(part, c)
+				{
+					int prc;
+
+					if (!pfirst)
+						rc |= buf_puts(v, ", ");
+					pfirst = false;
+					prc = openai_part(v, part, m.role == ROLE_SYSTEM, why);
+					if (prc != CHAT_OK) {
+						rc = prc;
+						goto out;
+					}
+				}
+			}
+			rc |= buf_puts(v, "]");
+		}
+		if (rc) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		if (m.role == ROLE_ASSISTANT) {
+			calls = pj_member(pm, "tool_calls");
+			if (m.tool_calls && calls && calls->t == PJ_ARR && calls->child) {
+				rc |= buf_puts(v, ", \"tool_calls\": ");
+				if ((rc = vars_tool_calls(v, calls, why)) != CHAT_OK)
+					goto out;
+			}
+			if (m.has_reasoning) {
+				rc |= buf_puts(v, ", \"reasoning\": ");
+				rc |= buf_json_str(v, m.reasoning.p, m.reasoning.n);
+				rc |= buf_puts(v, ", \"reasoning_content\": ");
+				rc |= buf_json_str(v, m.reasoning.p, m.reasoning.n);
+			}
+		} else if (m.role == ROLE_TOOL && (id = pj_member(pm, "tool_call_id"))) {
+			rc |= buf_puts(v, ", \"tool_call_id\": ");
+			rc |= pj_dump(v, id);
+		}
+		if ((name = pj_member(pm, "name")) && name->t == PJ_STR) {
+			rc |= buf_puts(v, ", \"name\": ");
+			rc |= pj_dump(v, name);
+		}
+		rc |= buf_puts(v, "}");
+		if (rc) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		pm = pm->next;
+	}
+	rc |= buf_puts(v, "], \"tools\": ");
+	ptools = pj_member(raw, "tools");
+	*tools_given = ptools && ptools->t == PJ_ARR && ptools->child;
+	if (*tools_given) {
+		if ((rc = vars_tools(v, ptools, why)) != CHAT_OK)
+			goto out;
+	} else if (ptools && ptools->t != PJ_NULL && ptools->t != PJ_ARR) {
+		*why = "tools is not a list";
+		rc = CHAT_INVALID;
+		goto out;
+	} else {
+		rc |= buf_puts(v, "null");
+	}
+	rc |= buf_puts(v, ", \"documents\": null, \"continue_final_message\": false");
+	rc |= buf_printf(v, ", \"add_generation_prompt\": %s", gen_prompt ? "true" : "false");
+	rc |= vars_kwargs(v, pj_member(raw, "chat_template_kwargs"));
+	rc |= buf_puts(v, "}");
+	rc = rc ? -ENOMEM : CHAT_OK;
+out:
+	buf_free(&scratch);
+	return rc;
+}
+
+/* Per thread: the message of the last template that raised, for *why. */
+static __thread char raised_msg[600];
+
+int chat_tmpl_render(const struct chat_tmpl *t, const cJSON *req, const char *json, size_t len,
+		     const cJSON *server_kwargs, struct buf *out, const char **why)
+{
+	struct buf vars = {0};
+	struct pj *raw = NULL;
+	struct jinja_error je;
+	const struct jinja_template *tm;
+	bool tools_given = false;
+	const char *dummy;
+	int rc;
+
+	if (!why)
+		why = &dummy;
+	if (!t)
+		return chat_render_parsed(req, json, len, server_kwargs, out, why);
+	if (t->qwen3)
+		return chat_render_parsed(req, json, len, server_kwargs, out, why);
+	if (!cJSON_IsObject(req)) {
+		*why = "request is not a JSON object";
+		return CHAT_INVALID;
+	}
+	rc = pj_parse(json, len, &raw, why);
+	if (rc != CHAT_OK)
+		return rc;
+	rc = vars_build(t, req, raw, server_kwargs, &vars, &tools_given, why);
+	if (rc != CHAT_OK)
+		goto out;
+	tm = tools_given && t->tool_use ? t->tool_use : t->def ? t->def : t->tool_use;
+	rc = jinja_render(tm, vars.data, vars.len, NULL, NULL, out, &je);
+	if (rc == -ENOMEM)
+		goto out;
+	switch (rc) {
+	case JINJA_OK:
+		rc = CHAT_OK;
+		break;
+	case JINJA_RAISED:
+	case JINJA_UNDEFINED:
+	case JINJA_TYPE:
+		/* the template raised: vLLM answers 400 with its message */
+		snprintf(raised_msg, sizeof(raised_msg), "chat template error: %s", je.msg);
+		*why = raised_msg;
+		rc = CHAT_INVALID;
+		break;
+	default:
+		snprintf(raised_msg, sizeof(raised_msg), "chat template not rendered here (%s): %s",
+			 jinja_status_name(rc), je.msg);
+		*why = raised_msg;
+		rc = CHAT_UNSUPPORTED;
+		break;
+	}
+out:
+	buf_free(&vars);
+	pj_free(raw);
 	return rc;
 }

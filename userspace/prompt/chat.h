@@ -65,4 +65,23 @@ int chat_template_check(const char *tmpl, size_t len);
  * chat_template; -ENOTSUP for a different template. *why (if why) says what on failure. */
 int chat_config_check(const char *path, const char **why);
 
+/* One model's chat template as vLLM uses it: tokenizer_config.json's chat_template (a string, or
+ * a list of named templates where "tool_use" is chosen when tools are sent), its special tokens
+ * (bos_token, ...) and the content format vLLM detects for it. The Qwen3 template is rendered by
+ * the hand-written renderer above; any other by the Jinja interpreter (prompt/jinja.h).
+ * Read-only once loaded: any thread may render with it. */
+struct chat_tmpl;
+
+/* Loads config_path (a tokenizer_config.json). Returns 0; -ENOENT when it has no chat_template;
+ * -EINVAL (err says why: not readable, not JSON, a template the interpreter refuses); -ENOMEM. */
+int chat_tmpl_load(const char *config_path, struct chat_tmpl **out, char *err, size_t errlen);
+void chat_tmpl_free(struct chat_tmpl *t);
+
+/* Renders request req (whose text is json[0..len), already checked by chat_raw_check) with t
+ * (NULL: the Qwen3 renderer) and appends the prompt to out. Returns a chat_status or -ENOMEM;
+ * a template that raised is CHAT_INVALID (vLLM answers 400) with *why holding its message (a
+ * per-thread buffer, valid until the thread's next call). */
+int chat_tmpl_render(const struct chat_tmpl *t, const cJSON *req, const char *json, size_t len,
+		     const cJSON *server_kwargs, struct buf *out, const char **why);
+
 #endif

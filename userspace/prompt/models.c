@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "prompt/chat.h"
 #include "prompt/models.h"
@@ -14,7 +15,9 @@ struct entry {
 	char *name; /* NULL: the default */
 	char *path;
 	struct model_tok mt;
-	bool owner; /* frees the tokenizer */
+	struct chat_tmpl *chat; /* owned, with the tokenizer */
+	char *why;		/* owned: mt.chat_why when it is a message of its own */
+	bool owner;		/* frees the tokenizer */
 };
 
 struct models {
@@ -33,8 +36,11 @@ void models_free(struct models *m)
 	if (!m)
 		return;
 	for (size_t i = 0; i < m->n; i++) {
-		if (m->e[i].owner)
+		if (m->e[i].owner) {
 			tokenizer_free((struct tokenizer *)m->e[i].mt.tok);
+			chat_tmpl_free(m->e[i].chat);
+			free(m->e[i].why);
+		}
 		free(m->e[i].name);
 		free(m->e[i].path);
 	}
@@ -42,24 +48,51 @@ void models_free(struct models *m)
 	free(m);
 }
 
-/* Checks the tokenizer_config.json beside path for the template chat.h renders. */
-static void check_template(const char *path, struct model_tok *mt)
+/* The chat template of the tokenizer at path (a directory, or a tokenizer.json whose directory
+ * holds tokenizer_config.json), or why there is none vLLM would render through Jinja. */
+static void load_template(const char *path, struct entry *e)
 {
-	char *dup = strdup(path), cfg[4096];
-	const char *why = "out of memory";
-	int rc = -ENOMEM;
+	struct model_tok *mt = &e->mt;
+	char *dup = strdup(path), cfg[4096], err[512], tekken[4096];
+	struct stat st;
+	const char *dir;
+	int rc;
 
-	if (dup) {
-		snprintf(cfg, sizeof(cfg), "%s/tokenizer_config.json", dirname(dup));
-		rc = chat_config_check(cfg, &why);
+	mt->chat_ok = false;
+	mt->chat_kind = MODEL_CHAT_NONE;
+	mt->chat_why = "out of memory";
+	if (!dup)
+		return;
+	dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? path : dirname(dup);
+	snprintf(cfg, sizeof(cfg), "%s/tokenizer_config.json", dir);
+	snprintf(tekken, sizeof(tekken), "%s/tekken.json", dir);
+	if (stat(tekken, &st) == 0) {
+		/* vLLM opens such a repository in its mistral tokenizer mode: mistral_common builds
+		 * the ids, no Jinja, no reference here */
+		mt->chat_kind = MODEL_CHAT_MISTRAL;
+		mt->chat_why = "the repository has tekken.json: vLLM's mistral tokenizer mode";
+		free(dup);
+		return;
 	}
+	rc = chat_tmpl_load(cfg, &e->chat, err, sizeof(err));
 	free(dup);
-	mt->chat_ok = rc == 0;
-	mt->chat_why = rc == 0 ? NULL
-		       : rc == -ENOTSUP
-			   ? "the model's chat template is not the one kvsplice renders"
-			   : "no readable tokenizer_config.json beside the tokenizer";
-	(void)why;
+	if (rc == 0) {
+		mt->chat = e->chat;
+		mt->chat_ok = true;
+		mt->chat_kind = MODEL_CHAT_OK;
+		mt->chat_why = NULL;
+		return;
+	}
+	if (rc == -ENOENT && tokenizer_token_id(mt->tok, "<|channel|>") >= 0 &&
+	    tokenizer_token_id(mt->tok, "<|start|>") >= 0) {
+		/* gpt-oss: vLLM renders its chat through openai_harmony, not a template */
+		mt->chat_kind = MODEL_CHAT_HARMONY;
+		mt->chat_why = "harmony: vLLM renders this model's chat with openai_harmony";
+		return;
+	}
+	e->why = strdup(err);
+	mt->chat_kind = rc == -ENOENT ? MODEL_CHAT_NONE : MODEL_CHAT_REFUSED;
+	mt->chat_why = e->why ? e->why : "the chat template cannot be rendered here";
 }
 
 int models_add(struct models *m, const char *name, const char *path, char *err, size_t errlen)
@@ -92,7 +125,7 @@ int models_add(struct models *m, const char *name, const char *path, char *err, 
 		return -EINVAL;
 	}
 	e->owner = true;
-	check_template(path, &e->mt);
+	load_template(path, e);
 	m->n++;
 	return 0;
 }

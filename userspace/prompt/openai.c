@@ -289,9 +289,9 @@ int openai_parse(const struct tokenizer *t, enum openai_endpoint ep, const char 
 	return openai_parse_cached(t, NULL, ep, body, len, r, why);
 }
 
-static int parse_body(const struct tokenizer *t, struct tok_cache *tc, bool defer,
-		      enum openai_endpoint ep, const char *body, size_t len, struct openai_req *r,
-		      const char **why)
+static int parse_body(const struct tokenizer *t, const struct chat_tmpl *chat, struct tok_cache *tc,
+		      bool defer, enum openai_endpoint ep, const char *body, size_t len,
+		      struct openai_req *r, const char **why)
 {
 	cJSON *root = NULL;
 	struct buf text = {0};
@@ -344,7 +344,7 @@ static int parse_body(const struct tokenizer *t, struct tok_cache *tc, bool defe
 		goto cleanup;
 	}
 	r->nprompts = 1;
-	rc = chat_render_parsed(root, body, len, NULL, &text, why);
+	rc = chat_tmpl_render(chat, root, body, len, NULL, &text, why);
 	if (rc != CHAT_OK) {
 		rc = rc < 0 ? rc : rc == CHAT_UNSUPPORTED ? OPENAI_UNSUPPORTED : OPENAI_INVALID;
 		goto cleanup;
@@ -367,13 +367,20 @@ cleanup:
 int openai_parse_cached(const struct tokenizer *t, struct tok_cache *tc, enum openai_endpoint ep,
 			const char *body, size_t len, struct openai_req *r, const char **why)
 {
-	return parse_body(t, tc, false, ep, body, len, r, why);
+	return parse_body(t, NULL, tc, false, ep, body, len, r, why);
 }
 
 int openai_parse_text(const struct tokenizer *t, struct tok_cache *tc, enum openai_endpoint ep,
 		      const char *body, size_t len, struct openai_req *r, const char **why)
 {
-	return parse_body(t, tc, true, ep, body, len, r, why);
+	return parse_body(t, NULL, tc, true, ep, body, len, r, why);
+}
+
+int openai_parse_with(const struct tokenizer *t, const struct chat_tmpl *chat, struct tok_cache *tc,
+		      bool defer, enum openai_endpoint ep, const char *body, size_t len,
+		      struct openai_req *r, const char **why)
+{
+	return parse_body(t, chat, tc, defer, ep, body, len, r, why);
 }
 
 void openai_req_free(struct openai_req *r)

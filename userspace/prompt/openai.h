@@ -70,6 +70,15 @@ int openai_parse_cached(const struct tokenizer *t, struct tok_cache *tc, enum op
 int openai_parse_text(const struct tokenizer *t, struct tok_cache *tc, enum openai_endpoint ep,
 		      const char *body, size_t len, struct openai_req *r, const char **why);
 
+struct chat_tmpl;
+
+/* The parse of openai_parse_cached (defer false) or openai_parse_text (defer true) rendering a
+ * chat request with the model's chat template chat (chat.h; NULL: the Qwen3 renderer, as the
+ * functions above do). */
+int openai_parse_with(const struct tokenizer *t, const struct chat_tmpl *chat, struct tok_cache *tc,
+		      bool defer, enum openai_endpoint ep, const char *body, size_t len,
+		      struct openai_req *r, const char **why);
+
 void openai_req_free(struct openai_req *r);
 
 /* Reads "usage" figures from a response body as it streams past, without holding any of it:

@@ -31,7 +31,9 @@
 /* Why a request could not be read exactly (the label of kvsplice_route_fallbacks_total). */
 #define FALLBACKS(X)                                                                               \
 	X(NO_TOKENIZER, "no_tokenizer") /* no tokenizer configured for the model */                \
-	X(TEMPLATE, "chat_template")	/* the model's chat template is not the one rendered */    \
+	X(TEMPLATE, "chat_template")	/* no chat template rendered here for the model */         \
+	X(HARMONY, "harmony")		/* gpt-oss: vLLM renders its chat with openai_harmony */   \
+	X(MISTRAL, "mistral_mode")	/* tekken.json: vLLM's mistral tokenizer mode */           \
 	X(NOT_EXACT, "not_exact")	/* the reader or renderer reported it cannot be exact */   \
 	X(CACHE_SALT, "cache_salt")	/* cache_salt enters the engine's hash of block 0 */       \
 	X(NOT_JSON, "not_json")		/* the body is not JSON */                                 \

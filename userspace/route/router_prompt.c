@@ -78,13 +78,13 @@ static enum fallback fallback_of(int rc, const char *why)
 
 /* The request body read for its prompt: tokenized whole, or with lazy its text kept untokenized
  * (r->oq.text_pending) for read_text_prompt. */
-static int parse(struct router *r, bool lazy, const struct tokenizer *t, enum openai_endpoint ep,
+static int parse(struct router *r, bool lazy, const struct model_tok *mt, enum openai_endpoint ep,
 		 const struct router_request *req, const char **why)
 {
-	if (lazy)
-		return openai_parse_text(t, tcache_of(r, t), ep, req->body, req->body_len, &r->oq,
-					 why);
-	return openai_parse_cached(t, tcache_of(r, t), ep, req->body, req->body_len, &r->oq, why);
+	const struct tokenizer *t = mt ? mt->tok : NULL;
+
+	return openai_parse_with(t, mt && mt->chat_ok ? mt->chat : NULL, tcache_of(r, t), lazy, ep,
+				 req->body, req->body_len, &r->oq, why);
 }
 
 /* Appends to f's chain the hashes of the full blocks of tokens[0..n) past those it has (tokens
@@ -233,7 +233,7 @@ void router_prompt_read(struct router *r, const struct router_request *req, stru
 	lazy = f->view == VIEW_EVENTS && !r->whole_prompt;
 	mt = models_find(r->models, NULL);
 	openai_req_free(&r->oq);
-	rc = parse(r, lazy, mt ? mt->tok : NULL, ep, req, &why);
+	rc = parse(r, lazy, mt, ep, req, &why);
 	if (rc == OPENAI_OK && r->oq.model) {
 		/* several models configured: read again with the model's own tokenizer */
 		const struct model_tok *m2 = models_find(r->models, r->oq.model);
@@ -241,7 +241,7 @@ void router_prompt_read(struct router *r, const struct router_request *req, stru
 		if (m2 != mt && m2) {
 			mt = m2;
 			openai_req_free(&r->oq);
-			rc = parse(r, lazy, mt->tok, ep, req, &why);
+			rc = parse(r, lazy, mt, ep, req, &why);
 		}
 	}
 	if (r->oq.model)
@@ -249,7 +249,9 @@ void router_prompt_read(struct router *r, const struct router_request *req, stru
 	if (rc == OPENAI_OK && !mt)
 		rc = OPENAI_UNSUPPORTED, why = "no tokenizer loaded";
 	if (rc == OPENAI_OK && ep == OPENAI_CHAT && !mt->chat_ok)
-		rec->fallback = FB_TEMPLATE;
+		rec->fallback = mt->chat_kind == MODEL_CHAT_HARMONY   ? FB_HARMONY
+				: mt->chat_kind == MODEL_CHAT_MISTRAL ? FB_MISTRAL
+								      : FB_TEMPLATE;
 	else if (rc == OPENAI_OK && r->oq.cache_salt)
 		rec->fallback = FB_CACHE_SALT;
 	else if (rc != OPENAI_OK)

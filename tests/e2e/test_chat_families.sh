@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Chat for every model family with a template (models/<family>/tokenizer_config.json): seeded
+# requests (tests/js/ref_chat.mjs --gen: multi-turn, reasoning, tools and tool calls, list
+# content, media parts, invalid shapes, kwargs) through build/kvtok's messages mode (prompt/chat.c:
+# the Qwen3 renderer or the Jinja interpreter, then the C tokenizer) against the reference: Python
+# jinja2 as transformers configures it for vLLM (tests/e2e/ref_chat.py, with the tokenizer's special
+# tokens and vLLM's content format) tokenized by Hugging Face tokenizers. 0 wrong ids per family;
+# what the reference fails (a template that raises, a request vLLM refuses) fails in C too.
+# CHAT_SEED / CHAT_COUNT change the corpus (bench runs use thousands).
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/tap.sh
+
+seed=${CHAT_SEED:-20261202}
+count=${CHAT_COUNT:-200}
+families=${CHAT_FAMILIES:-qwen3 qwen2_5 llama3_2 deepseek_v3 gemma3 mistral_nemo}
+tmp=$(mktemp -d /tmp/kvs-chat-families.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+if [ ! -x build/kvtok ]; then
+	echo "not ok - build/kvtok missing (make)"
+	exit 1
+fi
+check "generate $count seeded requests (seed $seed)" \
+	node tests/js/ref_chat.mjs --gen "$tmp" --seed "$seed" --count "$count"
+for f in $families; do
+	if [ ! -f "models/$f/tokenizer_config.json" ]; then
+		ok 1 "$f: models/$f is there (make deps)"
+		continue
+	fi
+	python3 tests/e2e/ref_chat.py "models/$f/tokenizer_config.json" <"$tmp/requests.jsonl" \
+		>"$tmp/py_$f.jsonl"
+	python3 -c '
+import json, sys
+for l in open(sys.argv[1], encoding="utf-8"):
+    p = json.loads(l)
+    if p["status"] == "ok":
+        print(json.dumps({"text": p["text"]}, ensure_ascii=False))' "$tmp/py_$f.jsonl" >"$tmp/t_$f.jsonl"
+	node tests/js/ref_tokenize.mjs --tokenizer "models/$f/tokenizer.json" "$tmp/t_$f.jsonl" \
+		>"$tmp/r_$f.jsonl"
+	build/kvtok --tokenizer "models/$f" <"$tmp/requests.jsonl" >"$tmp/c_$f.jsonl" 2>/dev/null
+	python3 tests/e2e/chat_family_check.py "$f" "$tmp/py_$f.jsonl" "$tmp/r_$f.jsonl" "$tmp/c_$f.jsonl"
+	TAP_FAILED=$((TAP_FAILED + $?))
+done
+
+# The models vLLM does not render through a template: an error line naming why, never ids.
+for f in llama2 gptoss; do
+	[ -f "models/$f/tokenizer.json" ] || continue
+	out=$(printf '%s\n' '{"messages":[{"role":"user","content":"hi"}]}' | build/kvtok --tokenizer "models/$f" 2>/dev/null)
+	[[ $out == '{"error":'*"no chat_template"* ]]
+	ok $? "$f (no chat template in its tokenizer_config.json): an error line, not ids ($out)"
+done
+tap_done
