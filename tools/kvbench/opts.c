@@ -383,7 +383,8 @@ static const struct opt kvbench_flags[] = {
     {"no-warmup", OPT_CLEAR, F(warmup), NULL, 0, 0, "skip the warm-up requests"},
 
     {"Requests", OPT_SECTION},
-    {"tokenizer", OPT_STR, F(tokenizer), "PATH", 0, 0, "tokenizer.json"},
+    {"tokenizer", OPT_STR, F(tokenizer), "PATH", 0, 0,
+     "tokenizer directory (with its chat template) or tokenizer.json"},
     {"model", OPT_STR, F(model), "NAME", 0, 0, "model field"},
     {"api", OPT_CHOICE, F(api), NULL, 0, 0, "endpoint: /v1/completions or /v1/chat/completions",
      .choices = api_names},
