@@ -1498,8 +1498,10 @@ static int arith(struct rctx *r, int op, const struct jv *a, const struct jv *b,
 			struct jlist *l = jl_new(&r->a, a->l->n + b->l->n);
 			if (!l)
 				return oom(r);
-			memcpy(l->v, a->l->v, a->l->n * sizeof(struct jv));
-			memcpy(l->v + a->l->n, b->l->v, b->l->n * sizeof(struct jv));
+			if (a->l->n)
+				memcpy(l->v, a->l->v, a->l->n * sizeof(struct jv));
+			if (b->l->n)
+				memcpy(l->v + a->l->n, b->l->v, b->l->n * sizeof(struct jv));
 			l->n = a->l->n + b->l->n;
 			*out = mklist(l, a->sub);
 			return 0;
@@ -1896,7 +1898,8 @@ static int call_filter_now(struct rctx *r, int id, const struct jv *v, const str
 			return -1;
 		if (!(l = jl_new(&r->a, items->n)))
 			return oom(r);
-		memcpy(l->v, items->v, items->n * sizeof(struct jv));
+		if (items->n)
+			memcpy(l->v, items->v, items->n * sizeof(struct jv));
 		l->n = items->n;
 		*out = mklist(l, JL_LIST);
 		return 0;
@@ -3308,6 +3311,7 @@ int jinja_render(const struct jinja_template *t, const char *vars, size_t n,
 		r.clock.unix_s = (int64_t)time(NULL);
 	}
 	r.a.limit = r.lim.mem_bytes;
+	r.er.max_out = r.lim.out_bytes;
 	r.out = out;
 	scope_init(&root, NULL);
 	r.root = &root;

@@ -272,6 +272,41 @@ uint32_t utf8_next(const char *s, size_t n, size_t *len)
 	       ((uint32_t)(u[2] & 0x3F) << 6) | (u[3] & 0x3F);
 }
 
+bool utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned char c = u[i];
+		uint32_t cp;
+		size_t len;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xC2 && c <= 0xDF)
+			len = 2;
+		else if (c >= 0xE0 && c <= 0xEF)
+			len = 3;
+		else if (c >= 0xF0 && c <= 0xF4)
+			len = 4;
+		else
+			return false;
+		if (n - i < len)
+			return false;
+		for (size_t k = 1; k < len; k++)
+			if ((u[i + k] & 0xC0) != 0x80)
+				return false;
+		cp = utf8_next(s + i, len, &len);
+		if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp < 0xE000))) ||
+		    (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
 size_t utf8_count(const char *s, size_t n)
 {
 	size_t c = 0;
@@ -318,7 +353,7 @@ static bool py_isprintable(uint32_t c)
 	};
 	if (c < 0x80)
 		return c >= 0x20 && c < 0x7f;
-	if (c < 0xA0)
+	if (c < 0xA0 || c >= 0x110000)
 		return false;
 	if (c != ' ' && (unicode_cls(c) & UCLS_MASK) == UCLS_SPACE)
 		return false; /* Zs, Zl, Zp (and the controls, handled above) */
@@ -508,6 +543,9 @@ bool jv_truthy(const struct jv *v)
 
 static int put(struct buf *b, const char *s, size_t n, struct jerr *er)
 {
+	if (er->max_out && b->len + n > er->max_out)
+		return jerr_set(er, JINJA_LIMIT, 0, "output limit of %zu bytes exceeded",
+				er->max_out);
 	if (buf_append(b, s, n))
 		return jerr_set(er, JINJA_LIMIT, 0, "out of memory");
 	return 0;
@@ -567,10 +605,22 @@ static int print_range(struct buf *b, const struct jlist *l, struct jerr *er)
 	return rc ? jerr_set(er, JINJA_LIMIT, 0, "out of memory") : 0;
 }
 
+#define PRINT_DEPTH_MAX 900 /* containers inside each other that repr() prints (Python: ~1,000) */
+
+static int py_print_d(struct buf *b, const struct jv *v, bool repr, struct jerr *er, int depth);
+
 static int py_print(struct buf *b, const struct jv *v, bool repr, struct jerr *er)
+{
+	return py_print_d(b, v, repr, er, 0);
+}
+
+static int py_print_d(struct buf *b, const struct jv *v, bool repr, struct jerr *er, int depth)
 {
 	char num[40];
 	size_t n;
+
+	if (depth > PRINT_DEPTH_MAX)
+		return jerr_set(er, JINJA_LIMIT, 0, "containers nested too deep to print");
 
 	switch (v->t) {
 	case JV_UNDEF:
@@ -618,7 +668,7 @@ static int py_print(struct buf *b, const struct jv *v, bool repr, struct jerr *e
 		for (uint32_t i = 0; i < l->n; i++) {
 			if (i && put(b, ", ", 2, er))
 				return -1;
-			if (py_print(b, &l->v[i], true, er))
+			if (py_print_d(b, &l->v[i], true, er, depth + 1))
 				return -1;
 		}
 		return put(b, close, strlen(close), er);
@@ -633,8 +683,8 @@ static int py_print(struct buf *b, const struct jv *v, bool repr, struct jerr *e
 		for (uint32_t i = 0; i < d->n; i++) {
 			if (i && put(b, ", ", 2, er))
 				return -1;
-			if (py_print(b, &d->k[i], true, er) || put(b, ": ", 2, er) ||
-			    py_print(b, &d->v[i], true, er))
+			if (py_print_d(b, &d->k[i], true, er, depth + 1) || put(b, ": ", 2, er) ||
+			    py_print_d(b, &d->v[i], true, er, depth + 1))
 				return -1;
 		}
 		if (put(b, "}", 1, er))
@@ -680,8 +730,18 @@ static bool is_seq(const struct jv *v)
 	return v->t == JV_LIST && (v->sub == JL_LIST || v->sub == JL_TUPLE);
 }
 
+static bool py_eq_d(const struct jv *a, const struct jv *b, int depth);
+
 bool py_eq(const struct jv *a, const struct jv *b)
 {
+	return py_eq_d(a, b, 0);
+}
+
+/* Deeper than PRINT_DEPTH_MAX, Python raises RecursionError; here the answer is false. */
+static bool py_eq_d(const struct jv *a, const struct jv *b, int depth)
+{
+	if (depth > PRINT_DEPTH_MAX)
+		return false;
 	if (is_num(a) && is_num(b)) {
 		if (a->t == JV_FLOAT || b->t == JV_FLOAT) {
 			double x = a->t == JV_FLOAT ? a->f : (double)a->i;
@@ -708,7 +768,7 @@ bool py_eq(const struct jv *a, const struct jv *b)
 		if (a->l->n != b->l->n)
 			return false;
 		for (uint32_t i = 0; i < a->l->n; i++)
-			if (!py_eq(&a->l->v[i], &b->l->v[i]))
+			if (!py_eq_d(&a->l->v[i], &b->l->v[i], depth + 1))
 				return false;
 		return true;
 	case JV_DICT:
@@ -716,7 +776,7 @@ bool py_eq(const struct jv *a, const struct jv *b)
 			return false;
 		for (uint32_t i = 0; i < a->d->n; i++) {
 			struct jv *o = jd_get(NULL, b->d, a->d->k[i]);
-			if (!o || !py_eq(&a->d->v[i], o))
+			if (!o || !py_eq_d(&a->d->v[i], o, depth + 1))
 				return false;
 		}
 		return true;
@@ -732,8 +792,19 @@ bool py_eq(const struct jv *a, const struct jv *b)
 	return false;
 }
 
+static int py_order_d(const struct jv *a, const struct jv *b, const char *opname, int *res,
+		      struct jerr *er, int depth);
+
 int py_order(const struct jv *a, const struct jv *b, const char *opname, int *res, struct jerr *er)
 {
+	return py_order_d(a, b, opname, res, er, 0);
+}
+
+static int py_order_d(const struct jv *a, const struct jv *b, const char *opname, int *res,
+		      struct jerr *er, int depth)
+{
+	if (depth > PRINT_DEPTH_MAX)
+		return jerr_set(er, JINJA_LIMIT, 0, "containers nested too deep to compare");
 	if (a->t == JV_UNDEF || b->t == JV_UNDEF)
 		return jerr_set(er, JINJA_UNDEFINED, 0, "undefined value compared");
 	if (is_num(a) && is_num(b)) {
@@ -760,7 +831,7 @@ int py_order(const struct jv *a, const struct jv *b, const char *opname, int *re
 		for (uint32_t i = 0; i < n; i++) {
 			if (py_eq(&a->l->v[i], &b->l->v[i]))
 				continue;
-			return py_order(&a->l->v[i], &b->l->v[i], opname, res, er);
+			return py_order_d(&a->l->v[i], &b->l->v[i], opname, res, er, depth + 1);
 		}
 		*res = a->l->n < b->l->n ? -1 : a->l->n > b->l->n;
 		return 0;
@@ -1093,6 +1164,8 @@ int jv_from_json(struct jarena *a, const char *text, size_t n, struct jv *out, s
 {
 	struct jreader r = {.a = a, .s = text, .n = n, .er = er};
 
+	if (!utf8_valid(text, n))
+		return jerr_set(er, JINJA_INPUT, 0, "variables: not UTF-8");
 	if (jr_value(&r, out))
 		return -1;
 	jr_ws(&r);
@@ -1106,6 +1179,9 @@ int jv_from_json(struct jarena *a, const char *text, size_t n, struct jv *out, s
 static int json_str(struct buf *b, const char *s, size_t n, bool ascii, struct jerr *er)
 {
 	if (!ascii) {
+		if (er->max_out && b->len + n > er->max_out)
+			return jerr_set(er, JINJA_LIMIT, 0, "output limit of %zu bytes exceeded",
+					er->max_out);
 		if (buf_json_str(b, s, n))
 			return jerr_set(er, JINJA_LIMIT, 0, "out of memory");
 		return 0;
