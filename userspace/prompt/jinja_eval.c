@@ -2178,6 +2178,15 @@ static int call_filter_now(struct rctx *r, int id, const struct jv *v, const str
 			return oom(r);
 		for (uint32_t i = items->n; i > 0; i--)
 			l->v[l->n++] = items->v[i - 1];
+		/* reversed(): an iterator named after what it reverses; a generator becomes a
+		 * list (jinja2 falls back to list(value).reverse()) */
+		l->tname = v->t == JV_DICT				      ? "dict_reversekeyiterator"
+			   : v->t == JV_LIST && v->sub == JL_LIST	      ? "list_reverseiterator"
+			   : v->t == JV_LIST && v->sub == JL_RANGE	      ? "range_iterator"
+			   : v->t == JV_LIST && v->sub == JL_KEYS	      ? "dict_reversekeyiterator"
+			   : v->t == JV_LIST && v->sub == JL_VALUES	      ? "dict_reversevalueiterator"
+			   : v->t == JV_LIST && v->sub == JL_ITEMS	      ? "dict_reverseitemiterator"
+									      : "reversed";
 		*out = mklist(l, v->t == JV_LIST && v->sub == JL_GEN ? JL_LIST : JL_GEN);
 		return 0;
 	}

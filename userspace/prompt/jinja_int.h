@@ -92,6 +92,7 @@ struct jlist {
 	 * first n items are v, err_msg says what (NULL: no error). */
 	const char *err_msg;
 	int err_status, err_line;
+	const char *tname; /* JL_GEN: Python's type name when not "generator" (reversed(...)) */
 };
 
 /* Insertion-ordered; keys compared with Python's ==. Small dicts are searched in order, larger

@@ -449,7 +449,7 @@ const char *jv_type_name(const struct jv *v)
 		case JL_TUPLE:
 			return "tuple";
 		case JL_GEN:
-			return "generator";
+			return v->l->tname ? v->l->tname : "generator";
 		case JL_ITEMS:
 			return "dict_items";
 		case JL_KEYS:
@@ -492,6 +492,11 @@ const char *jv_object_type(const struct jv *v)
 		case JL_TUPLE:
 			return "tuple object";
 		case JL_GEN:
+			if (v->l->tname) {
+				static __thread char name[48];
+				snprintf(name, sizeof(name), "%s object", v->l->tname);
+				return name;
+			}
 			return "generator object";
 		case JL_ITEMS:
 			return "dict_items object";
