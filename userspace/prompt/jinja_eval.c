@@ -740,7 +740,7 @@ static int iterate(struct rctx *r, const struct jv *v, struct jlist **out)
 static bool name_in(const char *s, size_t n, const char *const *names)
 {
 	for (; *names; names++)
-		if (strlen(*names) == n && !memcmp(*names, s, n))
+		if ((*names)[0] == s[0] && !strncmp(*names, s, n) && !(*names)[n])
 			return true;
 	return false;
 }
@@ -2180,13 +2180,13 @@ static int call_filter_now(struct rctx *r, int id, const struct jv *v, const str
 			l->v[l->n++] = items->v[i - 1];
 		/* reversed(): an iterator named after what it reverses; a generator becomes a
 		 * list (jinja2 falls back to list(value).reverse()) */
-		l->tname = v->t == JV_DICT				      ? "dict_reversekeyiterator"
-			   : v->t == JV_LIST && v->sub == JL_LIST	      ? "list_reverseiterator"
-			   : v->t == JV_LIST && v->sub == JL_RANGE	      ? "range_iterator"
-			   : v->t == JV_LIST && v->sub == JL_KEYS	      ? "dict_reversekeyiterator"
-			   : v->t == JV_LIST && v->sub == JL_VALUES	      ? "dict_reversevalueiterator"
-			   : v->t == JV_LIST && v->sub == JL_ITEMS	      ? "dict_reverseitemiterator"
-									      : "reversed";
+		l->tname = v->t == JV_DICT			    ? "dict_reversekeyiterator"
+			   : v->t == JV_LIST && v->sub == JL_LIST   ? "list_reverseiterator"
+			   : v->t == JV_LIST && v->sub == JL_RANGE  ? "range_iterator"
+			   : v->t == JV_LIST && v->sub == JL_KEYS   ? "dict_reversekeyiterator"
+			   : v->t == JV_LIST && v->sub == JL_VALUES ? "dict_reversevalueiterator"
+			   : v->t == JV_LIST && v->sub == JL_ITEMS  ? "dict_reverseitemiterator"
+								    : "reversed";
 		*out = mklist(l, v->t == JV_LIST && v->sub == JL_GEN ? JL_LIST : JL_GEN);
 		return 0;
 	}
@@ -3336,7 +3336,8 @@ int jinja_render(const struct jinja_template *t, const char *vars, size_t n,
 	for (uint32_t i = 0; i < v.d->n; i++) {
 		const struct jv *k = &v.d->k[i];
 		for (uint32_t sym = 0; sym < t->nsyms; sym++)
-			if (strlen(t->syms[sym]) == k->n && !memcmp(t->syms[sym], k->s, k->n)) {
+			if (t->syms[sym][0] == (k->n ? k->s[0] : 0) &&
+			    !strncmp(t->syms[sym], k->s, k->n) && !t->syms[sym][k->n]) {
 				if (scope_set(&r, &root, (int)sym, v.d->v[i]))
 					rc = -1;
 				break;

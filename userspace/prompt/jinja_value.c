@@ -282,7 +282,16 @@ bool utf8_valid(const char *s, size_t n)
 		uint32_t cp;
 		size_t len;
 		if (c < 0x80) {
-			i++;
+			/* ASCII runs 8 bytes at a time */
+			while (i + 8 <= n) {
+				uint64_t w;
+				memcpy(&w, u + i, 8);
+				if (w & 0x8080808080808080ull)
+					break;
+				i += 8;
+			}
+			while (i < n && u[i] < 0x80)
+				i++;
 			continue;
 		}
 		if (c >= 0xC2 && c <= 0xDF)
@@ -298,10 +307,15 @@ bool utf8_valid(const char *s, size_t n)
 		for (size_t k = 1; k < len; k++)
 			if ((u[i + k] & 0xC0) != 0x80)
 				return false;
-		cp = utf8_next(s + i, len, &len);
-		if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp < 0xE000))) ||
-		    (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-			return false;
+		if (len == 3) {
+			cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(u[i + 1] & 0x3F) << 6);
+			if (cp < 0x800 || (cp >= 0xD800 && cp < 0xE000))
+				return false;
+		} else if (len == 4) {
+			cp = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(u[i + 1] & 0x3F) << 12);
+			if (cp < 0x10000 || cp > 0x10FFFF)
+				return false;
+		}
 		i += len;
 	}
 	return true;
@@ -365,6 +379,29 @@ static bool py_isprintable(uint32_t c)
 
 /* --- printing ------------------------------------------------------------------------------- */
 
+/* Steps the last mantissa digit of "[-]d.ddde[+-]XX" in t up (or down) by one, with carry;
+ * false when that leaves the form (9.99 up, 1.00 down). */
+static bool neighbour(char *t, bool up)
+{
+	char *e = strchr(t, 'e'), *p;
+	bool neg = t[0] == '-';
+
+	if (!e)
+		return false;
+	if (neg)
+		up = !up; /* the magnitude moves the other way */
+	for (p = e - 1; p >= t + neg; p--) {
+		if (*p == '.')
+			continue;
+		if (up ? *p < '9' : *p > '0') {
+			*p = (char)(*p + (up ? 1 : -1));
+			return !(p == t + neg && *p == '0');
+		}
+		*p = up ? '0' : '9';
+	}
+	return false;
+}
+
 size_t py_float_repr(double f, char *o)
 {
 	char tmp[40], digits[24];
@@ -376,9 +413,16 @@ size_t py_float_repr(double f, char *o)
 		return (size_t)sprintf(o, f < 0 ? "-inf" : "inf");
 	if (f == 0)
 		return (size_t)sprintf(o, signbit(f) ? "-0.0" : "0.0");
+	/* The shortest digits that read back as f (Python's repr, David Gay's mode 0): at each
+	 * length the correctly rounded digits, or else their neighbour on f's side, which can
+	 * read back when the rounded ones do not (2**-24: 5.960464477539063e-08). */
 	for (prec = 1; prec <= 17; prec++) {
+		double back;
 		snprintf(tmp, sizeof(tmp), "%.*e", prec - 1, f);
-		if (strtod(tmp, NULL) == f)
+		back = strtod(tmp, NULL);
+		if (back == f)
+			break;
+		if (prec < 17 && neighbour(tmp, back < f) && strtod(tmp, NULL) == f)
 			break;
 	}
 	/* tmp: [-]d[.ddd]e[+-]XX */
@@ -891,19 +935,73 @@ static int jr_hex4(struct jreader *r, uint32_t *out)
 	return 0;
 }
 
+/* Length of the valid UTF-8 sequence at u[0..n) starting with a byte >= 0x80, 0 if invalid. */
+static size_t utf8_seq(const unsigned char *u, size_t n)
+{
+	unsigned char c = u[0];
+	size_t len = c >= 0xC2 && c <= 0xDF   ? 2
+		     : c >= 0xE0 && c <= 0xEF ? 3
+		     : c >= 0xF0 && c <= 0xF4 ? 4
+					      : 0;
+	uint32_t cp;
+
+	if (!len || n < len)
+		return 0;
+	for (size_t k = 1; k < len; k++)
+		if ((u[k] & 0xC0) != 0x80)
+			return 0;
+	if (len == 3) {
+		cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6);
+		if (cp < 0x800 || (cp >= 0xD800 && cp < 0xE000))
+			return 0;
+	} else if (len == 4) {
+		cp = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12);
+		if (cp < 0x10000 || cp > 0x10FFFF)
+			return 0;
+	}
+	return len;
+}
+
 static int jr_string(struct jreader *r, struct jv *out)
 {
 	size_t start = ++r->i, j = start;
 	char *o;
 	size_t k = 0;
 
-	/* fast path: no escapes */
-	while (j < r->n && r->s[j] != '"' && r->s[j] != '\\' && (unsigned char)r->s[j] >= 0x20)
-		j++;
-	if (j < r->n && r->s[j] == '"') {
-		*out = jv_str(r->s + start, j - start);
-		r->i = j + 1;
-		return 0;
+	/* fast path, no escapes: 8 bytes at a time while none is '"', '\\', a control or beyond
+	 * ASCII; UTF-8 sequences checked as met (the only place JSON text holds them) */
+	for (;;) {
+		unsigned char c;
+		while (j + 8 <= r->n) {
+			uint64_t w, q, b, m;
+			memcpy(&w, r->s + j, 8);
+			q = w ^ 0x2222222222222222ull; /* '"' bytes become 0 */
+			b = w ^ 0x5c5c5c5c5c5c5c5cull; /* '\\' bytes become 0 */
+			m = ((q - 0x0101010101010101ull) & ~q) |
+			    ((b - 0x0101010101010101ull) & ~b) |
+			    ((w - 0x2020202020202020ull) & ~w) | w;
+			if (m & 0x8080808080808080ull)
+				break;
+			j += 8;
+		}
+		if (j >= r->n)
+			break;
+		c = (unsigned char)r->s[j];
+		if (c == '"') {
+			*out = jv_str(r->s + start, j - start);
+			r->i = j + 1;
+			return 0;
+		}
+		if (c == '\\' || c < 0x20)
+			break;
+		if (c >= 0x80) {
+			size_t l = utf8_seq((const unsigned char *)r->s + j, r->n - j);
+			if (!l)
+				return jr_fail(r, "a string that is not UTF-8");
+			j += l;
+		} else {
+			j++;
+		}
 	}
 	for (j = start; j < r->n && r->s[j] != '"'; j++)
 		if (r->s[j] == '\\')
@@ -919,6 +1017,15 @@ static int jr_string(struct jreader *r, struct jv *out)
 			break;
 		if (c < 0x20)
 			return jr_fail(r, "a control character in a string");
+		if (c >= 0x80) {
+			size_t l = utf8_seq((const unsigned char *)r->s + r->i, r->n - r->i);
+			if (!l)
+				return jr_fail(r, "a string that is not UTF-8");
+			memcpy(o + k, r->s + r->i, l);
+			k += l;
+			r->i += l;
+			continue;
+		}
 		if (c != '\\') {
 			o[k++] = (char)c;
 			r->i++;
@@ -1169,9 +1276,7 @@ int jv_from_json(struct jarena *a, const char *text, size_t n, struct jv *out, s
 {
 	struct jreader r = {.a = a, .s = text, .n = n, .er = er};
 
-	if (!utf8_valid(text, n))
-		return jerr_set(er, JINJA_INPUT, 0, "variables: not UTF-8");
-	if (jr_value(&r, out))
+	if (jr_value(&r, out)) /* UTF-8 is checked in strings, the only place it can be */
 		return -1;
 	jr_ws(&r);
 	if (r.i != r.n)
