@@ -30,6 +30,7 @@ TEMPLATES = {
     "exponential_macro": "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
                          "{% endmacro %}{{ f(60) }}",
     "string_mul": "{{ 'x' * 1000000000 }}",
+    "empty_mul": "{{ ('' * 10**18)|length }}{{ ([] * 10**18)|length }}",
     "string_doubling": "{% set ns = namespace(s='x') %}{% for i in range(64) %}"
                        "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s|length }}",
     "list_doubling": "{% set ns = namespace(l=[1]) %}{% for i in range(64) %}"

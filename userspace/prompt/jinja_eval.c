@@ -1308,6 +1308,17 @@ static int repeat(struct rctx *r, const struct jv *seq, int64_t times, struct jv
 {
 	if (times < 0)
 		times = 0;
+	if (!times || (seq->t == JV_STR ? !seq->n : !seq->l->n)) { /* '' * 10**18 is instant */
+		struct jlist *l;
+		if (seq->t == JV_STR) {
+			*out = jv_str("", 0);
+			return 0;
+		}
+		if (!(l = jl_new(&r->a, 0)))
+			return oom(r);
+		*out = mklist(l, seq->sub);
+		return 0;
+	}
 	if (seq->t == JV_STR) {
 		char *o;
 		if (seq->n && (uint64_t)times > r->lim.out_bytes / seq->n)
