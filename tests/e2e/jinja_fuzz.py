@@ -7,7 +7,8 @@ rendered by build/tests/test_jinja --cases and by tests/e2e/ref_jinja.py --cases
 the same status, the same text when rendered, the same message for raise_exception,
 UndefinedError and SecurityError. A case the C side refuses as unsupported is counted apart.
 
-Usage: jinja_fuzz.py [--count N] [--seed S] [--bin PATH] [--show K]
+Usage: jinja_fuzz.py [--count N] [--seed S] [--bin PATH] [--show K] [--cases FILE]
+(--cases: compare the given {"template":...,"vars":...} lines instead, e.g. test_jinja --table)
 Exits 1 on any mismatch."""
 import argparse
 import json
@@ -280,11 +281,15 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bin", default="build/tests/test_jinja")
     ap.add_argument("--show", type=int, default=5)
+    ap.add_argument("--cases")
     a = ap.parse_args()
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     rng = random.Random(a.seed)
     cases = []
-    for _ in range(a.count):
+    if a.cases:
+        with open(a.cases, encoding="utf-8") as f:
+            cases = [line.rstrip("\n") for line in f if line.strip()]
+    for _ in range(0 if a.cases else a.count):
         cases.append(json.dumps({"template": Gen(rng).template(), "vars": variables(rng)},
                                 ensure_ascii=False, separators=(",", ":")))
     data = ("\n".join(cases) + "\n").encode()

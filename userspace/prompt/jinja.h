@@ -35,10 +35,10 @@ struct jinja_limits {
 };
 
 #define JINJA_DEPTH_MAX 200	       /* nesting: jinja2 itself stops near Python's 1,000 frames */
-#define JINJA_LOOP_ITERS_MAX 1000000   /* iterations of one render */
-#define JINJA_STEPS_MAX 20000000       /* nodes evaluated: ~0.2 s at worst */
+#define JINJA_LOOP_ITERS_MAX 200000    /* iterations of one render */
+#define JINJA_STEPS_MAX 5000000	       /* nodes evaluated: ~0.3 s at worst */
 #define JINJA_OUT_BYTES_MAX (4u << 20) /* bytes: a prompt is at most a few MiB */
-#define JINJA_MEM_BYTES_MAX (64u << 20) /* bytes of values built by one render */
+#define JINJA_MEM_BYTES_MAX (32u << 20) /* bytes of values built by one render */
 
 /* The clock strftime_now() reads: seconds since the epoch and the offset of the server's local
  * time from UTC (transformers formats datetime.now(), a naive local time: %z and %Z print ""). */

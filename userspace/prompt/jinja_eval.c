@@ -740,7 +740,7 @@ static int iterate(struct rctx *r, const struct jv *v, struct jlist **out)
 static bool name_in(const char *s, size_t n, const char *const *names)
 {
 	for (; *names; names++)
-		if (strlen(*names) == n && !memcmp(*names, s, n))
+		if ((*names)[0] == s[0] && !strncmp(*names, s, n) && !(*names)[n])
 			return true;
 	return false;
 }
@@ -1308,6 +1308,17 @@ static int repeat(struct rctx *r, const struct jv *seq, int64_t times, struct jv
 {
 	if (times < 0)
 		times = 0;
+	if (!times || (seq->t == JV_STR ? !seq->n : !seq->l->n)) { /* '' * 10**18 is instant */
+		struct jlist *l;
+		if (seq->t == JV_STR) {
+			*out = jv_str("", 0);
+			return 0;
+		}
+		if (!(l = jl_new(&r->a, 0)))
+			return oom(r);
+		*out = mklist(l, seq->sub);
+		return 0;
+	}
 	if (seq->t == JV_STR) {
 		char *o;
 		if (seq->n && (uint64_t)times > r->lim.out_bytes / seq->n)
@@ -1498,8 +1509,10 @@ static int arith(struct rctx *r, int op, const struct jv *a, const struct jv *b,
 			struct jlist *l = jl_new(&r->a, a->l->n + b->l->n);
 			if (!l)
 				return oom(r);
-			memcpy(l->v, a->l->v, a->l->n * sizeof(struct jv));
-			memcpy(l->v + a->l->n, b->l->v, b->l->n * sizeof(struct jv));
+			if (a->l->n)
+				memcpy(l->v, a->l->v, a->l->n * sizeof(struct jv));
+			if (b->l->n)
+				memcpy(l->v + a->l->n, b->l->v, b->l->n * sizeof(struct jv));
 			l->n = a->l->n + b->l->n;
 			*out = mklist(l, a->sub);
 			return 0;
@@ -1896,7 +1909,8 @@ static int call_filter_now(struct rctx *r, int id, const struct jv *v, const str
 			return -1;
 		if (!(l = jl_new(&r->a, items->n)))
 			return oom(r);
-		memcpy(l->v, items->v, items->n * sizeof(struct jv));
+		if (items->n)
+			memcpy(l->v, items->v, items->n * sizeof(struct jv));
 		l->n = items->n;
 		*out = mklist(l, JL_LIST);
 		return 0;
@@ -2175,6 +2189,15 @@ static int call_filter_now(struct rctx *r, int id, const struct jv *v, const str
 			return oom(r);
 		for (uint32_t i = items->n; i > 0; i--)
 			l->v[l->n++] = items->v[i - 1];
+		/* reversed(): an iterator named after what it reverses; a generator becomes a
+		 * list (jinja2 falls back to list(value).reverse()) */
+		l->tname = v->t == JV_DICT			    ? "dict_reversekeyiterator"
+			   : v->t == JV_LIST && v->sub == JL_LIST   ? "list_reverseiterator"
+			   : v->t == JV_LIST && v->sub == JL_RANGE  ? "range_iterator"
+			   : v->t == JV_LIST && v->sub == JL_KEYS   ? "dict_reversekeyiterator"
+			   : v->t == JV_LIST && v->sub == JL_VALUES ? "dict_reversevalueiterator"
+			   : v->t == JV_LIST && v->sub == JL_ITEMS  ? "dict_reverseitemiterator"
+								    : "reversed";
 		*out = mklist(l, v->t == JV_LIST && v->sub == JL_GEN ? JL_LIST : JL_GEN);
 		return 0;
 	}
@@ -3308,6 +3331,7 @@ int jinja_render(const struct jinja_template *t, const char *vars, size_t n,
 		r.clock.unix_s = (int64_t)time(NULL);
 	}
 	r.a.limit = r.lim.mem_bytes;
+	r.er.max_out = r.lim.out_bytes;
 	r.out = out;
 	scope_init(&root, NULL);
 	r.root = &root;
@@ -3323,7 +3347,8 @@ int jinja_render(const struct jinja_template *t, const char *vars, size_t n,
 	for (uint32_t i = 0; i < v.d->n; i++) {
 		const struct jv *k = &v.d->k[i];
 		for (uint32_t sym = 0; sym < t->nsyms; sym++)
-			if (strlen(t->syms[sym]) == k->n && !memcmp(t->syms[sym], k->s, k->n)) {
+			if (t->syms[sym][0] == (k->n ? k->s[0] : 0) &&
+			    !strncmp(t->syms[sym], k->s, k->n) && !t->syms[sym][k->n]) {
 				if (scope_set(&r, &root, (int)sym, v.d->v[i]))
 					rc = -1;
 				break;

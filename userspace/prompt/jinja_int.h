@@ -92,6 +92,7 @@ struct jlist {
 	 * first n items are v, err_msg says what (NULL: no error). */
 	const char *err_msg;
 	int err_status, err_line;
+	const char *tname; /* JL_GEN: Python's type name when not "generator" (reversed(...)) */
 };
 
 /* Insertion-ordered; keys compared with Python's ==. Small dicts are searched in order, larger
@@ -312,6 +313,7 @@ struct jerr {
 	struct jinja_error *e;
 	bool set;
 	int status;
+	size_t max_out; /* bytes any text printed or dumped may reach (0: no bound) */
 };
 
 int jerr_set(struct jerr *er, int status, int line, const char *fmt, ...)
@@ -377,6 +379,8 @@ bool py_eq(const struct jv *a, const struct jv *b);
  * supported between instances of ...). opname names the operator in that message. */
 int py_order(const struct jv *a, const struct jv *b, const char *opname, int *res, struct jerr *er);
 
+/* Is s[0..n) valid UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF)? */
+bool utf8_valid(const char *s, size_t n);
 /* Number of code points of UTF-8 s[0..n). */
 size_t utf8_count(const char *s, size_t n);
 /* Byte offset of code point i (i <= count). */

@@ -26,6 +26,7 @@
 #include "core/utf8.h"
 
 #define PARSE_DEPTH_MAX 200 /* nesting of expressions and blocks in the source */
+#define TREE_DEPTH_MAX 400  /* depth of an expression's tree (chains of + . | included) */
 
 enum tk {
 	TK_EOF,
@@ -707,6 +708,35 @@ static struct node *mk(struct parser *p, int kind, int line)
 	return n;
 }
 
+/* Sets n's depth (in flags) from its children's and refuses a tree deeper than TREE_DEPTH_MAX:
+ * chains such as a + a + ... or x|f|f|... are built by loops, not recursion, so the nesting
+ * count of the parser does not see them, and every pass over the tree recurses. */
+static struct node *grow(struct parser *p, struct node *n)
+{
+	unsigned d = 0;
+	const struct node *k[5];
+
+	if (!n)
+		return NULL;
+	k[0] = n->a, k[1] = n->b, k[2] = n->c, k[3] = n->d, k[4] = n->e;
+	for (int i = 0; i < 5; i++)
+		if (k[i] && k[i]->flags > d)
+			d = k[i]->flags;
+	for (uint32_t i = 0; i < n->nv; i++)
+		if (n->v[i]->flags > d)
+			d = n->v[i]->flags;
+	for (uint32_t i = 0; i < n->nkw; i++)
+		if (n->kw[i]->flags > d)
+			d = n->kw[i]->flags;
+	if (d + 1 > TREE_DEPTH_MAX) {
+		fail(p, JINJA_UNSUPPORTED, n->line, "an expression nested deeper than %d",
+		     TREE_DEPTH_MAX);
+		return NULL;
+	}
+	n->flags = (uint16_t)(d + 1);
+	return n;
+}
+
 /* A growable array of node pointers in the arena (copied when grown: the old one is wasted,
  * which is bounded by twice the final size). */
 static int vpush(struct parser *p, struct node ***v, uint32_t *nv, struct node *x)
@@ -1021,14 +1051,16 @@ static struct node *parse_postfix(struct parser *p, struct node *node)
 					n->k = const_str(p, a->p, a->n);
 					if (parse_call_args(p, n))
 						return NULL;
-					node = n;
+					if (!(node = grow(p, n)))
+						return NULL;
 					continue;
 				}
 				if (!(n = mk(p, N_GETATTR, a->line)))
 					return NULL;
 				n->a = node;
 				n->k = const_str(p, a->p, a->n);
-				node = n;
+				if (!(node = grow(p, n)))
+					return NULL;
 				continue;
 			}
 			if (a->t == TK_INT) {
@@ -1038,7 +1070,8 @@ static struct node *parse_postfix(struct parser *p, struct node *node)
 					return NULL;
 				n->a = node;
 				n->b->k = jv_int(a->i);
-				node = n;
+				if (!(node = grow(p, n)))
+					return NULL;
 				continue;
 			}
 			fail(p, JINJA_SYNTAX, a->line, "expected name or number");
@@ -1072,13 +1105,15 @@ static struct node *parse_postfix(struct parser *p, struct node *node)
 				return NULL;
 			if (arg->kind == N_SLICE && !arg->a) {
 				arg->a = node;
-				node = arg;
+				if (!(node = grow(p, arg)))
+					return NULL;
 			} else {
 				if (!(n = mk(p, N_GETITEM, t->line)))
 					return NULL;
 				n->a = node;
 				n->b = arg;
-				node = n;
+				if (!(node = grow(p, n)))
+					return NULL;
 			}
 			continue;
 		}
@@ -1088,7 +1123,8 @@ static struct node *parse_postfix(struct parser *p, struct node *node)
 			n->a = node;
 			if (parse_call_args(p, n))
 				return NULL;
-			node = n;
+			if (!(node = grow(p, n)))
+				return NULL;
 			continue;
 		}
 		return node;
@@ -1237,7 +1273,8 @@ static struct node *parse_filter_expr(struct parser *p, struct node *node)
 			f->a = node;
 			if (is_op(p, '(') && parse_call_args(p, f))
 				return NULL;
-			node = f;
+			if (!(node = grow(p, f)))
+				return NULL;
 			continue;
 		}
 		if (is_name(p, "is")) {
@@ -1298,11 +1335,14 @@ static struct node *parse_filter_expr(struct parser *p, struct node *node)
 						return NULL;
 				}
 			}
+			if (!grow(p, tn))
+				return NULL;
 			if (neg) {
 				neg->a = tn;
-				tn = neg;
+				tn = grow(p, neg);
 			}
-			node = tn;
+			if (!(node = tn))
+				return NULL;
 			continue;
 		}
 		if (is_op(p, '(')) {
@@ -1312,7 +1352,8 @@ static struct node *parse_filter_expr(struct parser *p, struct node *node)
 			c->a = node;
 			if (parse_call_args(p, c))
 				return NULL;
-			node = c;
+			if (!(node = grow(p, c)))
+				return NULL;
 			continue;
 		}
 		return node;
@@ -1332,7 +1373,7 @@ static struct node *parse_unary(struct parser *p, bool with_filter)
 	if (is_op(p, '-') || is_op(p, '+')) {
 		int kind = is_op(p, '-') ? N_NEG : N_POS;
 		next(p);
-		if (!(n = mk(p, kind, line)) || !(n->a = parse_unary(p, false)))
+		if (!(n = mk(p, kind, line)) || !(n->a = parse_unary(p, false)) || !grow(p, n))
 			return NULL;
 	} else if (!(n = parse_primary(p))) {
 		return NULL;
@@ -1353,7 +1394,7 @@ static struct node *bin(struct parser *p, int op, struct node *a, struct node *b
 	n->op = (uint8_t)op;
 	n->a = a;
 	n->b = b;
-	return n;
+	return grow(p, n);
 }
 
 static struct node *parse_pow(struct parser *p)
@@ -1396,7 +1437,7 @@ static struct node *parse_concat(struct parser *p)
 		if (!(l = parse_math2(p)) || vpush(p, &c->v, &c->nv, l))
 			return NULL;
 	}
-	return c;
+	return grow(p, c);
 }
 
 static struct node *parse_math1(struct parser *p)
@@ -1458,10 +1499,10 @@ static struct node *parse_compare(struct parser *p)
 			return NULL;
 		o->op = (uint8_t)op;
 		o->a = r;
-		if (vpush(p, &c->v, &c->nv, o))
+		if (!grow(p, o) || vpush(p, &c->v, &c->nv, o))
 			return NULL;
 	}
-	return c ? c : l;
+	return c ? grow(p, c) : l;
 }
 
 static struct node *parse_not(struct parser *p)
@@ -1477,7 +1518,7 @@ static struct node *parse_not(struct parser *p)
 		if (!n || !(n->a = parse_not(p)))
 			return NULL;
 		p->depth--;
-		return n;
+		return grow(p, n);
 	}
 	return parse_compare(p);
 }
@@ -1491,7 +1532,8 @@ static struct node *parse_and(struct parser *p)
 		if (!n || !(n->b = parse_not(p)))
 			return NULL;
 		n->a = l;
-		l = n;
+		if (!(l = grow(p, n)))
+			return NULL;
 	}
 	return l;
 }
@@ -1505,7 +1547,8 @@ static struct node *parse_or(struct parser *p)
 		if (!n || !(n->b = parse_and(p)))
 			return NULL;
 		n->a = l;
-		l = n;
+		if (!(l = grow(p, n)))
+			return NULL;
 	}
 	return l;
 }
@@ -1530,7 +1573,8 @@ static struct node *parse_condexpr(struct parser *p)
 				return NULL;
 		}
 		p->depth--;
-		e1 = c;
+		if (!(e1 = grow(p, c)))
+			return NULL;
 	}
 	return e1;
 }
@@ -2300,6 +2344,10 @@ int jinja_load(const char *src, size_t n, struct jinja_template **out, struct ji
 	p.err = err;
 	if (memchr(src, 0, n)) {
 		fail(&p, JINJA_UNSUPPORTED, 0, "a NUL byte in the template");
+		goto cleanup;
+	}
+	if (!utf8_valid(src, n)) {
+		fail(&p, JINJA_SYNTAX, 0, "the template is not UTF-8");
 		goto cleanup;
 	}
 	/* Newlines normalized, one trailing newline dropped. */

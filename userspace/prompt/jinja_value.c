@@ -272,6 +272,55 @@ uint32_t utf8_next(const char *s, size_t n, size_t *len)
 	       ((uint32_t)(u[2] & 0x3F) << 6) | (u[3] & 0x3F);
 }
 
+bool utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned char c = u[i];
+		uint32_t cp;
+		size_t len;
+		if (c < 0x80) {
+			/* ASCII runs 8 bytes at a time */
+			while (i + 8 <= n) {
+				uint64_t w;
+				memcpy(&w, u + i, 8);
+				if (w & 0x8080808080808080ull)
+					break;
+				i += 8;
+			}
+			while (i < n && u[i] < 0x80)
+				i++;
+			continue;
+		}
+		if (c >= 0xC2 && c <= 0xDF)
+			len = 2;
+		else if (c >= 0xE0 && c <= 0xEF)
+			len = 3;
+		else if (c >= 0xF0 && c <= 0xF4)
+			len = 4;
+		else
+			return false;
+		if (n - i < len)
+			return false;
+		for (size_t k = 1; k < len; k++)
+			if ((u[i + k] & 0xC0) != 0x80)
+				return false;
+		if (len == 3) {
+			cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(u[i + 1] & 0x3F) << 6);
+			if (cp < 0x800 || (cp >= 0xD800 && cp < 0xE000))
+				return false;
+		} else if (len == 4) {
+			cp = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(u[i + 1] & 0x3F) << 12);
+			if (cp < 0x10000 || cp > 0x10FFFF)
+				return false;
+		}
+		i += len;
+	}
+	return true;
+}
+
 size_t utf8_count(const char *s, size_t n)
 {
 	size_t c = 0;
@@ -318,7 +367,7 @@ static bool py_isprintable(uint32_t c)
 	};
 	if (c < 0x80)
 		return c >= 0x20 && c < 0x7f;
-	if (c < 0xA0)
+	if (c < 0xA0 || c >= 0x110000)
 		return false;
 	if (c != ' ' && (unicode_cls(c) & UCLS_MASK) == UCLS_SPACE)
 		return false; /* Zs, Zl, Zp (and the controls, handled above) */
@@ -329,6 +378,29 @@ static bool py_isprintable(uint32_t c)
 }
 
 /* --- printing ------------------------------------------------------------------------------- */
+
+/* Steps the last mantissa digit of "[-]d.ddde[+-]XX" in t up (or down) by one, with carry;
+ * false when that leaves the form (9.99 up, 1.00 down). */
+static bool neighbour(char *t, bool up)
+{
+	char *e = strchr(t, 'e'), *p;
+	bool neg = t[0] == '-';
+
+	if (!e)
+		return false;
+	if (neg)
+		up = !up; /* the magnitude moves the other way */
+	for (p = e - 1; p >= t + neg; p--) {
+		if (*p == '.')
+			continue;
+		if (up ? *p < '9' : *p > '0') {
+			*p = (char)(*p + (up ? 1 : -1));
+			return !(p == t + neg && *p == '0');
+		}
+		*p = up ? '0' : '9';
+	}
+	return false;
+}
 
 size_t py_float_repr(double f, char *o)
 {
@@ -341,9 +413,16 @@ size_t py_float_repr(double f, char *o)
 		return (size_t)sprintf(o, f < 0 ? "-inf" : "inf");
 	if (f == 0)
 		return (size_t)sprintf(o, signbit(f) ? "-0.0" : "0.0");
+	/* The shortest digits that read back as f (Python's repr, David Gay's mode 0): at each
+	 * length the correctly rounded digits, or else their neighbour on f's side, which can
+	 * read back when the rounded ones do not (2**-24: 5.960464477539063e-08). */
 	for (prec = 1; prec <= 17; prec++) {
+		double back;
 		snprintf(tmp, sizeof(tmp), "%.*e", prec - 1, f);
-		if (strtod(tmp, NULL) == f)
+		back = strtod(tmp, NULL);
+		if (back == f)
+			break;
+		if (prec < 17 && neighbour(tmp, back < f) && strtod(tmp, NULL) == f)
 			break;
 	}
 	/* tmp: [-]d[.ddd]e[+-]XX */
@@ -414,7 +493,7 @@ const char *jv_type_name(const struct jv *v)
 		case JL_TUPLE:
 			return "tuple";
 		case JL_GEN:
-			return "generator";
+			return v->l->tname ? v->l->tname : "generator";
 		case JL_ITEMS:
 			return "dict_items";
 		case JL_KEYS:
@@ -457,6 +536,11 @@ const char *jv_object_type(const struct jv *v)
 		case JL_TUPLE:
 			return "tuple object";
 		case JL_GEN:
+			if (v->l->tname) {
+				static __thread char name[48];
+				snprintf(name, sizeof(name), "%s object", v->l->tname);
+				return name;
+			}
 			return "generator object";
 		case JL_ITEMS:
 			return "dict_items object";
@@ -508,6 +592,9 @@ bool jv_truthy(const struct jv *v)
 
 static int put(struct buf *b, const char *s, size_t n, struct jerr *er)
 {
+	if (er->max_out && b->len + n > er->max_out)
+		return jerr_set(er, JINJA_LIMIT, 0, "output limit of %zu bytes exceeded",
+				er->max_out);
 	if (buf_append(b, s, n))
 		return jerr_set(er, JINJA_LIMIT, 0, "out of memory");
 	return 0;
@@ -567,10 +654,22 @@ static int print_range(struct buf *b, const struct jlist *l, struct jerr *er)
 	return rc ? jerr_set(er, JINJA_LIMIT, 0, "out of memory") : 0;
 }
 
+#define PRINT_DEPTH_MAX 900 /* containers inside each other that repr() prints (Python: ~1,000) */
+
+static int py_print_d(struct buf *b, const struct jv *v, bool repr, struct jerr *er, int depth);
+
 static int py_print(struct buf *b, const struct jv *v, bool repr, struct jerr *er)
+{
+	return py_print_d(b, v, repr, er, 0);
+}
+
+static int py_print_d(struct buf *b, const struct jv *v, bool repr, struct jerr *er, int depth)
 {
 	char num[40];
 	size_t n;
+
+	if (depth > PRINT_DEPTH_MAX)
+		return jerr_set(er, JINJA_LIMIT, 0, "containers nested too deep to print");
 
 	switch (v->t) {
 	case JV_UNDEF:
@@ -618,7 +717,7 @@ static int py_print(struct buf *b, const struct jv *v, bool repr, struct jerr *e
 		for (uint32_t i = 0; i < l->n; i++) {
 			if (i && put(b, ", ", 2, er))
 				return -1;
-			if (py_print(b, &l->v[i], true, er))
+			if (py_print_d(b, &l->v[i], true, er, depth + 1))
 				return -1;
 		}
 		return put(b, close, strlen(close), er);
@@ -633,8 +732,8 @@ static int py_print(struct buf *b, const struct jv *v, bool repr, struct jerr *e
 		for (uint32_t i = 0; i < d->n; i++) {
 			if (i && put(b, ", ", 2, er))
 				return -1;
-			if (py_print(b, &d->k[i], true, er) || put(b, ": ", 2, er) ||
-			    py_print(b, &d->v[i], true, er))
+			if (py_print_d(b, &d->k[i], true, er, depth + 1) || put(b, ": ", 2, er) ||
+			    py_print_d(b, &d->v[i], true, er, depth + 1))
 				return -1;
 		}
 		if (put(b, "}", 1, er))
@@ -680,8 +779,18 @@ static bool is_seq(const struct jv *v)
 	return v->t == JV_LIST && (v->sub == JL_LIST || v->sub == JL_TUPLE);
 }
 
+static bool py_eq_d(const struct jv *a, const struct jv *b, int depth);
+
 bool py_eq(const struct jv *a, const struct jv *b)
 {
+	return py_eq_d(a, b, 0);
+}
+
+/* Deeper than PRINT_DEPTH_MAX, Python raises RecursionError; here the answer is false. */
+static bool py_eq_d(const struct jv *a, const struct jv *b, int depth)
+{
+	if (depth > PRINT_DEPTH_MAX)
+		return false;
 	if (is_num(a) && is_num(b)) {
 		if (a->t == JV_FLOAT || b->t == JV_FLOAT) {
 			double x = a->t == JV_FLOAT ? a->f : (double)a->i;
@@ -708,7 +817,7 @@ bool py_eq(const struct jv *a, const struct jv *b)
 		if (a->l->n != b->l->n)
 			return false;
 		for (uint32_t i = 0; i < a->l->n; i++)
-			if (!py_eq(&a->l->v[i], &b->l->v[i]))
+			if (!py_eq_d(&a->l->v[i], &b->l->v[i], depth + 1))
 				return false;
 		return true;
 	case JV_DICT:
@@ -716,7 +825,7 @@ bool py_eq(const struct jv *a, const struct jv *b)
 			return false;
 		for (uint32_t i = 0; i < a->d->n; i++) {
 			struct jv *o = jd_get(NULL, b->d, a->d->k[i]);
-			if (!o || !py_eq(&a->d->v[i], o))
+			if (!o || !py_eq_d(&a->d->v[i], o, depth + 1))
 				return false;
 		}
 		return true;
@@ -732,8 +841,19 @@ bool py_eq(const struct jv *a, const struct jv *b)
 	return false;
 }
 
+static int py_order_d(const struct jv *a, const struct jv *b, const char *opname, int *res,
+		      struct jerr *er, int depth);
+
 int py_order(const struct jv *a, const struct jv *b, const char *opname, int *res, struct jerr *er)
 {
+	return py_order_d(a, b, opname, res, er, 0);
+}
+
+static int py_order_d(const struct jv *a, const struct jv *b, const char *opname, int *res,
+		      struct jerr *er, int depth)
+{
+	if (depth > PRINT_DEPTH_MAX)
+		return jerr_set(er, JINJA_LIMIT, 0, "containers nested too deep to compare");
 	if (a->t == JV_UNDEF || b->t == JV_UNDEF)
 		return jerr_set(er, JINJA_UNDEFINED, 0, "undefined value compared");
 	if (is_num(a) && is_num(b)) {
@@ -760,7 +880,7 @@ int py_order(const struct jv *a, const struct jv *b, const char *opname, int *re
 		for (uint32_t i = 0; i < n; i++) {
 			if (py_eq(&a->l->v[i], &b->l->v[i]))
 				continue;
-			return py_order(&a->l->v[i], &b->l->v[i], opname, res, er);
+			return py_order_d(&a->l->v[i], &b->l->v[i], opname, res, er, depth + 1);
 		}
 		*res = a->l->n < b->l->n ? -1 : a->l->n > b->l->n;
 		return 0;
@@ -815,19 +935,73 @@ static int jr_hex4(struct jreader *r, uint32_t *out)
 	return 0;
 }
 
+/* Length of the valid UTF-8 sequence at u[0..n) starting with a byte >= 0x80, 0 if invalid. */
+static size_t utf8_seq(const unsigned char *u, size_t n)
+{
+	unsigned char c = u[0];
+	size_t len = c >= 0xC2 && c <= 0xDF   ? 2
+		     : c >= 0xE0 && c <= 0xEF ? 3
+		     : c >= 0xF0 && c <= 0xF4 ? 4
+					      : 0;
+	uint32_t cp;
+
+	if (!len || n < len)
+		return 0;
+	for (size_t k = 1; k < len; k++)
+		if ((u[k] & 0xC0) != 0x80)
+			return 0;
+	if (len == 3) {
+		cp = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6);
+		if (cp < 0x800 || (cp >= 0xD800 && cp < 0xE000))
+			return 0;
+	} else if (len == 4) {
+		cp = ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12);
+		if (cp < 0x10000 || cp > 0x10FFFF)
+			return 0;
+	}
+	return len;
+}
+
 static int jr_string(struct jreader *r, struct jv *out)
 {
 	size_t start = ++r->i, j = start;
 	char *o;
 	size_t k = 0;
 
-	/* fast path: no escapes */
-	while (j < r->n && r->s[j] != '"' && r->s[j] != '\\' && (unsigned char)r->s[j] >= 0x20)
-		j++;
-	if (j < r->n && r->s[j] == '"') {
-		*out = jv_str(r->s + start, j - start);
-		r->i = j + 1;
-		return 0;
+	/* fast path, no escapes: 8 bytes at a time while none is '"', '\\', a control or beyond
+	 * ASCII; UTF-8 sequences checked as met (the only place JSON text holds them) */
+	for (;;) {
+		unsigned char c;
+		while (j + 8 <= r->n) {
+			uint64_t w, q, b, m;
+			memcpy(&w, r->s + j, 8);
+			q = w ^ 0x2222222222222222ull; /* '"' bytes become 0 */
+			b = w ^ 0x5c5c5c5c5c5c5c5cull; /* '\\' bytes become 0 */
+			m = ((q - 0x0101010101010101ull) & ~q) |
+			    ((b - 0x0101010101010101ull) & ~b) |
+			    ((w - 0x2020202020202020ull) & ~w) | w;
+			if (m & 0x8080808080808080ull)
+				break;
+			j += 8;
+		}
+		if (j >= r->n)
+			break;
+		c = (unsigned char)r->s[j];
+		if (c == '"') {
+			*out = jv_str(r->s + start, j - start);
+			r->i = j + 1;
+			return 0;
+		}
+		if (c == '\\' || c < 0x20)
+			break;
+		if (c >= 0x80) {
+			size_t l = utf8_seq((const unsigned char *)r->s + j, r->n - j);
+			if (!l)
+				return jr_fail(r, "a string that is not UTF-8");
+			j += l;
+		} else {
+			j++;
+		}
 	}
 	for (j = start; j < r->n && r->s[j] != '"'; j++)
 		if (r->s[j] == '\\')
@@ -843,6 +1017,15 @@ static int jr_string(struct jreader *r, struct jv *out)
 			break;
 		if (c < 0x20)
 			return jr_fail(r, "a control character in a string");
+		if (c >= 0x80) {
+			size_t l = utf8_seq((const unsigned char *)r->s + r->i, r->n - r->i);
+			if (!l)
+				return jr_fail(r, "a string that is not UTF-8");
+			memcpy(o + k, r->s + r->i, l);
+			k += l;
+			r->i += l;
+			continue;
+		}
 		if (c != '\\') {
 			o[k++] = (char)c;
 			r->i++;
@@ -1093,7 +1276,7 @@ int jv_from_json(struct jarena *a, const char *text, size_t n, struct jv *out, s
 {
 	struct jreader r = {.a = a, .s = text, .n = n, .er = er};
 
-	if (jr_value(&r, out))
+	if (jr_value(&r, out)) /* UTF-8 is checked in strings, the only place it can be */
 		return -1;
 	jr_ws(&r);
 	if (r.i != r.n)
@@ -1106,6 +1289,9 @@ int jv_from_json(struct jarena *a, const char *text, size_t n, struct jv *out, s
 static int json_str(struct buf *b, const char *s, size_t n, bool ascii, struct jerr *er)
 {
 	if (!ascii) {
+		if (er->max_out && b->len + n > er->max_out)
+			return jerr_set(er, JINJA_LIMIT, 0, "output limit of %zu bytes exceeded",
+					er->max_out);
 		if (buf_json_str(b, s, n))
 			return jerr_set(er, JINJA_LIMIT, 0, "out of memory");
 		return 0;
