@@ -92,7 +92,8 @@ static void pack_event(msgpack_packer *pk, const struct kvev_opts *o, const stru
 		else
 			msgpack_pack_nil(pk);
 		if (map) {
-			/* per block: null, or the tuple of its keys (msgspec packs it as an array) */
+			/* per block: null, or the tuple of its keys (msgspec packs it as an array)
+			 */
 			pack_cstr(pk, "extra_keys");
 			msgpack_pack_array(pk, e->nhashes);
 			for (size_t i = 0; i < e->nhashes; i++) {

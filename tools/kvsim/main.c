@@ -492,9 +492,9 @@ static void handle_models(struct sim *sm, struct conn *c)
 
 	buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
 	buf_json_str(&b, sm->o.model, strlen(sm->o.model));
-	buf_printf(&b,
-		   ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"vllm\",\"root\":",
-		   now);
+	buf_printf(
+	    &b,
+	    ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"vllm\",\"root\":", now);
 	buf_json_str(&b, sm->o.model, strlen(sm->o.model));
 	buf_printf(&b, ",\"parent\":null,\"max_model_len\":%u,\"permission\":[]}",
 		   sm->o.max_model_len);
@@ -787,7 +787,8 @@ static void handle_generate(struct sim *sm, struct conn *c, enum openai_endpoint
 		j->model = sm->lora_names[i];
 		j->r.seq.lora_name = j->model;
 		j->r.seq.lora_id = (int64_t)i + 1;
-		/* the adapter's name is an extra key of every block (vLLM); mixed in as its sha256 */
+		/* the adapter's name is an extra key of every block (vLLM); mixed in as its sha256
+		 */
 		SHA256((const unsigned char *)j->model, strlen(j->model), j->r.seq.lora);
 		j->r.seq.has_lora = true;
 	}

@@ -102,7 +102,8 @@ static int parse_lora(void *cfg, const char *arg)
 		const char *eq = strchr(tok, '=');
 
 		if (tok[0] == '=' || (eq && !eq[1]) || o->nlora == KVSIM_MAX_LORAS) {
-			fprintf(stderr, "kvsim: --lora-modules: bad adapter '%s' (NAME=PATH, at most %d)\n",
+			fprintf(stderr,
+				"kvsim: --lora-modules: bad adapter '%s' (NAME=PATH, at most %d)\n",
 				tok, KVSIM_MAX_LORAS);
 			return OPT_SAID; /* dup stays referenced by the entries taken */
 		}
@@ -110,8 +111,9 @@ static int parse_lora(void *cfg, const char *arg)
 		kvsim_lora_name(o, o->nlora, a, sizeof(a), NULL);
 		for (size_t i = 0; i < o->nlora; i++)
 			if (strcmp(kvsim_lora_name(o, i, b, sizeof(b), NULL), a) == 0) {
-				fprintf(stderr, "kvsim: --lora-modules: the lora adapter '%s' has "
-						"already been loaded\n",
+				fprintf(stderr,
+					"kvsim: --lora-modules: the lora adapter '%s' has "
+					"already been loaded\n",
 					a);
 				return OPT_SAID;
 			}

@@ -58,6 +58,7 @@ struct daemon_cfg {
 	size_t tokcache; /* 0: off */
 	bool whole_prompt;
 	int scrape_ms; /* 0: off */
+	int models_ms; /* /v1/models reads; 0: off */
 	size_t scrape_max_body, scrape_max_head;
 	int scrape_timeout_ms;
 	int approx_ttl_ms;

@@ -668,6 +668,7 @@ static int start_routing(struct daemon *d)
 	rcfg.loop = d->loop;
 	rcfg.mark = c->mark;
 	rcfg.scrape_interval_ms = c->scrape_ms;
+	rcfg.models_interval_ms = c->models_ms;
 	rcfg.scrape_max_body = c->scrape_max_body;
 	rcfg.scrape_max_head = c->scrape_max_head;
 	rcfg.scrape_timeout_ms = c->scrape_timeout_ms;

@@ -112,6 +112,14 @@ const struct model_tok *models_find(const struct models *m, const char *model)
 	return def;
 }
 
+const struct model_tok *models_find_exact(const struct models *m, const char *model)
+{
+	for (size_t i = 0; m && model && i < m->n; i++)
+		if (m->e[i].name && strcmp(m->e[i].name, model) == 0)
+			return &m->e[i].mt;
+	return NULL;
+}
+
 size_t models_count(const struct models *m)
 {
 	return m ? m->n : 0;

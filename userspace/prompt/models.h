@@ -33,6 +33,10 @@ int models_add(struct models *m, const char *name, const char *path, char *err, 
 /* The entry for model (NULL or unknown: the default), or NULL when there is none. */
 const struct model_tok *models_find(const struct models *m, const char *model);
 
+/* The entry configured for exactly model (--model-tokenizer), or NULL: no default. The router
+ * reads a LoRA adapter's requests with the adapter's own entry, else its base model's. */
+const struct model_tok *models_find_exact(const struct models *m, const char *model);
+
 /* Models configured (the default counts as one). */
 size_t models_count(const struct models *m);
 
