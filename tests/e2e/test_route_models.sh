@@ -38,11 +38,14 @@ for i in 0 1 2; do
 	name=$([ $i = 2 ] && echo b0 || echo a$i)
 	eps+="${eps:+,}{\"name\":\"$name\",\"ip\":\"127.0.0.1\",\"port\":${urls[$i]##*:},\"events_port\":${evs[$i]##*:},\"replay_port\":${reps[$i]##*:}}"
 done
-echo "{\"services\":[{\"name\":\"mix\",\"cluster_ip\":\"10.96.0.60\",\"port\":8000,\"endpoints\":[$eps]}]}" \
+# model-b's tokenizer named by the Service (as kvsplice.io/model-tokenizers does in Kubernetes),
+# under --tokenizer-root; a second entry reaching outside the root is refused
+tokz="other/model-b=qwen3,evil=../../etc"
+echo "{\"services\":[{\"name\":\"mix\",\"cluster_ip\":\"10.96.0.60\",\"port\":8000,\"model\":\"Qwen/Qwen3-0.6B\",\"model_tokenizers\":\"$tokz\",\"endpoints\":[$eps]}]}" \
 	>"$dir/services.json"
 "${KVS:-build/kvsplice}" --services "$dir/services.json" --no-bpf --listen 127.0.0.1:0 \
 	--admin 127.0.0.1:0 --port-file "$dir/ports" --events --models-interval 0.2 \
-	--model-tokenizer other/model-b=models/qwen3/tokenizer.json --log-level warn \
+	--tokenizer-root models --log-level info \
 	2>"$dir/kvsplice.log" &
 kvs_pid=$!
 for _ in $(seq 100); do [ -s "$dir/ports" ] && break; sleep 0.05; done
@@ -104,6 +107,27 @@ ok(sorted(m["id"] for m in ws["mix/a0"]) == ["Qwen/Qwen3-0.6B", "sql-lora"] and
    "/debug/workers: the models each worker serves (its /v1/models): %s" % ws)
 
 A, B = "Qwen/Qwen3-0.6B", "other/model-b"
+
+
+def metric(name):
+    m = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % aport, timeout=10).read().decode()
+    v = [l.split()[-1] for l in m.splitlines() if l.startswith(name + " ")]
+    return float(v[0]) if v else -1
+
+
+for _ in range(100):
+    if metric('kvsplice_tokenizer_loads_total{result="ok"}') == 1:
+        break
+    time.sleep(0.1)
+ok(metric('kvsplice_tokenizer_loads_total{result="ok"}') == 1 and
+   metric('kvsplice_tokenizer_loads_total{result="refused"}') == 1,
+   "the Service's model tokenizer loaded off the loop (ok 1), the one outside the root refused")
+st, w, c = post({"model": B, "prompt": "a text prompt read with model-b's own tokenizer",
+                 "max_tokens": 2})
+r = last_route()
+ok(st == 200 and w == "b0" and r["fallback"] is None and r["prompt_tokens"] > 0,
+   "model-b's text prompt: tokenized exactly with its loaded tokenizer (fallback %s)" %
+   r["fallback"])
 ids = list(range(5000, 5200))  # 200 tokens: 12 full blocks
 
 # cache_salt: exact; the second salted request goes where the first one's blocks are, and hits

@@ -211,6 +211,10 @@ static const struct opt daemon_opts[] = {
     {"model-tokenizer", OPT_FUNC, 0, "NAME=PATH", 0, 0,
      "tokenizer.json of served model NAME; repeatable", OPT_NO_DEFAULT, .parse = parse_model_tok,
      .show = show_model_tok},
+    {"tokenizer-root", OPT_STR, F(tokenizer_root), "DIR", 0, 0,
+     "directory of the tokenizers Services name (kvsplice.io/model-tokenizers: NAME=DIR, DIR "
+     "under it holding tokenizer.json), loaded off the serving thread",
+     .dflt = "none: those annotations are refused"},
     {"no-tokenizer", OPT_FLAG, F(no_tokenizer), NULL, 0, 0,
      "no default tokenizer (text prompts route approximately)"},
     {"tokenizer-cache", OPT_SIZE, F(tokcache), NULL, 0, SIZE_MAX_OPT,

@@ -53,6 +53,8 @@ struct daemon_cfg {
 	const char *router;
 	const char *tokenizer; /* NULL: DAEMON_TOKENIZER_REL beside the binary, else _SYS */
 	const char *model_tok[DAEMON_MAX_MODEL_TOKENIZERS]; /* "NAME=PATH" */
+	const char *tokenizer_root; /* the Services' kvsplice.io/model-tokenizers DIRs are under
+				       it; NULL: refused */
 	size_t nmodel_tok;
 	bool no_tokenizer;
 	size_t tokcache; /* 0: off */

@@ -14,13 +14,36 @@ struct entry {
 	char *name; /* NULL: the default */
 	char *path;
 	struct model_tok mt;
-	bool owner; /* frees the tokenizer */
+	bool owner;   /* frees the tokenizer */
+	bool runtime; /* installed at run time (models_install, _pending): models_remove drops it */
+};
+
+struct models_loaded {
+	struct model_tok mt;
 };
 
 struct models {
 	struct entry *e;
 	size_t n;
+	/* tokenizers replaced or removed at run time, freed with m: a request in flight may still
+	 * be reading one, and the router keys its encoding caches by tokenizer address */
+	struct tokenizer **old;
+	size_t nold;
 };
+
+/* Retires t (freed by models_free). */
+static void retire(struct models *m, const struct tokenizer *t)
+{
+	struct tokenizer **p;
+
+	if (!t)
+		return;
+	p = realloc(m->old, (m->nold + 1) * sizeof(*p));
+	if (!p)
+		return; /* leaked rather than freed under a reader */
+	m->old = p;
+	m->old[m->nold++] = (struct tokenizer *)t;
+}
 
 int models_new(struct models **out)
 {
@@ -39,6 +62,9 @@ void models_free(struct models *m)
 		free(m->e[i].path);
 	}
 	free(m->e);
+	for (size_t i = 0; i < m->nold; i++)
+		tokenizer_free(m->old[i]);
+	free(m->old);
 	free(m);
 }
 
@@ -123,4 +149,106 @@ const struct model_tok *models_find_exact(const struct models *m, const char *mo
 size_t models_count(const struct models *m)
 {
 	return m ? m->n : 0;
+}
+
+int models_load(const char *path, struct models_loaded **out, char *err, size_t errlen)
+{
+	struct models_loaded *l = calloc(1, sizeof(*l));
+
+	*out = NULL;
+	if (!l)
+		return -ENOMEM;
+	l->mt.tok = tokenizer_load(path, err, errlen);
+	if (!l->mt.tok) {
+		free(l);
+		return -EINVAL;
+	}
+	check_template(path, &l->mt);
+	*out = l;
+	return 0;
+}
+
+void models_loaded_free(struct models_loaded *l)
+{
+	if (!l)
+		return;
+	tokenizer_free((struct tokenizer *)l->mt.tok);
+	free(l);
+}
+
+/* The entry of name, or NULL. */
+static struct entry *entry_of(struct models *m, const char *name)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (m->e[i].name && strcmp(m->e[i].name, name) == 0)
+			return &m->e[i];
+	return NULL;
+}
+
+/* A new runtime entry for name at the end of m, or NULL. */
+static struct entry *entry_new(struct models *m, const char *name, const char *path)
+{
+	struct entry *ne = realloc(m->e, (m->n + 1) * sizeof(*ne)), *e;
+
+	if (!ne)
+		return NULL;
+	m->e = ne;
+	e = &m->e[m->n];
+	memset(e, 0, sizeof(*e));
+	e->name = strdup(name);
+	e->path = strdup(path);
+	if (!e->name || !e->path) {
+		free(e->name);
+		free(e->path);
+		return NULL;
+	}
+	e->runtime = true;
+	m->n++;
+	return e;
+}
+
+int models_install(struct models *m, const char *name, const char *path, struct models_loaded *l)
+{
+	struct entry *e = entry_of(m, name);
+	char *np;
+
+	if (e && !e->runtime) { /* --model-tokenizer wins over a Service's annotation */
+		models_loaded_free(l);
+		return 0;
+	}
+	if (!e && !(e = entry_new(m, name, path))) {
+		models_loaded_free(l);
+		return -ENOMEM;
+	}
+	if ((np = strdup(path))) {
+		free(e->path);
+		e->path = np;
+	}
+	if (e->owner)
+		retire(m, e->mt.tok);
+	e->mt = l->mt;
+	e->owner = true;
+	free(l);
+	return 0;
+}
+
+int models_install_pending(struct models *m, const char *name)
+{
+	if (entry_of(m, name))
+		return 0;
+	return entry_new(m, name, "") ? 0 : -ENOMEM;
+}
+
+void models_remove(struct models *m, const char *name)
+{
+	struct entry *e = entry_of(m, name);
+
+	if (!e || !e->runtime)
+		return;
+	if (e->owner)
+		retire(m, e->mt.tok);
+	free(e->name);
+	free(e->path);
+	memmove(e, e + 1, (size_t)(m->e + m->n - (e + 1)) * sizeof(*e));
+	m->n--;
 }
