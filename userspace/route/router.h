@@ -2,17 +2,18 @@
 /* router: the routing decision, in one module (docs/design.md, "Exact tokens"). The proxy
  * asks one question per request — which endpoint? — and knows nothing of tokens. The answer:
  *
- *   body -> model -> tokenizer (models.h) -> prompt token ids (openai.h: every completions prompt
+ *   body -> model -> its workers (their /v1/models), tokenizer (models.h), LoRA root and
+ *   cache_salt (blockhash.h) -> prompt token ids (openai.h: every completions prompt
  *   shape, chat through the template) -> own block chain (blockhash.h) -> per-worker depth (the
  *   event-fed index.h, or the approximate approx.h) -> load (workers.h: in flight here, scraped
  *   metrics) -> policy (policy.h) -> endpoint + reason
  *
  * Fallbacks. When exact tokens are impossible — no tokenizer for the model, a request the reader
- * or the chat renderer reports as not exact, a cache_salt, a body that is not JSON or that vLLM
- * would refuse — the request is routed on the approximate view of its raw body bytes
- * (blockhash_bytes_chain), counted by cause in /metrics, and never refused here: the worker
- * answers it as it would without kvsplice. Requests to other paths, and pass-through
- * connections, carry no prompt: the policy places them by load alone.
+ * or the chat renderer reports as not exact, a model no worker of the Service serves (their
+ * /v1/models), a body that is not JSON or that vLLM would refuse — the request is routed on the
+ * approximate view of its raw body bytes (blockhash_bytes_chain), counted by cause in /metrics, and
+ * never refused here: the worker answers it as it would without kvsplice. Requests to other paths,
+ * and pass-through connections, carry no prompt: the policy places them by load alone.
  *
  * Explainability. Every decision is kept (router_debug_json: /debug/route): model, tokens, chain
  * length, per candidate the matched blocks, keys, load and score, the choice, the reason, the
