@@ -5,8 +5,9 @@
  * counted as a fallback). Chat requests also need the chat template this project renders
  * (chat.h): it is checked against the tokenizer_config.json beside each tokenizer.json, and a
  * model whose template differs has its chat requests routed as fallbacks, never on wrong tokens.
- * Tokenizers are loaded once, shared by every name that points at the same file. Read-only after
- * set-up: any thread may look up. */
+ * Tokenizers are loaded once, shared by every name that points at the same file. The entries of
+ * models_add are set up before serving; those a Service names are installed at run time
+ * (models_install, below) on the thread that looks up, which is then the only one that may. */
 #ifndef KVS_MODELS_H
 #define KVS_MODELS_H
 

@@ -230,6 +230,9 @@ void router_flight_release(struct router *r, uint32_t id);
  * view. */
 void router_prompt_read(struct router *r, const struct service *svc,
 			const struct router_request *req, struct flight *f, struct route_rec *rec);
+/* router_pick.c: the worker of endpoint k of svc (through the slots router_set_services
+ * installed), or NULL. */
+struct worker *router_worker_of(struct router *r, const struct service *svc, size_t k);
 /* May worker w take flight f (its model: see struct flight)? */
 bool router_model_ok(const struct flight *f, const struct worker *w);
 /* The rest of f's prompt, tokenized and hashed: its chain, token count and worker accounting

@@ -56,6 +56,13 @@ static uint32_t slot_of(struct router *r, const struct service *svc, size_t k)
 	return w ? w->slot : UINT32_MAX;
 }
 
+struct worker *router_worker_of(struct router *r, const struct service *svc, size_t k)
+{
+	uint32_t slot = slot_of(r, svc, k);
+
+	return slot == UINT32_MAX ? NULL : workers_at(r->ws, slot);
+}
+
 /* Cached tokens a depth of d blocks gives a prompt of n tokens (vLLM: whole blocks, at most
  * n - 1 tokens). */
 static int64_t cached_of(const struct router *r, uint32_t d, uint32_t n)

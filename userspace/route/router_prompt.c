@@ -143,7 +143,7 @@ static const struct model_tok *model_resolve(struct router *r, const struct serv
 	if (!model || len > SCRAPE_MODEL_NAME_MAX)
 		return models_find(r->models, model ? model : svc->model[0] ? svc->model : NULL);
 	for (size_t k = 0; k < svc->nendpoints; k++) {
-		struct worker *w = workers_find(r->ws, svc->name, &svc->endpoints[k]);
+		struct worker *w = router_worker_of(r, svc, k);
 		const char *par = NULL;
 
 		switch (w ? workers_serves(w, model, len, &par) : WORKERS_SERVE_UNKNOWN) {
