@@ -8,7 +8,7 @@
 #  - the DaemonSet's security-relevant fields: hostNetwork, capabilities exactly BPF and NET_ADMIN
 #    (SYS_ADMIN only with a comment naming the call that needs it), drop ALL, not privileged, no
 #    privilege escalation, seccomp RuntimeDefault, read-only root, host mounts only the bpffs pin
-#    directory and the cgroup2 root (read-only), probes /healthz and /readyz on the admin port, a
+#    directory, the cgroup2 root and the tokenizer root (both read-only), probes /healthz and /readyz on the admin port, a
 #    preStop hook, memory request <= limit, the nvidia.com/gpu toleration, maxUnavailable 1;
 #  - flags: every $(VAR) in the args comes from a ConfigMap key that exists, every flag is one
 #    `kvsplice --help` lists, and kvsplice parses the args with the ConfigMap's values;
@@ -129,14 +129,17 @@ if ok(ds is not None, "a DaemonSet kvsplice"):
             hp = vols.get(m["name"], {}).get("hostPath")
             if hp:
                 host[hp["path"]] = (m["mountPath"], bool(m.get("readOnly")))
-    ok(set(host) == {"/sys/fs/bpf/kvsplice", "/sys/fs/cgroup"},
-       "DaemonSet: host mounts only the bpffs pin directory and the cgroup2 root (got %s)"
-       % sorted(host))
+    ok(set(host) == {"/sys/fs/bpf/kvsplice", "/sys/fs/cgroup", "/var/lib/kvsplice/tokenizers"},
+       "DaemonSet: host mounts only the bpffs pin directory, the cgroup2 root and the tokenizer "
+       "root (got %s)" % sorted(host))
     args = c.get("args", [])
     argd = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
     ok(host.get("/sys/fs/bpf/kvsplice", ("", True))[1] is False and
        host["/sys/fs/bpf/kvsplice"][0] == argd.get("pin-dir"),
        "DaemonSet: the pin directory mounted read-write where --pin-dir points")
+    ok(host.get("/var/lib/kvsplice/tokenizers", ("", False))[1] is True and
+       host["/var/lib/kvsplice/tokenizers"][0] == argd.get("tokenizer-root"),
+       "DaemonSet: the tokenizer root mounted read-only where --tokenizer-root points")
     ok(host.get("/sys/fs/cgroup", ("", False))[1] is True and
        host["/sys/fs/cgroup"][0] == argd.get("cgroup"),
        "DaemonSet: the cgroup2 root mounted read-only where --cgroup points")

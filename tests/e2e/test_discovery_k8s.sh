@@ -282,7 +282,7 @@ PYEOF
 	"$build/kvsplice" --kubernetes --k8s-api "https://127.0.0.1:$aport" --k8s-token "$dir/token" \
 		--k8s-ca "$dir/certs/ca.crt" --k8s-namespace daemon --no-bpf --no-events --no-tokenizer \
 		--router round-robin --listen 127.0.0.1:0 --admin 127.0.0.1:0 --port-file "$dir/kvs.ports" \
-		--scrape-interval 0 2>"$dir/kvsplice.log" &
+		--scrape-interval 0 --tokenizer-root models --log-level info 2>"$dir/kvsplice.log" &
 	kvs_pid=$!
 	for _ in $(seq 100); do [ -s "$dir/kvs.ports" ] && break; sleep 0.05; done
 	read -r lport kport <"$dir/kvs.ports"
@@ -311,6 +311,22 @@ PYEOF
 	wait_metric kvsplice_endpoints 1
 	ok $? "daemon: endpoint A removed (1 endpoint)"
 	expect_eq "daemon: requests reach B only" "B " "$(who 6)"
+	# kvsplice.io/model-tokenizers: loaded by the loader thread while the loop keeps serving;
+	# a DIR outside --tokenizer-root is refused
+	dsvc '{"kvsplice.io/route":"round-robin","kvsplice.io/model":"m","kvsplice.io/model-tokenizers":"m=qwen3, x=/etc"}'
+	slow=0
+	for _ in $(seq 8); do
+		t=$(curl -s -o /dev/null -w '%{time_total}' "http://127.0.0.1:$kport/healthz")
+		awk -v t="$t" 'BEGIN { exit !(t > 0.25) }' && slow=$((slow + 1))
+		sleep 0.1
+	done
+	wait_metric 'kvsplice_tokenizer_loads_total{result="ok"}' 1
+	ok $? "daemon: the annotation's tokenizer (m=qwen3 under --tokenizer-root) loaded"
+	expect_eq "daemon: ... x=/etc refused (outside the root)" 1 \
+		"$(metric 'kvsplice_tokenizer_loads_total{result="refused"}')"
+	ms=$(sed -n 's/.*model m: tokenizer models\/qwen3\/tokenizer.json loaded (\([0-9]*\) ms).*/\1/p' "$dir/kvsplice.log")
+	echo "# the tokenizer loaded in ${ms:-?} ms off the loop; /healthz answers over 250 ms meanwhile: $slow of 8"
+	expect_eq "daemon: the loop answered /healthz within 250 ms all through the load" 0 "$slow"
 	dsvc '{}'
 	wait_metric kvsplice_services 0
 	ok $? "daemon: annotation removed: no Service served"

@@ -5,10 +5,12 @@ them against the prompt that was sent and against kvsim's /debug/cache.
 
 usage: kvevents_check.py sub ENDPOINT TOPIC FORMAT INTHASH URL PROMPT_IDS_JSON
        kvevents_check.py replay ENDPOINT START
+       kvevents_check.py keys ENDPOINT FORMAT URL ADAPTER   (kvsim --lora-modules ADAPTER=...)
 Prints TAP lines."""
 import json
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import msgpack
@@ -175,9 +177,93 @@ def replay(endpoint, start):
     ctx.term()
 
 
+def collect(s, quiet=0.3):
+    """The BlockStored events received until quiet seconds pass without a message."""
+    out = []
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        if not s.poll(int(quiet * 1000)):
+            if out:
+                break
+            continue
+        for ev in decode_batch(s.recv_multipart()[2])[1]:
+            typ, f = decode_event(ev)
+            if typ == "BlockStored":
+                out.append(f)
+    return out
+
+
+def cached(resp):
+    return resp["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+def keys(endpoint, fmt, url, adapter):
+    """extra_keys, lora_name and lora_id as vLLM's block_pool publishes them, and the hits
+    they predict: cache_salt keys block 0, an adapter's name keys every block."""
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.SUB)
+    s.setsockopt_string(zmq.SUBSCRIBE, "")
+    s.connect(endpoint)
+    time.sleep(1.0)
+    ids = list(range(2000, 2050))  # 50 tokens: 3 full blocks
+    models = get(url + "/v1/models")["data"]
+    base = models[0]["id"]
+    card = [m for m in models if m["id"] == adapter]
+    ok(len(card) == 1 and card[0]["parent"] == base and models[0]["parent"] is None and
+       card[0]["root"] and card[0]["max_model_len"] is None,
+       "/v1/models lists the adapter with the base model as parent")
+    r = post(url + "/v1/completions", {"prompt": ids, "max_tokens": 2, "cache_salt": "tenant-a"})
+    ev = collect(s)
+    ok(cached(r) == 0 and ev and ev[0]["parent_block_hash"] is None and
+       ev[0]["lora_name"] is None and ev[0]["lora_id"] is None, "salted request: blocks stored")
+    if fmt == "map":
+        ok(ev[0]["extra_keys"] == [["tenant-a"], None, None],
+           "map form: block 0's extra_keys are [salt], the others null (got %s)" %
+           ev[0]["extra_keys"])
+    else:
+        ok("extra_keys" not in ev[0], "array form: no extra_keys (older vLLM)")
+    r = post(url + "/v1/completions", {"prompt": ids, "max_tokens": 2, "cache_salt": "tenant-a"})
+    ok(cached(r) == 48, "the same salt hits (%d cached)" % cached(r))
+    r = post(url + "/v1/completions", {"prompt": ids, "max_tokens": 2, "cache_salt": "tenant-b"})
+    ok(cached(r) == 0, "another salt shares nothing")
+    r = post(url + "/v1/completions", {"prompt": ids, "max_tokens": 2})
+    ok(cached(r) == 0, "no salt shares nothing with the salted blocks")
+    collect(s)
+    r = post(url + "/v1/completions", {"model": adapter, "prompt": ids, "max_tokens": 2})
+    ev = collect(s)
+    ok(cached(r) == 0 and r["model"] == adapter, "adapter request: its own blocks, its name in the response")
+    ok(ev and ev[0]["lora_name"] == adapter and ev[0]["lora_id"] == 1,
+       "BlockStored carries lora_name and lora_id 1 (got %s, %s)" %
+       (ev and ev[0]["lora_name"], ev and ev[0]["lora_id"]))
+    if fmt == "map":
+        ok(ev[0]["extra_keys"] == [[adapter]] * 3, "map form: every block keyed [lora_name]")
+    r = post(url + "/v1/completions", {"model": adapter, "prompt": ids, "max_tokens": 2})
+    ok(cached(r) == 48, "the adapter hits its own blocks (%d cached)" % cached(r))
+    collect(s)
+    r = post(url + "/v1/completions", {"model": adapter, "prompt": ids, "max_tokens": 2,
+                                      "cache_salt": "tenant-a"})
+    ev = collect(s)
+    ok(cached(r) == 0, "adapter + salt shares nothing with the adapter alone")
+    if fmt == "map":
+        ok(ev and ev[0]["extra_keys"] == [[adapter, "tenant-a"], [adapter], [adapter]],
+           "map form: block 0 keyed [lora_name, salt] (LoRA keys first, as vLLM)")
+    try:
+        post(url + "/v1/completions", {"model": "nope", "prompt": ids, "max_tokens": 2})
+        ok(False, "an unknown model is refused")
+    except urllib.error.HTTPError as e:
+        body = json.loads(e.read())
+        ok(e.code == 404 and body["error"]["type"] == "NotFoundError" and
+           body["error"]["message"] == "The model `nope` does not exist.",
+           "an unknown model is vLLM's 404 NotFoundError")
+    s.close(0)
+    ctx.term()
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "sub":
         sub(*sys.argv[2:8])
+    elif sys.argv[1] == "keys":
+        keys(*sys.argv[2:6])
     else:
         replay(sys.argv[2], sys.argv[3])
     sys.exit(1 if FAILED else 0)

@@ -103,7 +103,20 @@ kvs_pid=${KVSIM_PIDS[0]}
 kill -0 "$kvs_pid" 2>/dev/null
 ok $? "and its process runs (pid $kvs_pid)"
 
-# 8. refusal at start-up like vLLM: max_model_len larger than the KV cache.
+# 8. LoRA adapters (--lora-modules) and cache_salt: the keys vLLM hashes, in its events (map form:
+# extra_keys; array form: lora_name only) and in the hits they give.
+for fmt in map array; do
+	kvsim_start 1 --events-endpoint "tcp://127.0.0.1:*" --events-format $fmt --time-scale 50 \
+		--enable-lora --lora-modules "sql-lora=/adapters/sql other" || exit 1
+	$PY tests/kvsim/kvevents_check.py keys "$KVSIM_EVENTS" $fmt "$KVSIM_URLS" sql-lora
+	kvsim_stop
+done
+build/kvsim --lora-modules a --lora-modules a --tokenizer models/qwen3/tokenizer.json \
+	>/dev/null 2>&1
+[ $? -eq 2 ]
+ok $? "an adapter named twice is refused, as vLLM refuses one already loaded"
+
+# 9. refusal at start-up like vLLM: max_model_len larger than the KV cache.
 build/kvsim --port 0 --num-blocks 10 --max-model-len 4096 --tokenizer models/qwen3/tokenizer.json \
 	>/dev/null 2>&1
 [ $? -eq 2 ]

@@ -913,8 +913,53 @@ static void test_limits_text(void)
 	loop_free(l);
 }
 
+/* /v1/models bodies: what vLLM's show_available_models answers, and what is no model list. */
+static void test_models_parse(void)
+{
+	static const char vllm[] =
+	    "{\"object\":\"list\",\"data\":[{\"id\":\"Qwen/Qwen3-0.6B\",\"object\":\"model\","
+	    "\"created\":1,\"owned_by\":\"vllm\",\"root\":\"/models/qwen3\",\"parent\":null,"
+	    "\"max_model_len\":4096,\"permission\":[{\"id\":\"modelperm-1\"}]},"
+	    "{\"id\":\"sql-lora\",\"object\":\"model\",\"created\":1,\"owned_by\":\"vllm\","
+	    "\"root\":\"/adapters/sql\",\"parent\":\"Qwen/Qwen3-0.6B\",\"max_model_len\":null,"
+	    "\"permission\":[]}]}";
+	static const char want[] = "Qwen/Qwen3-0.6B\0\0sql-lora\0Qwen/Qwen3-0.6B\0";
+	static const struct {
+		const char *body, *what;
+	} bad[] = {
+	    {"", "an empty body"},
+	    {"<html>404</html>", "not JSON"},
+	    {"{\"object\":\"list\"}", "no data"},
+	    {"{\"data\":{}}", "data not an array"},
+	    {"{\"data\":[{\"object\":\"model\"}]}", "a card without an id"},
+	    {"{\"data\":[{\"id\":7}]}", "a card whose id is no string"},
+	};
+	struct scrape_models m;
+	char longid[SCRAPE_MODEL_NAME_MAX + 64];
+
+	CHECK(scrape_models_parse(vllm, sizeof(vllm) - 1, &m) == 0 && m.n == 2 &&
+		  m.len == sizeof(want) - 1 && memcmp(m.text, want, m.len) == 0,
+	      "vLLM's model list: the base model (no parent) and the adapter with its parent");
+	scrape_models_free(&m);
+	CHECK(scrape_models_parse("{\"data\":[]}", 11, &m) == 0 && m.n == 0,
+	      "an empty list: known, serving nothing");
+	scrape_models_free(&m);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK(scrape_models_parse(bad[i].body, strlen(bad[i].body), &m) == -ENODATA &&
+			  !m.text && !m.n,
+		      "no model list: %s", bad[i].what);
+	}
+	snprintf(longid, sizeof(longid), "{\"data\":[{\"id\":\"%0*d\"},{\"id\":\"ok\"}]}",
+		 SCRAPE_MODEL_NAME_MAX + 1, 7);
+	CHECK(scrape_models_parse(longid, strlen(longid), &m) == 0 && m.n == 1 &&
+		  !strcmp(m.text, "ok"),
+	      "an id longer than SCRAPE_MODEL_NAME_MAX is left out, the others kept");
+	scrape_models_free(&m);
+}
+
 int main(void)
 {
+	test_models_parse();
 	test_parse_table();
 	test_parse_speed();
 	test_new_args();

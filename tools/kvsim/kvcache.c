@@ -182,7 +182,7 @@ uint64_t kvc_hash_u64(const uint8_t *hash)
 int kvc_seq_hash(struct kvcache *c, struct kvc_seq *seq, const uint32_t *tokens, size_t ntokens)
 {
 	size_t full = ntokens / c->block_size;
-	uint8_t buf[KVC_HASH_LEN * 2 + 4 * 4096];
+	uint8_t buf[KVC_HASH_LEN * 3 + 4 * 4096];
 
 	if (full > seq->hcap) {
 		size_t cap = seq->hcap ? seq->hcap : 16;
@@ -208,6 +208,10 @@ int kvc_seq_hash(struct kvcache *c, struct kvc_seq *seq, const uint32_t *tokens,
 			buf[n++] = (t >> 8) & 0xff;
 			buf[n++] = (t >> 16) & 0xff;
 			buf[n++] = t >> 24;
+		}
+		if (seq->has_lora) {
+			memcpy(buf + n, seq->lora, KVC_HASH_LEN);
+			n += KVC_HASH_LEN;
 		}
 		if (i == 0 && seq->has_salt) {
 			memcpy(buf + n, seq->salt, KVC_HASH_LEN);
@@ -325,9 +329,15 @@ static int cache_full_blocks(struct kvcache *c, struct kvc_seq *seq, const uint3
 		return -ENOMEM;
 	e->hashes = malloc(n * KVC_HASH_LEN);
 	e->tokens = malloc(n * c->block_size * sizeof(uint32_t));
-	if (!e->hashes || !e->tokens) {
+	e->lora_name = seq->lora_name ? strdup(seq->lora_name) : NULL;
+	e->lora_id = seq->lora_name ? seq->lora_id : 0;
+	e->salt = first == 0 && seq->cache_salt ? strdup(seq->cache_salt) : NULL;
+	if (!e->hashes || !e->tokens || (seq->lora_name && !e->lora_name) ||
+	    (first == 0 && seq->cache_salt && !e->salt)) {
 		free(e->hashes);
 		free(e->tokens);
+		free(e->lora_name);
+		free(e->salt);
 		c->ev.n--;
 		return -ENOMEM;
 	}
@@ -463,6 +473,8 @@ void kvc_events_clear(struct kvc_events *ev)
 	for (size_t i = 0; i < ev->n; i++) {
 		free(ev->v[i].hashes);
 		free(ev->v[i].tokens);
+		free(ev->v[i].lora_name);
+		free(ev->v[i].salt);
 	}
 	ev->n = 0;
 }

@@ -3,7 +3,9 @@
  * kv_cache_manager.py), rule for rule (each rule has its test in tests/unit/test_kvcache.c):
  * - blocks of block_size tokens; block 0 is vLLM's reserved null block, never handed out;
  * - only full blocks are hashed, in a chain: h_i = sha256(h_{i-1} || le32 tokens || extra), with
- *   h_{-1} = sha256(seed bytes) (a random per-process seed unless one is given);
+ *   h_{-1} = sha256(seed bytes) (a random per-process seed unless one is given); extra is, in
+ *   vLLM's order, sha256 of the LoRA name (every block of an adapter's request), then sha256 of
+ *   the cache_salt (block 0 only);
  * - lookup walks the chain from block 0, stops at the first miss, and at most num_tokens - 1
  *   tokens may hit (the last prompt token is always recomputed), in whole blocks;
  * - free blocks sit in an LRU queue: allocation pops the head, a freed block goes to the tail, a
@@ -35,6 +37,13 @@ struct kvc_seq {
 	size_t num_cached_blocks;   /* blocks of this request already registered in the cache */
 	uint8_t salt[KVC_HASH_LEN]; /* extra key mixed into block 0 (cache_salt), when has_salt */
 	bool has_salt;
+	uint8_t lora[KVC_HASH_LEN]; /* extra key mixed into every block (the LoRA name), has_lora */
+	bool has_lora;
+	/* What the events tell of the keys (vLLM's extra_keys, lora_name, lora_id): strings owned
+	 * by the caller, copied into each event; NULL: none. lora_id 0: none. */
+	const char *lora_name;
+	int64_t lora_id;
+	const char *cache_salt;
 };
 
 enum kvc_event_type { KVC_EV_STORED, KVC_EV_REMOVED, KVC_EV_CLEARED };
@@ -48,6 +57,13 @@ struct kvc_event {
 	bool has_parent;
 	uint8_t parent[KVC_HASH_LEN];
 	uint32_t *tokens; /* nhashes * block_size tokens (stored) */
+	/* stored: the request's LoRA adapter (name and vLLM's integer id; NULL and 0: the base
+	 * model) and its cache_salt when hashes[0] is its block 0 (else NULL); owned copies. Every
+	 * block's extra keys are [lora_name] plus, for block 0, the salt (vLLM's
+	 * generate_block_hash_extra_keys: LoRA keys, multimodal keys, then cache_salt). */
+	char *lora_name;
+	int64_t lora_id;
+	char *salt;
 };
 
 struct kvc_events {

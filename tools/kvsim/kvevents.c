@@ -78,18 +78,38 @@ static void pack_event(msgpack_packer *pk, const struct kvev_opts *o, const stru
 		msgpack_pack_uint32(pk, o->block_size);
 		if (map)
 			pack_cstr(pk, "lora_id");
-		msgpack_pack_nil(pk);
+		if (e->lora_name)
+			msgpack_pack_int64(pk, e->lora_id);
+		else
+			msgpack_pack_nil(pk);
 		if (map)
 			pack_cstr(pk, "medium");
 		pack_cstr(pk, "GPU");
 		if (map)
 			pack_cstr(pk, "lora_name");
-		msgpack_pack_nil(pk);
+		if (e->lora_name)
+			pack_cstr(pk, e->lora_name);
+		else
+			msgpack_pack_nil(pk);
 		if (map) {
+			/* per block: null, or the tuple of its keys (msgspec packs it as an array)
+			 */
 			pack_cstr(pk, "extra_keys");
 			msgpack_pack_array(pk, e->nhashes);
-			for (size_t i = 0; i < e->nhashes; i++)
-				msgpack_pack_nil(pk);
+			for (size_t i = 0; i < e->nhashes; i++) {
+				bool salt = i == 0 && e->salt;
+				unsigned nk = (e->lora_name ? 1u : 0u) + (salt ? 1u : 0u);
+
+				if (!nk) {
+					msgpack_pack_nil(pk);
+					continue;
+				}
+				msgpack_pack_array(pk, nk);
+				if (e->lora_name)
+					pack_cstr(pk, e->lora_name);
+				if (salt)
+					pack_cstr(pk, e->salt);
+			}
 			pack_cstr(pk, "group_idx");
 			msgpack_pack_uint32(pk, 0);
 			pack_cstr(pk, "kv_cache_spec_kind");

@@ -10,7 +10,11 @@
  *   map form {"type": "BlockStored", "block_hashes", "parent_block_hash", "token_ids",
  *   "block_size", "lora_id", "medium", "lora_name", "extra_keys", "group_idx",
  *   "kv_cache_spec_kind"}, {"type": "BlockRemoved", "block_hashes", "medium", "group_idx"},
- *   {"type": "AllBlocksCleared"};
+ *   {"type": "AllBlocksCleared"}; lora_id and lora_name are the adapter's (null for the base
+ *   model); extra_keys (map form only: the array form is older than the field) has one element
+ *   per block, null or the array of its keys: [lora_name] for an adapter's blocks, with the
+ *   cache_salt after it on block 0 ([salt] alone for the base model), as vLLM's
+ *   generate_block_hash_extra_keys orders them;
  * - block hashes as unsigned 64-bit ints (last 8 digest bytes, big-endian) or as the raw
  *   32 digest bytes (bin);
  * - optional ROUTER replay socket: a DEALER sends [empty][start seq u64 BE] and gets, for each

@@ -63,7 +63,8 @@ struct job {
 	bool in_sched;
 	double arrive_at; /* monotonic seconds at which it enters the engine */
 	struct job *anext;
-	struct buf text; /* non-stream: accumulated output */
+	struct buf text;   /* non-stream: accumulated output */
+	const char *model; /* the model it names, base or adapter (the responses' "model") */
 };
 
 struct sim {
@@ -78,6 +79,7 @@ struct sim {
 	bool step_inflight;
 	double step_end;
 	struct job *ahead, *atail; /* jobs waiting for their API overhead to pass (FIFO) */
+	char **lora_names;	   /* the --lora-modules names, o.nlora of them */
 	uint32_t *nice;		   /* output token ids */
 	size_t nnice;
 	uint64_t req_counter;
@@ -334,7 +336,7 @@ static void stream_head(struct sim *sm, struct job *j)
 		    "{\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%" PRId64
 		    ",\"model\":",
 		    j->id, j->created);
-		buf_json_str(&p, sm->o.model, strlen(sm->o.model));
+		buf_json_str(&p, j->model, strlen(j->model));
 		buf_puts(&p, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
 			     "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}");
 		sse_chunk(c, &p);
@@ -353,7 +355,7 @@ static void stream_token(struct sim *sm, struct job *j, const char *text, size_t
 		stream_head(sm, j);
 	buf_printf(&p, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":", j->id,
 		   chat ? "chat.completion.chunk" : "text_completion", j->created);
-	buf_json_str(&p, sm->o.model, strlen(sm->o.model));
+	buf_json_str(&p, j->model, strlen(j->model));
 	if (chat) {
 		buf_puts(&p, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":");
 		buf_json_str(&p, text, tlen);
@@ -374,7 +376,7 @@ static void stream_token(struct sim *sm, struct job *j, const char *text, size_t
 			    &p,
 			    "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":",
 			    j->id, chat ? "chat.completion.chunk" : "text_completion", j->created);
-			buf_json_str(&p, sm->o.model, strlen(sm->o.model));
+			buf_json_str(&p, j->model, strlen(j->model));
 			buf_puts(&p, ",\"choices\":[],\"usage\":");
 			usage_json(&p, j);
 			buf_puts(&p, "}");
@@ -395,7 +397,7 @@ static void final_response(struct sim *sm, struct job *j)
 
 	buf_printf(&p, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":", j->id,
 		   chat ? "chat.completion" : "text_completion", j->created);
-	buf_json_str(&p, sm->o.model, strlen(sm->o.model));
+	buf_json_str(&p, j->model, strlen(j->model));
 	if (chat) {
 		buf_puts(&p, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
 			     "\"content\":");
@@ -484,18 +486,38 @@ static void engine_on_timer(struct sim *sm)
 
 /* --- endpoints ---------------------------------------------------------------------------- */
 
+/* GET /v1/models: vLLM's ModelList, the base model then each adapter (serving_models.py
+ * show_available_models: an adapter's card has its path as root and the base model as parent). */
 static void handle_models(struct sim *sm, struct conn *c)
 {
+	int64_t now = (int64_t)wall_s();
 	struct buf b = {0};
 
 	buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
 	buf_json_str(&b, sm->o.model, strlen(sm->o.model));
-	buf_printf(&b,
-		   ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"vllm\",\"root\":",
-		   (int64_t)wall_s());
+	buf_printf(
+	    &b,
+	    ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"vllm\",\"root\":", now);
 	buf_json_str(&b, sm->o.model, strlen(sm->o.model));
-	buf_printf(&b, ",\"parent\":null,\"max_model_len\":%u,\"permission\":[]}]}",
+	buf_printf(&b, ",\"parent\":null,\"max_model_len\":%u,\"permission\":[]}",
 		   sm->o.max_model_len);
+	for (size_t i = 0; i < sm->o.nlora; i++) {
+		const char *path;
+		char nm[256];
+
+		kvsim_lora_name(&sm->o, i, nm, sizeof(nm), &path);
+		buf_puts(&b, ",{\"id\":");
+		buf_json_str(&b, sm->lora_names[i], strlen(sm->lora_names[i]));
+		buf_printf(&b,
+			   ",\"object\":\"model\",\"created\":%" PRId64
+			   ",\"owned_by\":\"vllm\",\"root\":",
+			   now);
+		buf_json_str(&b, path, strlen(path));
+		buf_puts(&b, ",\"parent\":");
+		buf_json_str(&b, sm->o.model, strlen(sm->o.model));
+		buf_puts(&b, ",\"max_model_len\":null,\"permission\":[]}");
+	}
+	buf_puts(&b, "]}");
 	respond(sm, c, 200, "application/json", b.data, b.len);
 	buf_free(&b);
 }
@@ -760,10 +782,27 @@ static void handle_generate(struct sim *sm, struct conn *c, enum openai_endpoint
 			respond_error(sm, c, 400, "BadRequestError", why ? why : "invalid request");
 		goto fail;
 	}
+	/* the base model (also when the request names none), or an adapter (vLLM's
+	 * _maybe_get_lora: its LoRARequest, lora_int_id its place in load order from 1) */
+	j->model = sm->o.model;
 	if (j->q.model && strcmp(j->q.model, sm->o.model) != 0) {
-		snprintf(msg, sizeof(msg), "The model `%s` does not exist.", j->q.model);
-		respond_error(sm, c, 404, "NotFoundError", msg);
-		goto fail;
+		size_t i;
+
+		for (i = 0; i < sm->o.nlora; i++)
+			if (strcmp(j->q.model, sm->lora_names[i]) == 0)
+				break;
+		if (i == sm->o.nlora) {
+			snprintf(msg, sizeof(msg), "The model `%s` does not exist.", j->q.model);
+			respond_error(sm, c, 404, "NotFoundError", msg);
+			goto fail;
+		}
+		j->model = sm->lora_names[i];
+		j->r.seq.lora_name = j->model;
+		j->r.seq.lora_id = (int64_t)i + 1;
+		/* the adapter's name is an extra key of every block (vLLM); mixed in as its sha256
+		 */
+		SHA256((const unsigned char *)j->model, strlen(j->model), j->r.seq.lora);
+		j->r.seq.has_lora = true;
 	}
 	plen = j->q.prompt.n;
 	if (plen >= sm->o.max_model_len) {
@@ -808,6 +847,7 @@ static void handle_generate(struct sim *sm, struct conn *c, enum openai_endpoint
 
 		SHA256((const unsigned char *)j->q.cache_salt, strlen(j->q.cache_salt), s->salt);
 		s->has_salt = true;
+		s->cache_salt = j->q.cache_salt;
 	}
 	j->c = c;
 	j->created = (int64_t)wall_s();
@@ -1098,6 +1138,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	o->ev.block_size = o->block_size;
+	sm.lora_names = calloc(o->nlora + 1, sizeof(*sm.lora_names));
+	for (size_t i = 0; sm.lora_names && i < o->nlora; i++) {
+		char nm[256];
+
+		if (!(sm.lora_names[i] = strdup(kvsim_lora_name(o, i, nm, sizeof(nm), NULL))))
+			return 1;
+		if (strcmp(nm, o->model) == 0) {
+			fprintf(stderr, "kvsim: --lora-modules: %s is the base model's name\n", nm);
+			return 2;
+		}
+	}
+	if (!sm.lora_names)
+		return 1;
 	if (models_new(&sm.models) || models_add(sm.models, NULL, o->tokenizer, err, sizeof(err))) {
 		fprintf(stderr, "kvsim: tokenizer %s: %s\n", o->tokenizer, err);
 		models_free(sm.models);
@@ -1187,6 +1240,9 @@ cleanup:
 	kvc_free(sm.kv);
 	models_free(sm.models);
 	free(sm.nice);
+	for (size_t i = 0; sm.lora_names && i < o->nlora; i++)
+		free(sm.lora_names[i]);
+	free(sm.lora_names);
 	kvc_events_clear(&sm.evbuf);
 	free(sm.evbuf.v);
 	return rc;

@@ -74,6 +74,66 @@ static int show_int_hashes(const void *cfg, char *buf, size_t n)
 	return 1;
 }
 
+const char *kvsim_lora_name(const struct kvsim_opts *o, size_t i, char *buf, size_t n,
+			    const char **path)
+{
+	const char *s = o->lora[i], *eq = strchr(s, '=');
+
+	snprintf(buf, n, "%.*s", (int)(eq ? (size_t)(eq - s) : strlen(s)), s);
+	if (path)
+		*path = eq ? eq + 1 : s;
+	return buf;
+}
+
+/* --lora-modules NAME=PATH [NAME=PATH ...]: vLLM takes several in one flag (its nargs='+'); here
+ * they are one argument, blank- or comma-separated, and the flag may repeat. A bare NAME is
+ * accepted too (no weights are loaded: the path is only shown in /v1/models). A name given twice
+ * is refused, as vLLM refuses an adapter already loaded. */
+static int parse_lora(void *cfg, const char *arg)
+{
+	struct kvsim_opts *o = cfg;
+	char *dup = strdup(arg), *save = NULL, *tok;
+	int n = 0;
+
+	if (!dup)
+		return -1;
+	for (tok = strtok_r(dup, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
+		char a[256], b[256];
+		const char *eq = strchr(tok, '=');
+
+		if (tok[0] == '=' || (eq && !eq[1]) || o->nlora == KVSIM_MAX_LORAS) {
+			fprintf(stderr,
+				"kvsim: --lora-modules: bad adapter '%s' (NAME=PATH, at most %d)\n",
+				tok, KVSIM_MAX_LORAS);
+			return OPT_SAID; /* dup stays referenced by the entries taken */
+		}
+		o->lora[o->nlora] = tok;
+		kvsim_lora_name(o, o->nlora, a, sizeof(a), NULL);
+		for (size_t i = 0; i < o->nlora; i++)
+			if (strcmp(kvsim_lora_name(o, i, b, sizeof(b), NULL), a) == 0) {
+				fprintf(stderr,
+					"kvsim: --lora-modules: the lora adapter '%s' has "
+					"already been loaded\n",
+					a);
+				return OPT_SAID;
+			}
+		o->nlora++;
+		n++;
+	}
+	if (!n) {
+		free(dup);
+		return -1;
+	}
+	return 0;
+}
+
+static int show_lora(const void *cfg, char *buf, size_t n)
+{
+	const struct kvsim_opts *o = cfg;
+
+	return opt_show_list(o->lora, o->nlora, '\n', buf, n);
+}
+
 static const char *const format_names[] = {"array", "map", NULL}; /* enum kvev_format */
 static const char *const log_names[] = {"error", "warn", "info", "debug", NULL};
 
@@ -92,6 +152,13 @@ static const struct opt kvsim_flags[] = {
     {"tokenizer", OPT_STR, F(tokenizer), "PATH", 0, 0,
      "tokenizer directory (with its chat template) or tokenizer.json"},
     {"model", OPT_STR, F(model), "NAME", 0, 0, "served model name"},
+    {"lora-modules", OPT_FUNC, 0, "NAME=PATH", 0, 0,
+     "LoRA adapters served beside the model (blank- or comma-separated, repeatable; PATH is "
+     "only shown, no weights: a bare NAME is fine); a request naming one is hashed with its "
+     "name as vLLM does",
+     OPT_NO_DEFAULT, .parse = parse_lora, .show = show_lora},
+    {"enable-lora", OPT_FLAG, F(enable_lora), NULL, 0, 0,
+     "accepted for vLLM's command line (adapters are served whether given or not)"},
     {"seed", OPT_U64, F(seed), "N", 0, 0, "output-token seed"},
     {"log-level", OPT_CHOICE, F(log_level), NULL, 0, 0, "what is logged", .choices = log_names},
 

@@ -7,6 +7,7 @@
 #ifndef KVS_KVSIM_OPTS_H
 #define KVS_KVSIM_OPTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,12 +15,22 @@
 #include "kvevents.h"
 #include "sched.h"
 
+/* --lora-modules adapters at most. */
+#ifndef KVSIM_MAX_LORAS
+#define KVSIM_MAX_LORAS 64
+#endif
+
 struct kvsim_opts {
 	const char *host;
 	int port;
 	const char *worker_id;
 	const char *tokenizer;
 	const char *model;
+	/* LoRA adapters served (--lora-modules), each "NAME=PATH" or "NAME"; vLLM's lora_int_id
+	 * of lora[i] is i + 1 (its adapter counter counts from 1 in load order) */
+	const char *lora[KVSIM_MAX_LORAS];
+	size_t nlora;
+	bool enable_lora; /* accepted for vLLM's command line; adapters need no weights here */
 	double time_scale;
 	size_t kv_bytes;
 	size_t kv_bytes_per_token;
@@ -34,6 +45,11 @@ struct kvsim_opts {
 	double api_overhead_ms;
 	int log_level; /* enum log_level */
 };
+
+/* The name of adapter i (o->lora[i] up to its '=') into buf; its path (after '='; the name
+ * when it has none) in *path. */
+const char *kvsim_lora_name(const struct kvsim_opts *o, size_t i, char *buf, size_t n,
+			    const char **path);
 
 /* Fills o with every default. */
 void kvsim_opts_default(struct kvsim_opts *o);

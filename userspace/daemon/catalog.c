@@ -2,6 +2,7 @@
 #include "daemon/catalog.h"
 #include "daemon/admin.h"
 #include "daemon/daemon.h"
+#include "daemon/tokenizers.h"
 #include "kv/events.h"
 #include "kv/index.h"
 #include "node/bpfctl.h"
@@ -45,6 +46,7 @@ const struct catalog_metrics catalog_metrics[] = {
     {"node/bpfctl.c", bpfctl_families, &bpfctl_nfamilies, CATALOG_BPF},
     {"proxy/proxy.c", proxy_families, &proxy_nfamilies, CATALOG_SERVING},
     {"daemon/admin.c", admin_families, &admin_nfamilies, CATALOG_ALWAYS},
+    {"daemon/tokenizers.c", tokenizers_families, &tokenizers_nfamilies, CATALOG_SERVING},
     {"daemon/daemon.c", daemon_always_families, &daemon_always_nfamilies, CATALOG_ALWAYS},
     {"daemon/daemon.c", daemon_serving_families, &daemon_serving_nfamilies, CATALOG_SERVING},
     {"daemon/daemon.c", daemon_file_families, &daemon_file_nfamilies, CATALOG_FILE},

@@ -33,6 +33,7 @@ void daemon_cfg_default(struct daemon_cfg *c)
 	router_cfg_default(&rd);
 	c->tokcache = (size_t)rd.tokcache_bytes;
 	c->scrape_ms = rd.scrape_interval_ms;
+	c->models_ms = rd.models_interval_ms;
 	c->scrape_max_body = rd.scrape_max_body;
 	c->scrape_max_head = rd.scrape_max_head;
 	c->scrape_timeout_ms = rd.scrape_timeout_ms;
@@ -211,6 +212,10 @@ static const struct opt daemon_opts[] = {
     {"model-tokenizer", OPT_FUNC, 0, "NAME=PATH", 0, 0,
      "tokenizer directory or tokenizer.json of served model NAME; repeatable", OPT_NO_DEFAULT,
      .parse = parse_model_tok, .show = show_model_tok},
+    {"tokenizer-root", OPT_STR, F(tokenizer_root), "DIR", 0, 0,
+     "directory of the tokenizers Services name (kvsplice.io/model-tokenizers: NAME=DIR, DIR "
+     "under it holding tokenizer.json and tokenizer_config.json), loaded off the serving thread",
+     .dflt = "none: those annotations are refused"},
     {"no-tokenizer", OPT_FLAG, F(no_tokenizer), NULL, 0, 0,
      "no default tokenizer (text prompts route approximately)"},
     {"tokenizer-cache", OPT_SIZE, F(tokcache), NULL, 0, SIZE_MAX_OPT,
@@ -220,6 +225,9 @@ static const struct opt daemon_opts[] = {
      "reaches, the rest once the request is sent)"},
     {"scrape-interval", OPT_MS, F(scrape_ms), NULL, 0, MS_MAX,
      "how often each worker's /metrics is read for load (0: off)"},
+    {"models-interval", OPT_MS, F(models_ms), NULL, 0, MS_MAX,
+     "how often each worker's /v1/models is read for the models and LoRA adapters it serves, "
+     "and at once when it comes back or restarts (0: off: every worker takes every model)"},
     {"scrape-max-body", OPT_SIZE, F(scrape_max_body), NULL, 1, SIZE_MAX_OPT,
      "largest worker /metrics body read; a larger one fails the scrape"},
     {"scrape-max-head", OPT_SIZE, F(scrape_max_head), NULL, 1, SIZE_MAX_OPT,

@@ -53,11 +53,14 @@ struct daemon_cfg {
 	const char *router;
 	const char *tokenizer; /* NULL: DAEMON_TOKENIZER_REL beside the binary, else _SYS */
 	const char *model_tok[DAEMON_MAX_MODEL_TOKENIZERS]; /* "NAME=PATH" */
+	const char *tokenizer_root; /* the Services' kvsplice.io/model-tokenizers DIRs are under
+				       it; NULL: refused */
 	size_t nmodel_tok;
 	bool no_tokenizer;
 	size_t tokcache; /* 0: off */
 	bool whole_prompt;
 	int scrape_ms; /* 0: off */
+	int models_ms; /* /v1/models reads; 0: off */
 	size_t scrape_max_body, scrape_max_head;
 	int scrape_timeout_ms;
 	int approx_ttl_ms;

@@ -23,6 +23,7 @@
 #include "core/metrics.h"
 #include "daemon/admin.h"
 #include "daemon/daemon.h"
+#include "daemon/tokenizers.h"
 #include "discovery/discovery.h"
 #include "kv/events.h"
 #include "kv/index.h"
@@ -48,6 +49,7 @@ struct daemon {
 	struct metrics *metrics;
 	struct router *router;
 	struct models *models;
+	struct tokenizers *toks; /* the tokenizers the Services name, loaded off this thread */
 	struct proxy *proxy;
 	struct admin *admin;
 	struct bpfctl *bpf;
@@ -242,6 +244,7 @@ static void services_apply(struct daemon *d, struct services *s)
 		bpfctl_sync_services(d->bpf, s);
 	if (d->events && events_sync_services(d->events, s, d->cfg->events_topic) != 0)
 		log_warn("main", "events: not every endpoint could be followed");
+	tokenizers_sync(d->toks, s);
 	router_set_services(d->router, s);
 	proxy_set_services(d->proxy, s);
 	services_put(d->svcs);
@@ -668,6 +671,7 @@ static int start_routing(struct daemon *d)
 	rcfg.loop = d->loop;
 	rcfg.mark = c->mark;
 	rcfg.scrape_interval_ms = c->scrape_ms;
+	rcfg.models_interval_ms = c->models_ms;
 	rcfg.scrape_max_body = c->scrape_max_body;
 	rcfg.scrape_max_head = c->scrape_max_head;
 	rcfg.scrape_timeout_ms = c->scrape_timeout_ms;
@@ -911,6 +915,7 @@ static void teardown(struct daemon *d, int exit_code)
 	if (d->src)
 		d->src->free(d->src);
 	router_free(d->router);
+	tokenizers_free(d->toks); /* before the models it installs into */
 	models_free(d->models);
 	metrics_free(d->metrics);
 	loop_free(d->loop);
@@ -934,6 +939,8 @@ static int run(struct daemon *d)
 	metrics_gauge_set(d->node_ready, 1);
 	if ((rc = load_models(d)) != 0)
 		return rc;
+	if (tokenizers_new(c->tokenizer_root, d->models, d->loop, d->metrics, &d->toks) < 0)
+		return 1;
 	d->reloads = metrics_counter_of(d->metrics, &daemon_serving_families[DS_RELOADS], NULL);
 	d->reload_errors =
 	    metrics_counter_of(d->metrics, &daemon_serving_families[DS_RELOAD_ERRORS], NULL);

@@ -190,6 +190,9 @@ int discovery_parse(const char *json, size_t len, struct services **out, char *e
 		if (get_str(js, "model", sv->model, sizeof(sv->model)))
 			FAIL("service %s: \"model\" must be a string (< %d bytes)", sv->name,
 			     DISCOVERY_MODEL_MAX);
+		if (get_str(js, "model_tokenizers", sv->tokenizers, sizeof(sv->tokenizers)))
+			FAIL("service %s: \"model_tokenizers\" must be a string (< %d bytes)",
+			     sv->name, DISCOVERY_TOKENIZERS_MAX);
 		for (size_t j = 0; j < i; j++) {
 			if (strcmp(s->v[j].name, sv->name) == 0)
 				FAIL("service %s: duplicate name", sv->name);

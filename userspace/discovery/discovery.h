@@ -25,6 +25,8 @@
 #define DISCOVERY_POLICY_MAX 16
 /* Longest served model name + 1. */
 #define DISCOVERY_MODEL_MAX 128
+/* Longest tokenizers list of a Service ("NAME=DIR[,NAME=DIR]"), bytes. */
+#define DISCOVERY_TOKENIZERS_MAX 1024
 
 struct endpoint {
 	char name[DISCOVERY_NAME_MAX];
@@ -42,6 +44,10 @@ struct service {
 	struct endpoint *endpoints;
 	char policy[DISCOVERY_POLICY_MAX]; /* its routing policy; "" = the daemon's --router */
 	char model[DISCOVERY_MODEL_MAX];   /* the model its workers serve; "" = not said */
+	/* the tokenizers of its models, "NAME=DIR[,NAME=DIR]" with each DIR relative to the
+	 * daemon's --tokenizer-root ("model_tokenizers" in the file, kvsplice.io/model-tokenizers
+	 * in Kubernetes); "" = none. Checked and loaded by the daemon (daemon/tokenizers.h). */
+	char tokenizers[DISCOVERY_TOKENIZERS_MAX];
 };
 
 struct services {

@@ -59,6 +59,7 @@
 #define ANN_EVENTS "kvsplice.io/events-port"
 #define ANN_REPLAY "kvsplice.io/replay-port"
 #define ANN_MODEL "kvsplice.io/model"
+#define ANN_TOKENIZERS "kvsplice.io/model-tokenizers"
 #define LABEL_SERVICE "kubernetes.io/service-name"
 
 #define STR_(x) #x
@@ -147,6 +148,7 @@ struct k8s_svc {
 	char route[K8S_PORTNAME_MAX], port[K8S_PORTNAME_MAX];
 	char events[K8S_PORTNAME_MAX], replay[K8S_PORTNAME_MAX];
 	char model[DISCOVERY_MODEL_MAX];
+	char tokenizers[DISCOVERY_TOKENIZERS_MAX];
 	size_t nports;
 	struct k8s_port *ports;
 	uint64_t logged; /* hash of the state last logged (0: none yet) */
@@ -390,6 +392,7 @@ static int parse_service(const cJSON *obj, struct k8s_svc **out, char *err, size
 	ann_copy(ann, ANN_EVENTS, s->events, sizeof(s->events), s->bad, sizeof(s->bad));
 	ann_copy(ann, ANN_REPLAY, s->replay, sizeof(s->replay), s->bad, sizeof(s->bad));
 	ann_copy(ann, ANN_MODEL, s->model, sizeof(s->model), s->bad, sizeof(s->bad));
+	ann_copy(ann, ANN_TOKENIZERS, s->tokenizers, sizeof(s->tokenizers), s->bad, sizeof(s->bad));
 	type = jstr(spec, "type");
 	cip = jstr(spec, "clusterIP");
 	if (type && strcmp(type, "ExternalName") == 0) {
@@ -935,6 +938,7 @@ static uint64_t fingerprint(const struct services *s)
 		XXH3_64bits_update(st, &v->vip, sizeof(v->vip));
 		XXH3_64bits_update(st, v->policy, sizeof(v->policy));
 		XXH3_64bits_update(st, v->model, sizeof(v->model));
+		XXH3_64bits_update(st, v->tokenizers, sizeof(v->tokenizers));
 		XXH3_64bits_update(st, &v->nendpoints, sizeof(v->nendpoints));
 		for (size_t k = 0; k < v->nendpoints; k++) {
 			const struct endpoint *e = &v->endpoints[k];
@@ -1004,6 +1008,7 @@ int k8s_view_snapshot(struct k8s_view *v, struct services **out, uint64_t *fp)
 		d->vip.sin_port = htons(b[i].port->port);
 		copy_str(d->policy, sizeof(d->policy), b[i].s->route); /* a policy name */
 		snprintf(d->model, sizeof(d->model), "%s", b[i].s->model);
+		snprintf(d->tokenizers, sizeof(d->tokenizers), "%s", b[i].s->tokenizers);
 		d->endpoints = b[i].eps;
 		d->nendpoints = b[i].n;
 		b[i].eps = NULL;

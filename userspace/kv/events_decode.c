@@ -1271,6 +1271,28 @@ bad:
 	return -EBADMSG;
 }
 
+int events_extra_strings(const char *const *keys, const size_t *lens, size_t n, struct buf *out)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	int rc = 0;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	rc |= msgpack_pack_array(&pk, n);
+	for (size_t i = 0; i < n; i++) {
+		msgpack_object o = {.type = MSGPACK_OBJECT_STR,
+				    .via.str = {.size = (uint32_t)lens[i], .ptr = keys[i]}};
+
+		/* as decode_extra: each key packed from its decoded object */
+		rc |= msgpack_pack_object(&pk, o);
+	}
+	if (!rc)
+		rc = buf_append(out, sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+	return rc ? -ENOMEM : 0;
+}
+
 uint64_t events_event_root(const struct events_event *ev, uint64_t seed)
 {
 	if (ev->lora_name && ev->lora_len)

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/buf.h"
 #include "kv/index.h"
 
 /* Default largest batch payload accepted, bytes (kvsplice --kv-event-max-bytes). */
@@ -99,6 +100,14 @@ uint64_t events_hash_u64(const void *bytes, size_t len);
 /* The own-hash root (blockhash_root) of a decoded BlockStored: from lora_name, else lora_id, else
  * the base model's 0. */
 uint64_t events_event_root(const struct events_event *ev, uint64_t seed);
+
+/* The extra bytes the index hashes into a block whose extra_keys, once the LoRA name is left
+ * out, are the n strings keys[i] (lens[i] bytes each): a msgpack array of them, packed by
+ * msgpack-c exactly as decode_extra re-packs a decoded event's keys. The router hashes block 0
+ * of a request with cache_salt S with the bytes of [S] (vLLM's block 0 keys are
+ * [lora_name?, S]), so that it meets the hash the index made from that block's BlockStored.
+ * Appends to out; returns 0 or -ENOMEM. */
+int events_extra_strings(const char *const *keys, const size_t *lens, size_t n, struct buf *out);
 
 /* Applies one decoded event to worker w of idx (caller holds the index write lock). Events of a
  * non-full-attention KV group are skipped. BlockStored token ids are re-hashed with blockhash (own

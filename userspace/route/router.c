@@ -76,6 +76,8 @@ static bool flight_queued(const struct flight *f)
  */
 
 static void scrape_cb(void *arg, void *user, const struct scrape_metrics *m, int err);
+static void models_cb(void *arg, void *user, const struct scrape_metrics *m, int err);
+static int models_body(void *arg, void *user, const char *text, size_t len);
 
 void router_cfg_default(struct router_cfg *c)
 {
@@ -90,6 +92,7 @@ void router_cfg_default(struct router_cfg *c)
 	c->scrape_max_body = so.max_body;
 	c->scrape_max_head = so.max_head;
 	c->scrape_timeout_ms = so.timeout_ms;
+	c->models_interval_ms = SCRAPE_DEFAULT_MODELS_INTERVAL_MS;
 	c->approx_ttl_s = ac.ttl_s;
 	c->approx_max_entries = ac.max_entries;
 	c->tokcache_bytes = ROUTER_TOKCACHE_BYTES;
@@ -104,7 +107,8 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 	struct router *r;
 	int rc = -ENOMEM;
 
-	if (!pol || cfg->scrape_interval_ms < 0 || cfg->tokcache_bytes < 0)
+	if (!pol || cfg->scrape_interval_ms < 0 || cfg->models_interval_ms < 0 ||
+	    cfg->tokcache_bytes < 0)
 		return -EINVAL;
 	r = calloc(1, sizeof(*r));
 	if (!r)
@@ -150,6 +154,20 @@ int router_new(const struct router_cfg *cfg, struct router **out)
 		if ((rc = scraper_new(cfg->loop, &so, scrape_cb, r, &r->scr)) < 0)
 			goto fail;
 	}
+	if (cfg->loop && cfg->models_interval_ms > 0) {
+		struct scraper_opts so;
+
+		scraper_opts_default(&so);
+		so.interval_ms = cfg->models_interval_ms;
+		so.timeout_ms = cfg->scrape_timeout_ms;
+		so.mark = cfg->mark;
+		so.max_body = cfg->scrape_max_body;
+		so.max_head = cfg->scrape_max_head;
+		so.path = "/v1/models";
+		so.body = models_body;
+		if ((rc = scraper_new(cfg->loop, &so, models_cb, r, &r->mscr)) < 0)
+			goto fail;
+	}
 	*out = r;
 	return 0;
 fail:
@@ -162,6 +180,7 @@ void router_free(struct router *r)
 	if (!r)
 		return;
 	scraper_free(r->scr);
+	scraper_free(r->mscr);
 	for (size_t i = 0; i < sizeof(r->tc) / sizeof(r->tc[0]); i++)
 		tok_cache_free(r->tc[i].cache);
 	for (size_t k = 0; k < POLICY_COUNT; k++)
@@ -169,6 +188,7 @@ void router_free(struct router *r)
 			r->pi[k].ops->destroy(r->pi[k].st);
 	for (uint32_t i = 0; i < r->nfl; i++) {
 		free(r->fl[i].chain);
+		buf_free(&r->fl[i].extra0);
 		buf_free(&r->fl[i].text);
 		tok_stream_free(&r->fl[i].ts);
 		tok_ids_free(&r->fl[i].toks);
@@ -197,7 +217,13 @@ const char *router_policy(const struct router *r)
 /* A scrape of worker w ended: m, or the error err. */
 static void metrics_in(struct router *r, struct worker *w, const struct scrape_metrics *m, int err)
 {
-	if (workers_metrics(r->ws, w, m, err, clock_ms()) == 1) {
+	bool was_failing = w->scrape_fails > 0 || w->scrape_err;
+	int restarted = workers_metrics(r->ws, w, m, err, clock_ms());
+
+	/* back, or a new process: what it serves is read again at once */
+	if (r->mscr && m && (restarted == 1 || was_failing))
+		scraper_kick(r->mscr, (void *)(uintptr_t)w->slot);
+	if (restarted == 1) {
 		log_info("router",
 			 "worker %s: a new process (from its metrics): its cache is read "
 			 "again",
@@ -220,6 +246,45 @@ static void scrape_cb(void *arg, void *user, const struct scrape_metrics *m, int
 
 	if (w)
 		metrics_in(r, w, m, err);
+}
+
+/* A /v1/models answer of the worker in slot user: what it serves. */
+static int models_body(void *arg, void *user, const char *text, size_t len)
+{
+	struct router *r = arg;
+	struct worker *w = workers_at(r->ws, (uint32_t)(uintptr_t)user);
+	struct scrape_models m;
+	int rc;
+
+	if (!w)
+		return 0;
+	if ((rc = scrape_models_parse(text, len, &m)) < 0)
+		return rc;
+	if (workers_set_models(w, &m, 0) == 1)
+		log_info("router", "worker %s: serves %zu model(s)", w->name, w->models_n);
+	scrape_models_free(&m);
+	return 0;
+}
+
+static void models_cb(void *arg, void *user, const struct scrape_metrics *m, int err)
+{
+	struct router *r = arg;
+	struct worker *w = workers_at(r->ws, (uint32_t)(uintptr_t)user);
+
+	(void)m;
+	if (w && err)
+		workers_set_models(w, NULL, err);
+}
+
+int router_worker_models(struct router *r, const struct service *svc, size_t ep, const char *body,
+			 size_t len)
+{
+	struct worker *w =
+	    ep < svc->nendpoints ? workers_find(r->ws, svc->name, &svc->endpoints[ep]) : NULL;
+
+	if (!w)
+		return -ENOENT;
+	return models_body(r, (void *)(uintptr_t)w->slot, body, len);
 }
 
 int router_worker_metrics(struct router *r, const struct service *svc, size_t ep,
@@ -271,7 +336,7 @@ void router_set_services(struct router *r, const struct services *s)
 	}
 	r->svcs = ns;
 	r->nsvcs = ns ? s->n : 0;
-	if (!r->scr)
+	if (!r->scr && !r->mscr)
 		return;
 	t = calloc(workers_count(r->ws) + 1, sizeof(*t));
 	if (!t)
@@ -283,8 +348,10 @@ void router_set_services(struct router *r, const struct services *s)
 			t[nt++] = (struct scrape_target){.addr = w->addr,
 							 .user = (void *)(uintptr_t)w->slot};
 	}
-	if (scraper_set_targets(r->scr, t, nt) < 0)
+	if (r->scr && scraper_set_targets(r->scr, t, nt) < 0)
 		log_warn("router", "scrape targets: out of memory");
+	if (r->mscr && scraper_set_targets(r->mscr, t, nt) < 0)
+		log_warn("router", "/v1/models targets: out of memory");
 	free(t);
 }
 
@@ -292,6 +359,8 @@ void router_tick(struct router *r)
 {
 	if (r->scr)
 		scraper_tick(r->scr);
+	if (r->mscr)
+		scraper_tick(r->mscr);
 	approx_expire(r->ax, clock_s());
 }
 
@@ -420,6 +489,9 @@ struct flight *router_flight_new(struct router *r, uint32_t *id)
 	f->reg_unhashed = 0;
 	f->qprev = f->qnext = 0;
 	f->book_prompt = false;
+	f->model_filter = false;
+	f->root = 0;
+	buf_reset(&f->extra0);
 	return f;
 }
 
@@ -545,8 +617,11 @@ void router_connect_ok(struct router *r, const struct router_ticket *t)
 
 	if (!w)
 		return;
-	if (w->backoff_ms)
+	if (w->backoff_ms) {
 		log_info("router", "worker %s: connected again: up", w->name);
+		if (r->mscr) /* what it serves may have changed while it was away */
+			scraper_kick(r->mscr, (void *)(uintptr_t)w->slot);
+	}
 	workers_connect_ok(w);
 }
 

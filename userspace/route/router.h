@@ -2,17 +2,18 @@
 /* router: the routing decision, in one module (docs/design.md, "Exact tokens"). The proxy
  * asks one question per request — which endpoint? — and knows nothing of tokens. The answer:
  *
- *   body -> model -> tokenizer (models.h) -> prompt token ids (openai.h: every completions prompt
+ *   body -> model -> its workers (their /v1/models), tokenizer (models.h), LoRA root and
+ *   cache_salt (blockhash.h) -> prompt token ids (openai.h: every completions prompt
  *   shape, chat through the template) -> own block chain (blockhash.h) -> per-worker depth (the
  *   event-fed index.h, or the approximate approx.h) -> load (workers.h: in flight here, scraped
  *   metrics) -> policy (policy.h) -> endpoint + reason
  *
  * Fallbacks. When exact tokens are impossible — no tokenizer for the model, a request the reader
- * or the chat renderer reports as not exact, a cache_salt, a body that is not JSON or that vLLM
- * would refuse — the request is routed on the approximate view of its raw body bytes
- * (blockhash_bytes_chain), counted by cause in /metrics, and never refused here: the worker
- * answers it as it would without kvsplice. Requests to other paths, and pass-through
- * connections, carry no prompt: the policy places them by load alone.
+ * or the chat renderer reports as not exact, a model no worker of the Service serves (their
+ * /v1/models), a body that is not JSON or that vLLM would refuse — the request is routed on the
+ * approximate view of its raw body bytes (blockhash_bytes_chain), counted by cause in /metrics, and
+ * never refused here: the worker answers it as it would without kvsplice. Requests to other paths,
+ * and pass-through connections, carry no prompt: the policy places them by load alone.
  *
  * Explainability. Every decision is kept (router_debug_json: /debug/route): model, tokens, chain
  * length, per candidate the matched blocks, keys, load and score, the choice, the reason, the
@@ -98,7 +99,10 @@ struct router_cfg {
 	struct loop *loop;		 /* drives the metrics scraper; NULL: load is local only */
 	uint32_t mark;			 /* SO_MARK of scrape connections */
 	int scrape_interval_ms;		 /* how often each worker's /metrics is read; 0: never */
-	size_t scrape_max_body;		 /* scraper_opts' */
+	int models_interval_ms; /* how often each worker's /v1/models is read (also at once when it
+				   comes back or restarts); 0: never (every worker takes every
+				   model) */
+	size_t scrape_max_body; /* scraper_opts' */
 	size_t scrape_max_head;
 	int scrape_timeout_ms;
 	double approx_ttl_s; /* approx_cfg's */
@@ -109,8 +113,8 @@ struct router_cfg {
 };
 
 /* Fills c with the defaults: the kv policy, scraping every SCRAPE_DEFAULT_INTERVAL_MS with the
- * scraper's default bounds, the approximate view's defaults, ROUTER_TOKCACHE_BYTES; no index,
- * models, metrics or loop. */
+ * scraper's default bounds, /v1/models every SCRAPE_DEFAULT_MODELS_INTERVAL_MS, the approximate
+ * view's defaults, ROUTER_TOKCACHE_BYTES; no index, models, metrics or loop. */
 void router_cfg_default(struct router_cfg *c);
 
 /* What the proxy knows about the request when it must choose. Pointers are valid for the call. */
@@ -213,6 +217,12 @@ void router_done(struct router *r, struct router_ticket *t, const struct router_
 struct scrape_metrics;
 int router_worker_metrics(struct router *r, const struct service *svc, size_t ep,
 			  const struct scrape_metrics *m);
+
+/* Endpoint ep of svc answered body[0..len) on its /v1/models, read by the caller (as the models
+ * scraper would hand it over: what the worker serves, base models and LoRA adapters). 0,
+ * -ENOENT for an unknown endpoint, -ENODATA for a body that is no model list, -ENOMEM. */
+int router_worker_models(struct router *r, const struct service *svc, size_t ep, const char *body,
+			 size_t len);
 
 /* Housekeeping: scrapes, approximate view expiry. Call after every loop_run (at least every
  * 100 ms). */

@@ -44,6 +44,8 @@ enum {
 	RF_W_DOWN,
 	RF_W_DOWNS,
 	RF_W_SCRAPE_ERRORS,
+	RF_W_MODELS,
+	RF_W_MODELS_ERRORS,
 	RF_APPROX_ENTRIES,
 	RF_APPROX_EVICTED,
 	RF_APPROX_DISPLACED,
@@ -103,6 +105,14 @@ const struct metrics_family router_families[RF_COUNT] = {
 			    "large for --scrape-max-body or --scrape-max-head, not answered "
 			    "within --scrape-timeout, ...).",
 			    "worker,cause"},
+    [RF_W_MODELS] = {"kvsplice_worker_models", METRICS_GAUGE,
+		     "Models the worker serves, base models and LoRA adapters (its /v1/models, "
+		     "read every --models-interval; -1 until it answers: it then takes the "
+		     "Service's model).",
+		     "worker"},
+    [RF_W_MODELS_ERRORS] = {"kvsplice_worker_models_errors_total", METRICS_COUNTER,
+			    "Failed reads of the worker's /v1/models (its last list stays).",
+			    "worker"},
     [RF_APPROX_ENTRIES] = {"kvsplice_approx_entries", METRICS_GAUGE,
 			   "(worker, block) pairs the approximate view holds.", NULL},
     [RF_APPROX_EVICTED] = {"kvsplice_approx_evicted_total", METRICS_COUNTER,
@@ -285,6 +295,29 @@ static void worker_collector(struct buf *out, void *arg)
 				   (unsigned long long)w->scrape_errors[c]);
 		}
 	}
+	if (r->mscr) {
+		metrics_head(out, &router_families[RF_W_MODELS]);
+		for (uint32_t i = 0; i < workers_count(r->ws); i++) {
+			struct worker *w = workers_at(r->ws, i);
+
+			if (!w)
+				continue;
+			buf_printf(out, "%s{worker=\"", router_families[RF_W_MODELS].name);
+			put_label(out, w->name);
+			buf_printf(out, "\"} %lld\n",
+				   w->models_known ? (long long)w->models_n : -1LL);
+		}
+		metrics_head(out, &router_families[RF_W_MODELS_ERRORS]);
+		for (uint32_t i = 0; i < workers_count(r->ws); i++) {
+			struct worker *w = workers_at(r->ws, i);
+
+			if (!w)
+				continue;
+			buf_printf(out, "%s{worker=\"", router_families[RF_W_MODELS_ERRORS].name);
+			put_label(out, w->name);
+			buf_printf(out, "\"} %llu\n", (unsigned long long)w->models_errors);
+		}
+	}
 	router_limits_text(r, out);
 	metrics_head(out, &router_families[RF_TOKCACHE]);
 	for (size_t i = 0; i < sizeof(r->tc) / sizeof(r->tc[0]) && r->tc[i].tok; i++) {
@@ -413,7 +446,7 @@ int router_workers_json(const struct router *r, struct buf *out)
 			       (unsigned long long)w->routed);
 		rc |= buf_printf(out,
 				 "\"down_by\":%s,\"connect_failures\":%u,\"backoff_ms\":%u,"
-				 "\"retry_in_ms\":%lld,\"downs\":%llu}",
+				 "\"retry_in_ms\":%lld,\"downs\":%llu",
 				 workers_scrape_down(w) && w->connect_down ? "\"scrapes+connects\""
 				 : workers_scrape_down(w)		   ? "\"scrapes\""
 				 : w->connect_down			   ? "\"connects\""
@@ -422,6 +455,29 @@ int router_workers_json(const struct router *r, struct buf *out)
 				 w->backoff_ms && w->retry_ms > t ? (long long)(w->retry_ms - t)
 								  : 0LL,
 				 (unsigned long long)w->downs);
+		/* what it serves: null until its /v1/models answers */
+		rc |= buf_puts(out, ",\"models\":");
+		if (!w->models_known) {
+			rc |= buf_puts(out, "null");
+		} else {
+			const char *p = w->models, *end = w->models + w->models_len;
+
+			rc |= buf_puts(out, "[");
+			for (int k = 0; p && p < end; k++) {
+				const char *par = p + strlen(p) + 1;
+
+				rc |= buf_printf(out, "%s{\"id\":", k ? "," : "");
+				rc |= buf_json_str(out, p, strlen(p));
+				rc |= buf_puts(out, ",\"parent\":");
+				rc |= par[0] ? buf_json_str(out, par, strlen(par))
+					     : buf_puts(out, "null");
+				rc |= buf_puts(out, "}");
+				p = par + strlen(par) + 1;
+			}
+			rc |= buf_puts(out, "]");
+		}
+		rc |= buf_printf(out, ",\"models_errors\":%llu}",
+				 (unsigned long long)w->models_errors);
 		first = 0;
 	}
 	rc |= buf_puts(out, "]}\n");

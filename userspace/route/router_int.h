@@ -26,6 +26,7 @@
 #include "prompt/tokenizer.h"
 #include "route/policy.h"
 #include "route/router.h"
+#include "route/scrape.h"
 #include "route/workers.h"
 
 /* Why a request could not be read exactly (the label of kvsplice_route_fallbacks_total). */
@@ -35,7 +36,7 @@
 	X(HARMONY, "harmony")		/* gpt-oss: vLLM renders its chat with openai_harmony */   \
 	X(MISTRAL, "mistral_mode")	/* tekken.json: vLLM's mistral tokenizer mode */           \
 	X(NOT_EXACT, "not_exact")	/* the reader or renderer reported it cannot be exact */   \
-	X(CACHE_SALT, "cache_salt")	/* cache_salt enters the engine's hash of block 0 */       \
+	X(MODEL, "model")		/* no worker of the Service serves the request's model */  \
 	X(NOT_JSON, "not_json")		/* the body is not JSON */                                 \
 	X(INVALID, "invalid")		/* vLLM will refuse it (400) */                            \
 	X(NOMEM, "nomem")
@@ -67,6 +68,17 @@ struct flight {
 	uint32_t slot; /* worker slot of the current attempt, UINT32_MAX: none */
 	uint64_t *chain;
 	size_t n, cap;
+	/* its chain's keys: the root (blockhash_root of its LoRA adapter, 0: a base model) and the
+	 * extra bytes of block 0 (its cache_salt, as events_extra_strings packs [salt]; empty:
+	 * none)
+	 */
+	uint64_t root;
+	struct buf extra0;
+	/* its model, when workers must serve it (model_filter): only those whose /v1/models lists
+	 * it as a base model (as an adapter, model_adapter) are candidates; with model_unknown_ok
+	 * also those whose list is not known yet */
+	bool model_filter, model_adapter, model_unknown_ok;
+	char model[SCRAPE_MODEL_NAME_MAX + 1];
 	enum view view;
 	bool wants_usage;
 	uint32_t prompt_tokens;
@@ -165,6 +177,7 @@ struct router {
 	struct approx *ax;
 	struct workers *ws;
 	struct scraper *scr;
+	struct scraper *mscr; /* each worker's /v1/models, every models_interval */
 	/* the bound in force, for /metrics (the scraper reports its own) */
 	size_t approx_max_entries;
 	uint32_t bs;
@@ -214,10 +227,16 @@ struct flight *router_flight_new(struct router *r, uint32_t *id);
 void router_flight_release(struct router *r, uint32_t id);
 
 /* router_prompt.c */
-/* Reads req into flight f and rec: the endpoint, the model, the tokens and the chain, or the
- * fallback view. */
-void router_prompt_read(struct router *r, const struct router_request *req, struct flight *f,
-			struct route_rec *rec);
+/* Reads req, a request to svc, into flight f and rec: the endpoint, the model (the workers of svc
+ * that serve it, its tokenizer, its chain's root), the tokens and the chain, or the fallback
+ * view. */
+void router_prompt_read(struct router *r, const struct service *svc,
+			const struct router_request *req, struct flight *f, struct route_rec *rec);
+/* router_pick.c: the worker of endpoint k of svc (through the slots router_set_services
+ * installed), or NULL. */
+struct worker *router_worker_of(struct router *r, const struct service *svc, size_t k);
+/* May worker w take flight f (its model: see struct flight)? */
+bool router_model_ok(const struct flight *f, const struct worker *w);
 /* The rest of f's prompt, tokenized and hashed: its chain, token count and worker accounting
  * become exact (router_sent; router_done when it was never sent). f is out of the queue, or
  * RETIRED (freed next). */

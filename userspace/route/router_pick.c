@@ -56,6 +56,13 @@ static uint32_t slot_of(struct router *r, const struct service *svc, size_t k)
 	return w ? w->slot : UINT32_MAX;
 }
 
+struct worker *router_worker_of(struct router *r, const struct service *svc, size_t k)
+{
+	uint32_t slot = slot_of(r, svc, k);
+
+	return slot == UINT32_MAX ? NULL : workers_at(r->ws, slot);
+}
+
 /* Cached tokens a depth of d blocks gives a prompt of n tokens (vLLM: whole blocks, at most
  * n - 1 tokens). */
 static int64_t cached_of(const struct router *r, uint32_t d, uint32_t n)
@@ -65,10 +72,11 @@ static int64_t cached_of(const struct router *r, uint32_t d, uint32_t n)
 	return (int64_t)(c < lim ? c : lim);
 }
 
-/* Fills the candidates of svc not in tried (workers known to be down and endpoints terminating are
- * left out while others are up: kube-proxy's fallback to terminating endpoints when no other is
- * left). Returns their number, or -ENOMEM. */
-static long candidates(struct router *r, const struct service *svc, uint64_t tried)
+/* Fills the candidates of svc not in tried that may take f's model (router_model_ok; workers
+ * known to be down and endpoints terminating are left out while others are up: kube-proxy's
+ * fallback to terminating endpoints when no other is left). Returns their number, or -ENOMEM. */
+static long candidates(struct router *r, const struct service *svc, const struct flight *f,
+		       uint64_t tried)
 {
 	uint64_t now = clock_ms();
 	size_t n = 0;
@@ -80,7 +88,7 @@ static long candidates(struct router *r, const struct service *svc, uint64_t tri
 			uint32_t slot = slot_of(r, svc, k);
 			struct worker *w = slot == UINT32_MAX ? NULL : workers_at(r->ws, slot);
 
-			if (tried & (1ULL << (k % 64)))
+			if (tried & (1ULL << (k % 64)) || !router_model_ok(f, w))
 				continue;
 			if (pass == 0 &&
 			    ((w && workers_avoid(w, now)) || svc->endpoints[k].terminating))
@@ -229,7 +237,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 		f->rec_seq = rec->seq;
 		rec->policy = f->pol->ops->name;
 		if (req->method)
-			router_prompt_read(r, req, f, rec);
+			router_prompt_read(r, svc, req, f, rec);
 		else if (r->st.passthrough)
 			metrics_inc(r->st.passthrough);
 	} else {
@@ -240,7 +248,7 @@ int router_pick(struct router *r, const struct service *svc, const struct router
 		f->slot = UINT32_MAX;
 		rec = router_rec_find(r, f->rec_seq);
 	}
-	n = candidates(r, svc, req->tried);
+	n = candidates(r, svc, f, req->tried);
 	if (n <= 0) {
 		router_flight_release(r, id);
 		goto none;

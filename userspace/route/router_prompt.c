@@ -10,6 +10,7 @@
 
 #include "core/metrics.h"
 #include "kv/blockhash.h"
+#include "kv/events_decode.h"
 #include "kv/index.h"
 #include "prompt/models.h"
 #include "prompt/openai.h"
@@ -99,10 +100,78 @@ static int chain_extend(struct router *r, struct flight *f, const uint32_t *toke
 		return 0;
 	if (chain_reserve(f, nb))
 		return -ENOMEM;
-	f->n +=
-	    blockhash_chain(r->hseed, r->bs, f->n ? f->chain[f->n - 1] : 0, tokens + f->n * r->bs,
-			    (nb - f->n) * r->bs, f->chain + f->n, nb - f->n);
+	if (!f->n) {
+		/* block 0: chained to the root, with its extra keys (vLLM's cache_salt) */
+		f->chain[0] = blockhash_block(r->hseed, f->root, tokens, r->bs, f->extra0.data,
+					      f->extra0.len);
+		f->n = 1;
+	}
+	f->n += blockhash_chain(r->hseed, r->bs, f->chain[f->n - 1], tokens + f->n * r->bs,
+				(nb - f->n) * r->bs, f->chain + f->n, nb - f->n);
 	return 0;
+}
+
+bool router_model_ok(const struct flight *f, const struct worker *w)
+{
+	enum workers_serve s;
+
+	if (!f->model_filter || !w)
+		return true;
+	s = workers_serves(w, f->model, strlen(f->model), NULL);
+	if (s == WORKERS_SERVE_UNKNOWN)
+		return f->model_unknown_ok;
+	return s == (f->model_adapter ? WORKERS_SERVE_ADAPTER : WORKERS_SERVE_BASE);
+}
+
+/* Who serves model (NULL: the request names none) among svc's workers, into f (model_filter,
+ * model_adapter, model_unknown_ok, root); returns the tokenizer entry to read it with (an
+ * adapter's own, else its base model's, else the default), and in *served whether any worker of
+ * svc may take it. A worker whose list is not known yet may take the Service's model
+ * (kvsplice.io/model; any model that is no known worker's adapter when the Service names none):
+ * before the first /v1/models answers, and without scraping, every worker is a candidate, as
+ * before models were read. */
+static const struct model_tok *model_resolve(struct router *r, const struct service *svc,
+					     const char *model, struct flight *f, bool *served)
+{
+	char parent[SCRAPE_MODEL_NAME_MAX + 1] = "";
+	size_t len = model ? strlen(model) : 0, nbase = 0, nad = 0, nunk = 0;
+	const struct model_tok *mt;
+
+	f->model_filter = f->model_adapter = f->model_unknown_ok = false;
+	f->root = 0;
+	*served = true;
+	if (!model || len > SCRAPE_MODEL_NAME_MAX)
+		return models_find(r->models, model ? model : svc->model[0] ? svc->model : NULL);
+	for (size_t k = 0; k < svc->nendpoints; k++) {
+		struct worker *w = router_worker_of(r, svc, k);
+		const char *par = NULL;
+
+		switch (w ? workers_serves(w, model, len, &par) : WORKERS_SERVE_UNKNOWN) {
+		case WORKERS_SERVE_UNKNOWN:
+			nunk++;
+			break;
+		case WORKERS_SERVE_NO:
+			break;
+		case WORKERS_SERVE_BASE:
+			nbase++;
+			break;
+		case WORKERS_SERVE_ADAPTER:
+			if (!nad++)
+				snprintf(parent, sizeof(parent), "%s", par);
+			break;
+		}
+	}
+	memcpy(f->model, model, len + 1);
+	f->model_filter = true;
+	f->model_adapter = nad > 0 && !nbase;
+	f->model_unknown_ok =
+	    !f->model_adapter && !nad && (!svc->model[0] || !strcmp(svc->model, model));
+	*served = (f->model_adapter ? nad : nbase) + (f->model_unknown_ok ? nunk : 0) > 0;
+	if (!f->model_adapter)
+		return models_find(r->models, model);
+	f->root = blockhash_root(r->hseed, model, len);
+	mt = models_find_exact(r->models, model);
+	return mt ? mt : models_find(r->models, parent);
 }
 
 /* With the tokens so far, the prompt's size: exact when all are there, else the tokens so far
@@ -199,14 +268,14 @@ void router_prompt_finish(struct router *r, struct flight *f)
 
 /* Reads req into flight f and rec: the endpoint, the model, the tokens and the chain, or the
  * fallback view. */
-void router_prompt_read(struct router *r, const struct router_request *req, struct flight *f,
-			struct route_rec *rec)
+void router_prompt_read(struct router *r, const struct service *svc,
+			const struct router_request *req, struct flight *f, struct route_rec *rec)
 {
 	enum openai_endpoint ep = OPENAI_NONE;
 	const struct model_tok *mt;
 	const char *why = NULL;
 	size_t plen = req->target_len;
-	bool lazy;
+	bool lazy, served = true;
 	int rc;
 
 	f->n = f->nblocks = 0;
@@ -214,6 +283,9 @@ void router_prompt_read(struct router *r, const struct router_request *req, stru
 	f->view = VIEW_NONE;
 	f->wants_usage = false;
 	f->prompt_tokens = 0;
+	f->root = 0;
+	f->model_filter = false;
+	buf_reset(&f->extra0);
 	rec->fallback = FB_NONE;
 	if (req->method) {
 		const char *q = memchr(req->target, '?', req->target_len);
@@ -231,12 +303,13 @@ void router_prompt_read(struct router *r, const struct router_request *req, stru
 		  : f->pol->ops->source == POLICY_SRC_EVENTS ? VIEW_EVENTS
 							     : VIEW_NONE;
 	lazy = f->view == VIEW_EVENTS && !r->whole_prompt;
-	mt = models_find(r->models, NULL);
+	mt = models_find(r->models, svc->model[0] ? svc->model : NULL);
 	openai_req_free(&r->oq);
 	rc = parse(r, lazy, mt, ep, req, &why);
-	if (rc == OPENAI_OK && r->oq.model) {
-		/* several models configured: read again with the model's own tokenizer */
-		const struct model_tok *m2 = models_find(r->models, r->oq.model);
+	if (rc == OPENAI_OK) {
+		/* the model's workers, and its own tokenizer (several models configured, or an
+		 * adapter read with its base model's): read again with it */
+		const struct model_tok *m2 = model_resolve(r, svc, r->oq.model, f, &served);
 
 		if (m2 != mt && m2) {
 			mt = m2;
@@ -248,12 +321,23 @@ void router_prompt_read(struct router *r, const struct router_request *req, stru
 		snprintf(rec->model, sizeof(rec->model), "%s", r->oq.model);
 	if (rc == OPENAI_OK && !mt)
 		rc = OPENAI_UNSUPPORTED, why = "no tokenizer loaded";
-	if (rc == OPENAI_OK && ep == OPENAI_CHAT && !mt->chat_ok)
+	/* cache_salt: block 0's extra keys, [salt] (after the LoRA name, which the root stands
+	 * for), as the index hashes them from that block's BlockStored */
+	if (rc == OPENAI_OK && r->oq.cache_salt) {
+		const char *k = r->oq.cache_salt;
+		size_t kl = strlen(k);
+
+		if (events_extra_strings(&k, &kl, 1, &f->extra0) < 0)
+			rc = -ENOMEM;
+	}
+	if (!served) {
+		/* no worker of the Service serves it: each answers as vLLM would (404) */
+		rec->fallback = FB_MODEL;
+		f->model_filter = false;
+	} else if (rc == OPENAI_OK && ep == OPENAI_CHAT && !mt->chat_ok)
 		rec->fallback = mt->chat_kind == MODEL_CHAT_HARMONY   ? FB_HARMONY
 				: mt->chat_kind == MODEL_CHAT_MISTRAL ? FB_MISTRAL
 								      : FB_TEMPLATE;
-	else if (rc == OPENAI_OK && r->oq.cache_salt)
-		rec->fallback = FB_CACHE_SALT;
 	else if (rc != OPENAI_OK)
 		rec->fallback = fallback_of(rc, why);
 	if (rec->fallback != FB_NONE) {

@@ -35,6 +35,7 @@
 #include "core/clock.h"
 #include "core/buf.h"
 #include "core/http.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "route/scrape.h"
 
@@ -429,6 +430,53 @@ int scrape_parse(const char *text, size_t len, struct scrape_metrics *out)
 	return a.seen ? 0 : -ENODATA;
 }
 
+/* ==== /v1/models ============================================================================ */
+
+int scrape_models_parse(const char *text, size_t len, struct scrape_models *out)
+{
+	cJSON *root = json_parse(text, len);
+	const cJSON *data = root ? json_get(root, "data") : NULL, *card;
+	struct buf b = {0};
+	size_t n = 0;
+	int rc = -ENODATA;
+
+	memset(out, 0, sizeof(*out));
+	if (!cJSON_IsArray(data) || cJSON_GetArraySize(data) > SCRAPE_MODELS_MAX)
+		goto done;
+	cJSON_ArrayForEach(card, data)
+	{
+		const cJSON *id = json_get(card, "id"), *parent = json_get(card, "parent");
+		const char *p = cJSON_IsString(parent) ? parent->valuestring : "";
+
+		if (!cJSON_IsString(id) || !id->valuestring[0])
+			goto done;
+		if (strlen(id->valuestring) > SCRAPE_MODEL_NAME_MAX ||
+		    strlen(p) > SCRAPE_MODEL_NAME_MAX)
+			continue;
+		if (buf_append(&b, id->valuestring, strlen(id->valuestring) + 1) < 0 ||
+		    buf_append(&b, p, strlen(p) + 1) < 0) {
+			rc = -ENOMEM;
+			goto done;
+		}
+		n++;
+	}
+	out->text = b.data;
+	out->len = b.len;
+	out->n = n;
+	b = (struct buf){0};
+	rc = 0;
+done:
+	buf_free(&b);
+	cJSON_Delete(root);
+	return rc;
+}
+
+void scrape_models_free(struct scrape_models *m)
+{
+	free(m->text);
+	memset(m, 0, sizeof(*m));
+}
+
 /* ==== scraper =============================================================================== */
 
 enum tstate { T_IDLE, T_CONNECT, T_SEND, T_RECV, T_FAILED };
@@ -470,6 +518,7 @@ struct scraper {
 	uint32_t mark;
 	size_t max_body, max_head;
 	char *path;
+	int (*body)(void *arg, void *user, const char *text, size_t len);
 	struct target **t;
 	size_t n;
 	struct target *zombies;
@@ -613,7 +662,7 @@ static void scrape_end(struct target *t, int err, bool keep, const struct scrape
 	} else {
 		s->ok++;
 	}
-	s->fn(s->arg, t->user, err ? NULL : m, err);
+	s->fn(s->arg, t->user, err || s->body ? NULL : m, err);
 }
 
 /* The connection failed before any byte of the answer. A kept-alive one may just have been
@@ -751,6 +800,12 @@ static void scrape_done(struct target *t)
 		break;
 	}
 	/* bytes after the answer: the worker is out of step, do not reuse the connection */
+	if (t->s->body) {
+		int err = t->s->body(t->s->arg, t->user, body ? body : "", len);
+
+		scrape_end(t, err, a->keep_alive && a->kind != HTTP_BODY_EOF && !extra, NULL);
+		return;
+	}
 	scrape_end(t, scrape_parse(body ? body : "", len, &m) < 0 ? -ENODATA : 0,
 		   a->keep_alive && a->kind != HTTP_BODY_EOF && !extra, &m);
 }
@@ -866,6 +921,7 @@ void scraper_opts_default(struct scraper_opts *o)
 	o->path = "/metrics";
 	o->max_body = SCRAPE_DEFAULT_MAX_BODY;
 	o->max_head = SCRAPE_DEFAULT_MAX_HEAD;
+	o->body = NULL;
 }
 
 int scraper_new(struct loop *loop, const struct scraper_opts *o, scrape_fn fn, void *arg,
@@ -897,6 +953,7 @@ int scraper_new(struct loop *loop, const struct scraper_opts *o, scrape_fn fn, v
 	s->interval_ms = o->interval_ms;
 	s->timeout_ms = o->timeout_ms;
 	s->mark = o->mark;
+	s->body = o->body;
 	/* 0 is no bound: half the address space, so max + 1 never wraps */
 	s->max_body = o->max_body ? o->max_body : SIZE_MAX / 2;
 	s->max_head = o->max_head ? o->max_head : SIZE_MAX / 2;
@@ -1019,6 +1076,17 @@ again:
 		if (s->gen != gen)
 			goto again;
 	}
+}
+
+int scraper_kick(struct scraper *s, void *user)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->t[i]->user == user) {
+			if (s->t[i]->state == T_IDLE)
+				s->t[i]->next_at = 0;
+			return 0;
+		}
+	return -ENOENT;
 }
 
 void scraper_counts(const struct scraper *s, uint64_t *ok, uint64_t *failed)

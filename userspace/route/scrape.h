@@ -65,6 +65,36 @@ struct scrape_metrics {
  * feed (it may be cut). Allocates nothing. */
 int scrape_parse(const char *text, size_t len, struct scrape_metrics *out);
 
+/* Default time between two reads of one worker's /v1/models, ms (what it serves changes only
+ * when an adapter is loaded or unloaded; a worker is also read again at once when it comes back
+ * or restarts: scraper_kick). */
+#ifndef SCRAPE_DEFAULT_MODELS_INTERVAL_MS
+#define SCRAPE_DEFAULT_MODELS_INTERVAL_MS 10000
+#endif
+/* Models one /v1/models answer may list; more are a bad answer. */
+#ifndef SCRAPE_MODELS_MAX
+#define SCRAPE_MODELS_MAX 1024
+#endif
+/* Longest model id kept, bytes (Hugging Face ids are ~100); longer ones are left out. */
+#ifndef SCRAPE_MODEL_NAME_MAX
+#define SCRAPE_MODEL_NAME_MAX 256
+#endif
+
+/* What a worker serves, from its /v1/models (vLLM's ModelList, serving_models.py): each card's
+ * id, and its parent (a LoRA adapter's base model; "" for a base model). The names are packed
+ * in text: "id\0parent\0" per model, n of them. */
+struct scrape_models {
+	char *text;
+	size_t len, n;
+};
+
+/* Parses a /v1/models body text[0..len): {"object":"list","data":[{"id":...,"parent":...},
+ * ...]}. Fills *out (free with scrape_models_free). Returns 0; -ENODATA when it is not such a
+ * list (not JSON, no "data" array, a card without a string id, more than SCRAPE_MODELS_MAX
+ * cards), -ENOMEM. Cards whose id is longer than SCRAPE_MODEL_NAME_MAX are left out. */
+int scrape_models_parse(const char *text, size_t len, struct scrape_models *out);
+void scrape_models_free(struct scrape_models *m);
+
 struct scraper;
 
 /* Called on the loop thread once per finished scrape of target user: err 0 and m filled, or a
@@ -83,6 +113,10 @@ struct scraper_opts {
 	const char *path; /* "/metrics" */
 	size_t max_body;  /* largest body read, bytes */
 	size_t max_head;  /* longest answer head read, bytes */
+	/* NULL: each body is a /metrics text for scrape_parse, handed to fn as m. Else the body
+	 * is handed to it instead (from the loop thread, as fn): it returns 0 or a negative errno,
+	 * and fn is then called with that err and m NULL (err 0: the body was taken). */
+	int (*body)(void *arg, void *user, const char *text, size_t len);
 };
 
 /* Fills o with the defaults. */
@@ -106,6 +140,10 @@ void scraper_free(struct scraper *s);
  * connection and schedule; removed targets' scrapes are cancelled without a callback; new ones
  * are scraped at once. Returns 0 or -ENOMEM (the old set is kept). */
 int scraper_set_targets(struct scraper *s, const struct scrape_target *t, size_t n);
+
+/* The target whose user is user is due now (the next scraper_tick starts it), unless a scrape
+ * of it is under way. Returns 0, or -ENOENT for no such target. */
+int scraper_kick(struct scraper *s, void *user);
 
 /* Starts the scrapes that are due and expires the late ones (callback with -ETIMEDOUT). Call at
  * least every 100 ms (the daemon calls it after every loop_run), outside loop callbacks: it frees

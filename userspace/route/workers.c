@@ -136,6 +136,8 @@ void workers_free(struct workers *ws)
 		free(ws->act[i].k);
 		free(ws->act[i].c);
 	}
+	for (uint32_t i = 0; i < ws->n; i++)
+		free(ws->w[i].models);
 	free(ws->act);
 	free(ws->w);
 	free(ws);
@@ -198,6 +200,7 @@ static struct worker *slot_new(struct workers *ws)
 		}
 		ws->n++;
 	}
+	free(ws->w[i].models); /* a slot reused: its last worker's list */
 	memset(&ws->w[i], 0, sizeof(ws->w[i]));
 	ws->w[i].slot = i;
 	ws->w[i].events_id = -1;
@@ -519,4 +522,50 @@ void workers_decode_end(struct worker *w, double first_s)
 void workers_reports_cached(struct worker *w)
 {
 	w->reports_cached = true;
+}
+
+int workers_set_models(struct worker *w, struct scrape_models *m, int err)
+{
+	bool same;
+
+	if (!m) {
+		w->models_errors++;
+		w->models_err = err;
+		return 0;
+	}
+	w->models_reads++;
+	w->models_err = 0;
+	same = w->models_known && m->n == w->models_n && m->len == w->models_len &&
+	       (!m->len || memcmp(m->text, w->models, m->len) == 0);
+	free(w->models);
+	w->models = m->text;
+	w->models_len = m->len;
+	w->models_n = m->n;
+	w->models_known = true;
+	m->text = NULL;
+	m->len = m->n = 0;
+	return !same;
+}
+
+enum workers_serve workers_serves(const struct worker *w, const char *model, size_t len,
+				  const char **parent)
+{
+	const char *p = w->models, *end = w->models + w->models_len;
+
+	if (!w->models_known)
+		return WORKERS_SERVE_UNKNOWN;
+	while (p && p < end) {
+		size_t il = strlen(p);
+		const char *par = p + il + 1;
+
+		if (il == len && memcmp(p, model, len) == 0) {
+			if (!par[0])
+				return WORKERS_SERVE_BASE;
+			if (parent)
+				*parent = par;
+			return WORKERS_SERVE_ADAPTER;
+		}
+		p = par + strlen(par) + 1;
+	}
+	return WORKERS_SERVE_NO;
 }

@@ -120,6 +120,23 @@ struct worker {
 	bool reports_cached;
 	/* counters */
 	uint64_t routed;
+	/* what it serves (its /v1/models: base models and LoRA adapters), models_n of them packed
+	 * as scrape_models packs them; unknown until its first answer (models_known false). A
+	 * failed read keeps the last list. */
+	bool models_known;
+	char *models;
+	size_t models_len;
+	size_t models_n;
+	uint64_t models_reads, models_errors; /* /v1/models read, and failed */
+	int models_err;			      /* last error (0: the last read worked) */
+};
+
+/* What workers_serves says of a model on a worker. */
+enum workers_serve {
+	WORKERS_SERVE_UNKNOWN = -1, /* its list is not known yet */
+	WORKERS_SERVE_NO = 0,
+	WORKERS_SERVE_BASE = 1,	   /* a base model it serves */
+	WORKERS_SERVE_ADAPTER = 2, /* a LoRA adapter it serves (its parent: the base model) */
 };
 
 struct workers;
@@ -222,5 +239,13 @@ void workers_decode_start(struct worker *w, double first_s);
 void workers_decode_end(struct worker *w, double first_s);
 /* w's responses carry usage.prompt_tokens_details.cached_tokens. */
 void workers_reports_cached(struct worker *w);
+
+/* w's /v1/models was read: m (taken over: m is emptied), or it failed with err (m NULL: the
+ * last list stays). Returns 1 when the list changed (or became known), else 0. */
+int workers_set_models(struct worker *w, struct scrape_models *m, int err);
+/* Does w serve model (len bytes; not NUL-terminated)? For an adapter, *parent (may be NULL) gets
+ * its base model's name (NUL-terminated, in w's list, valid until the list changes). */
+enum workers_serve workers_serves(const struct worker *w, const char *model, size_t len,
+				  const char **parent);
 
 #endif
