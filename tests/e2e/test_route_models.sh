@@ -6,7 +6,7 @@
 # /v1/models, and then: salted requests hit the worker holding their salted blocks (a different
 # salt shares nothing), adapter requests go only to a0 and hit, each model's requests stay on its
 # own workers, and a model no worker serves is counted under the fallback "model" (the worker
-# answers vLLM's 404).
+# answers vLLM's 404); adapters loaded and unloaded at run time are followed.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh
@@ -22,6 +22,7 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$dir/a" "$dir/b" "$dir/c"
+export VLLM_ALLOW_RUNTIME_LORA_UPDATING=True # vLLM's /v1/load_lora_adapter, unload
 common=(--num-blocks 256 --max-model-len 1024 --time-scale 50 --events-format map)
 KVSIM_LOGDIR=$dir/a KVSIM_WITH_EVENTS=1 kvsim_start 1 "${common[@]}" --worker-id a0 \
 	--enable-lora --lora-modules sql-lora=/adapters/sql || { echo "not ok - kvsim a0"; exit 1; }
@@ -53,10 +54,11 @@ read -r lport aport <"$dir/ports" 2>/dev/null
 [ -n "${aport:-}" ]
 ok $? "kvsplice started (admin port ${aport:-?})" || exit 1
 
-timeout 60 $PY - "$lport" "$aport" <<'PYEOF'
+timeout 60 $PY - "$lport" "$aport" "${urls[@]}" <<'PYEOF'
 import json, sys, time, urllib.error, urllib.request
 
 lport, aport = sys.argv[1], sys.argv[2]
+wurl = dict(zip(("a0", "a1", "b0"), sys.argv[3:6]))
 failed = 0
 
 
@@ -175,6 +177,41 @@ ok(st == 404 and r["fallback"] == "model" and n and float(n[0].split()[-1]) == 1
 ok(all(('kvsplice_worker_models{worker="mix/%s"} %d' % (k, v)) in m
        for k, v in (("a0", 2), ("a1", 1), ("b0", 1))),
    "kvsplice_worker_models per worker: 2, 1, 1")
+
+
+# adapters loaded and unloaded at run time: seen at the next /v1/models read (--models-interval)
+def lora_update(w, what, body):
+    req = urllib.request.Request(wurl[w] + "/v1/%s_lora_adapter" % what,
+                                 data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    return urllib.request.urlopen(req, timeout=10).status
+
+
+def listed(w, model):
+    ms = {x["name"]: x["models"] for x in get("/debug/workers")["workers"]}["mix/" + w] or []
+    return any(x["id"] == model for x in ms)
+
+
+t0 = time.time()
+ok(lora_update("a1", "load", {"lora_name": "new-lora", "lora_path": "/adapters/new"}) == 200,
+   "a1: new-lora loaded at run time (vLLM's /v1/load_lora_adapter)")
+while not listed("a1", "new-lora") and time.time() - t0 < 5:
+    time.sleep(0.02)
+seen_ms = (time.time() - t0) * 1000
+print("# new-lora in kvsplice's view of a1 after %.0f ms (--models-interval 0.2)" % seen_ms)
+nl = [post({"model": "new-lora", "prompt": [11000 + 40 * i + j for j in range(40)],
+            "max_tokens": 2}) for i in range(4)]
+ok(listed("a1", "new-lora") and all(x[0] == 200 and x[1] == "a1" for x in nl),
+   "new-lora: seen within %.0f ms, its requests all on a1: %s" % (seen_ms, [x[1] for x in nl]))
+ok(lora_update("a0", "unload", {"lora_name": "sql-lora"}) == 200, "a0: sql-lora unloaded")
+t0 = time.time()
+while listed("a0", "sql-lora") and time.time() - t0 < 5:
+    time.sleep(0.02)
+st, w, _ = post({"model": "sql-lora", "prompt": ids[:40], "max_tokens": 2})
+m = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % aport, timeout=10).read().decode()
+n = [l for l in m.splitlines() if l.startswith('kvsplice_route_fallbacks_total{cause="model"}')]
+ok(st == 404 and last_route()["fallback"] == "model" and float(n[0].split()[-1]) == 2,
+   "sql-lora served nowhere any more: fallback 'model' (%s, %s)" % (st, n))
 sys.exit(1 if failed else 0)
 PYEOF
 ok $? "the model checks ran to the end"

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -63,8 +64,9 @@ struct job {
 	bool in_sched;
 	double arrive_at; /* monotonic seconds at which it enters the engine */
 	struct job *anext;
-	struct buf text;   /* non-stream: accumulated output */
-	const char *model; /* the model it names, base or adapter (the responses' "model") */
+	struct buf text; /* non-stream: accumulated output */
+	char *model;	 /* the model it names, base or adapter (the responses' "model"; owned: an
+			  * adapter may be unloaded while it runs) */
 };
 
 struct sim {
@@ -79,8 +81,16 @@ struct sim {
 	bool step_inflight;
 	double step_end;
 	struct job *ahead, *atail; /* jobs waiting for their API overhead to pass (FIFO) */
-	char **lora_names;	   /* the --lora-modules names, o.nlora of them */
-	uint32_t *nice;		   /* output token ids */
+	/* the adapters served: --lora-modules, then those loaded at run time (vLLM's
+	 * /v1/load_lora_adapter); vLLM's lora_int_id counts up from 1 and is never reused */
+	struct lora {
+		char *name, *path;
+		int64_t id;
+	} lora[KVSIM_MAX_LORAS];
+	size_t nlora;
+	int64_t lora_ids;
+	bool runtime_lora; /* VLLM_ALLOW_RUNTIME_LORA_UPDATING: the two endpoints are there */
+	uint32_t *nice;	   /* output token ids */
 	size_t nnice;
 	uint64_t req_counter;
 	uint64_t ok_requests, err_requests;
@@ -140,6 +150,7 @@ static void job_free(struct job *j)
 	openai_req_free(&j->q);
 	free(j->r.tokens);
 	free(j->out);
+	free(j->model);
 	buf_free(&j->text);
 	free(j);
 }
@@ -501,13 +512,11 @@ static void handle_models(struct sim *sm, struct conn *c)
 	buf_json_str(&b, sm->o.model, strlen(sm->o.model));
 	buf_printf(&b, ",\"parent\":null,\"max_model_len\":%u,\"permission\":[]}",
 		   sm->o.max_model_len);
-	for (size_t i = 0; i < sm->o.nlora; i++) {
-		const char *path;
-		char nm[256];
+	for (size_t i = 0; i < sm->nlora; i++) {
+		const char *path = sm->lora[i].path;
 
-		kvsim_lora_name(&sm->o, i, nm, sizeof(nm), &path);
 		buf_puts(&b, ",{\"id\":");
-		buf_json_str(&b, sm->lora_names[i], strlen(sm->lora_names[i]));
+		buf_json_str(&b, sm->lora[i].name, strlen(sm->lora[i].name));
 		buf_printf(&b,
 			   ",\"object\":\"model\",\"created\":%" PRId64
 			   ",\"owned_by\":\"vllm\",\"root\":",
@@ -687,6 +696,76 @@ static void handle_debug(struct sim *sm, struct conn *c)
 	buf_free(&b);
 }
 
+/* Adds adapter name (path shown as its root) with the next lora_int_id. 0 or -ENOMEM. */
+static int lora_add(struct sim *sm, const char *name, const char *path)
+{
+	struct lora *l = &sm->lora[sm->nlora];
+
+	if (sm->nlora == KVSIM_MAX_LORAS)
+		return -ENOSPC;
+	l->name = strdup(name);
+	l->path = strdup(path);
+	if (!l->name || !l->path) {
+		free(l->name);
+		free(l->path);
+		return -ENOMEM;
+	}
+	l->id = ++sm->lora_ids;
+	sm->nlora++;
+	return 0;
+}
+
+/* The string field key of a JSON body, or NULL. */
+static const char *body_str(cJSON *root, const char *key)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	return cJSON_IsString(j) && j->valuestring[0] ? j->valuestring : NULL;
+}
+
+/* POST /v1/load_lora_adapter {"lora_name","lora_path"} and /v1/unload_lora_adapter
+ * {"lora_name"}: vLLM's runtime adapter updates (there only with
+ * VLLM_ALLOW_RUNTIME_LORA_UPDATING), its answers and errors (serving_models.py). */
+static void handle_lora_update(struct sim *sm, struct conn *c, bool load)
+{
+	cJSON *root = cJSON_ParseWithLength(c->body.data ? c->body.data : "", c->body.len);
+	const char *name = root ? body_str(root, "lora_name") : NULL;
+	const char *path = root ? body_str(root, "lora_path") : NULL;
+	char msg[512];
+	size_t i;
+
+	for (i = 0; name && i < sm->nlora; i++)
+		if (strcmp(sm->lora[i].name, name) == 0)
+			break;
+	if (load && (!name || !path)) {
+		respond_error(sm, c, 400, "InvalidUserInput",
+			      "Both 'lora_name' and 'lora_path' must be provided.");
+	} else if (!load && !name) {
+		respond_error(sm, c, 400, "InvalidUserInput",
+			      "either 'lora_name' and 'lora_int_id' needs to be provided.");
+	} else if (load && i < sm->nlora) {
+		snprintf(msg, sizeof(msg), "The lora adapter '%s' has already been loaded.", name);
+		respond_error(sm, c, 400, "InvalidUserInput", msg);
+	} else if (!load && i == sm->nlora) {
+		snprintf(msg, sizeof(msg), "The lora adapter '%s' cannot be found.", name);
+		respond_error(sm, c, 404, "NotFoundError", msg);
+	} else if (load && (strcmp(name, sm->o.model) == 0 || lora_add(sm, name, path) < 0)) {
+		respond_error(sm, c, 400, "BadRequestError", "cannot load this adapter");
+	} else {
+		if (!load) {
+			free(sm->lora[i].name);
+			free(sm->lora[i].path);
+			memmove(&sm->lora[i], &sm->lora[i + 1],
+				(sm->nlora - i - 1) * sizeof(sm->lora[0]));
+			sm->nlora--;
+		}
+		snprintf(msg, sizeof(msg), "Success: LoRA adapter '%s' %s successfully.", name,
+			 load ? "added" : "removed");
+		respond(sm, c, 200, "text/plain; charset=utf-8", msg, strlen(msg));
+	}
+	cJSON_Delete(root);
+}
+
 static void handle_reset(struct sim *sm, struct conn *c)
 {
 	int rc = kvc_reset(sm->kv);
@@ -784,25 +863,31 @@ static void handle_generate(struct sim *sm, struct conn *c, enum openai_endpoint
 	}
 	/* the base model (also when the request names none), or an adapter (vLLM's
 	 * _maybe_get_lora: its LoRARequest, lora_int_id its place in load order from 1) */
-	j->model = sm->o.model;
 	if (j->q.model && strcmp(j->q.model, sm->o.model) != 0) {
 		size_t i;
 
-		for (i = 0; i < sm->o.nlora; i++)
-			if (strcmp(j->q.model, sm->lora_names[i]) == 0)
+		for (i = 0; i < sm->nlora; i++)
+			if (strcmp(j->q.model, sm->lora[i].name) == 0)
 				break;
-		if (i == sm->o.nlora) {
+		if (i == sm->nlora) {
 			snprintf(msg, sizeof(msg), "The model `%s` does not exist.", j->q.model);
 			respond_error(sm, c, 404, "NotFoundError", msg);
 			goto fail;
 		}
-		j->model = sm->lora_names[i];
+		if (!(j->model = strdup(sm->lora[i].name))) {
+			respond_error(sm, c, 500, "InternalServerError", "out of memory");
+			goto fail;
+		}
 		j->r.seq.lora_name = j->model;
-		j->r.seq.lora_id = (int64_t)i + 1;
+		j->r.seq.lora_id = sm->lora[i].id;
 		/* the adapter's name is an extra key of every block (vLLM); mixed in as its sha256
 		 */
 		SHA256((const unsigned char *)j->model, strlen(j->model), j->r.seq.lora);
 		j->r.seq.has_lora = true;
+	}
+	if (!j->model && !(j->model = strdup(sm->o.model))) {
+		respond_error(sm, c, 500, "InternalServerError", "out of memory");
+		goto fail;
 	}
 	plen = j->q.prompt.n;
 	if (plen >= sm->o.max_model_len) {
@@ -907,6 +992,11 @@ static void dispatch(struct sim *sm, struct conn *c)
 		handle_metrics(sm, c);
 	else if (method_is(m, "GET") && target_is(m, "/debug/cache"))
 		handle_debug(sm, c);
+	else if (sm->runtime_lora && method_is(m, "POST") && target_is(m, "/v1/load_lora_adapter"))
+		handle_lora_update(sm, c, true);
+	else if (sm->runtime_lora && method_is(m, "POST") &&
+		 target_is(m, "/v1/unload_lora_adapter"))
+		handle_lora_update(sm, c, false);
 	else if (method_is(m, "POST") && target_is(m, "/reset_prefix_cache"))
 		handle_reset(sm, c);
 	else if (method_is(m, "POST") && target_is(m, "/debug/events"))
@@ -1138,19 +1228,23 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	o->ev.block_size = o->block_size;
-	sm.lora_names = calloc(o->nlora + 1, sizeof(*sm.lora_names));
-	for (size_t i = 0; sm.lora_names && i < o->nlora; i++) {
+	for (size_t i = 0; i < o->nlora; i++) {
 		char nm[256];
+		const char *path;
 
-		if (!(sm.lora_names[i] = strdup(kvsim_lora_name(o, i, nm, sizeof(nm), NULL))))
-			return 1;
+		kvsim_lora_name(o, i, nm, sizeof(nm), &path);
 		if (strcmp(nm, o->model) == 0) {
 			fprintf(stderr, "kvsim: --lora-modules: %s is the base model's name\n", nm);
 			return 2;
 		}
+		if (lora_add(&sm, nm, path) < 0)
+			return 1;
 	}
-	if (!sm.lora_names)
-		return 1;
+	{
+		const char *v = getenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING");
+
+		sm.runtime_lora = v && (!strcasecmp(v, "true") || !strcmp(v, "1"));
+	}
 	if (models_new(&sm.models) || models_add(sm.models, NULL, o->tokenizer, err, sizeof(err))) {
 		fprintf(stderr, "kvsim: tokenizer %s: %s\n", o->tokenizer, err);
 		models_free(sm.models);
@@ -1240,9 +1334,10 @@ cleanup:
 	kvc_free(sm.kv);
 	models_free(sm.models);
 	free(sm.nice);
-	for (size_t i = 0; sm.lora_names && i < o->nlora; i++)
-		free(sm.lora_names[i]);
-	free(sm.lora_names);
+	for (size_t i = 0; i < sm.nlora; i++) {
+		free(sm.lora[i].name);
+		free(sm.lora[i].path);
+	}
 	kvc_events_clear(&sm.evbuf);
 	free(sm.evbuf.v);
 	return rc;

@@ -218,7 +218,10 @@ const struct opt_table kvsim_options = {
 	     "takes bytes (4096, 64K, 1G).",
     .epilog = "Test hooks: POST /debug/events?drop=N drops the next N event batches from the PUB\n"
 	      "(kept for replay), as a PUB past its high-water mark does; ?replay=off leaves\n"
-	      "replay requests unanswered (a dead replay endpoint), ?replay=on answers again.\n",
+	      "replay requests unanswered (a dead replay endpoint), ?replay=on answers again.\n"
+	      "With VLLM_ALLOW_RUNTIME_LORA_UPDATING=True in the environment, as vLLM: POST\n"
+	      "/v1/load_lora_adapter {\"lora_name\",\"lora_path\"} and /v1/unload_lora_adapter\n"
+	      "{\"lora_name\"} add and remove adapters at run time.\n",
     .v = kvsim_flags,
     .n = sizeof(kvsim_flags) / sizeof(kvsim_flags[0]),
     .cfg_size = sizeof(struct kvsim_opts),
