@@ -3059,7 +3059,10 @@ static struct tokenizer *load_json(const char *path, char *err, size_t errlen)
 			}
 			t->tok_off[id] = (uint32_t)arena_len;
 			if (!str)
-				continue;
+				REFUSE_ADDED(
+				    "%s: id %u is neither a vocab nor an added token (the "
+				    "reference numbers added tokens after the vocab, without gaps)",
+				    path, id);
 			if (items[id] && t->byte_level)
 				n = byte_level_decode(str, u2b, t->arena + arena_len, need);
 			else if (items[id])
