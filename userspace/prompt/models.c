@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "prompt/chat.h"
 #include "prompt/models.h"
@@ -42,7 +43,8 @@ void models_free(struct models *m)
 	free(m);
 }
 
-/* Checks the tokenizer_config.json beside path for the template chat.h renders. */
+/* Checks the tokenizer_config.json of path (in it, a directory; beside it, a tokenizer.json) for
+ * the template chat.h renders. */
 static void check_template(const char *path, struct model_tok *mt)
 {
 	char *dup = strdup(path), cfg[4096];
@@ -50,7 +52,12 @@ static void check_template(const char *path, struct model_tok *mt)
 	int rc = -ENOMEM;
 
 	if (dup) {
-		snprintf(cfg, sizeof(cfg), "%s/tokenizer_config.json", dirname(dup));
+		struct stat st;
+		/* a directory holds both files; a tokenizer.json has its config beside it */
+		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+			snprintf(cfg, sizeof(cfg), "%s/tokenizer_config.json", path);
+		else
+			snprintf(cfg, sizeof(cfg), "%s/tokenizer_config.json", dirname(dup));
 		rc = chat_config_check(cfg, &why);
 	}
 	free(dup);

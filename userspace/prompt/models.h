@@ -26,7 +26,8 @@ struct model_tok {
 int models_new(struct models **out);
 void models_free(struct models *m);
 
-/* Loads path (a tokenizer.json) for model name, or as the default when name is NULL. Returns 0,
+/* Loads path (a tokenizer.json, or a directory with tokenizer.json and tokenizer_config.json:
+ * tokenizer_load) for model name, or as the default when name is NULL. Returns 0,
  * or -EINVAL with a message in err (file missing, pipeline not reproduced exactly), -ENOMEM. */
 int models_add(struct models *m, const char *name, const char *path, char *err, size_t errlen);
 
