@@ -12,7 +12,7 @@ size_t qwen2_sm_pieces(const uint8_t *s, size_t n, size_t *bytes_check)
 	size_t i = 0, k = 0, sum = 0;
 
 	while (i < n) {
-		size_t e = split_next(s, n, i, 1); /* 1: Qwen2's \\p{N} */
+		size_t e = split_next(s, n, i, 1); /* 1: Qwen2's \p{N} */
 		sum += e - i;
 		i = e;
 		k++;
