@@ -1829,6 +1829,48 @@ static ssize_t normalize_steps(const struct tokenizer *t, const uint8_t *s, size
 	return (ssize_t)len;
 }
 
+/* The pieces of cur's sub-segment, all of them (no stop: a whole encode), cut TOK_AHEAD ahead of
+ * their encoding so each one's vocab slot is read while the pieces before it are encoded (as
+ * encode_pieces does for the state machine). Returns 0, -ENOMEM, -E2BIG. */
+static int pieces_ahead(const struct tokenizer *t, const uint8_t *T, struct tok_cursor *cur,
+			struct tok_ids *out, struct tok_work *w)
+{
+	int r = 1, err;
+
+	while (r > 0) {
+		struct piece p[TOK_AHEAD];
+		size_t np = 0, s, e;
+
+		while (np < TOK_AHEAD && (r = pretok_next(t, T, cur, &s, &e)) > 0) {
+			p[np].off = s;
+			p[np].len = e - s;
+			if (p[np].len >= 2 && p[np].len <= t->max_tok_len) {
+				p[np].head = bytes_head(T + s, p[np].len);
+				p[np].slot =
+				    (uint32_t)hash_token(T + s, p[np].len, p[np].head) & t->vmask;
+				__builtin_prefetch(&t->vhash[p[np].slot]);
+			}
+			np++;
+		}
+		if (r < 0)
+			return r;
+		for (size_t k = 0; k < np; k++) {
+			const uint8_t *ps = T + p[k].off;
+			const struct vslot *v;
+
+			if (p[k].len >= 2 && p[k].len <= t->max_tok_len &&
+			    (v = vocab_probe(t, ps, p[k].len, p[k].head, p[k].slot)) &&
+			    (v->len & VSLOT_WHOLE))
+				err = ids_push(out, v->id);
+			else
+				err = bpe_piece(t, ps, p[k].len, out, w);
+			if (err)
+				return err;
+		}
+	}
+	return 0;
+}
+
 /* Appends the ids of T[*pos..hi) (normalized text, from where cur left it) and moves *pos on: to
  * hi, or past the first piece after which out holds stop ids (cur then says where the pieces are:
  * a later call with the same T, hi and cur goes on as this one would have). Inside, normalized
@@ -1869,6 +1911,8 @@ static int encode_text(const struct tokenizer *t, const uint8_t *T, size_t hi, s
 					level_init(&cur->lv[0], *pos, cur->sub_end);
 					cur->depth = 0;
 				}
+				if (stop == SIZE_MAX && (err = pieces_ahead(t, T, cur, out, w)))
+					return err;
 				while ((r = pretok_next(t, T, cur, &s, &e)) > 0) {
 					if ((err = bpe_piece(t, T + s, e - s, out, w)))
 						return err;
