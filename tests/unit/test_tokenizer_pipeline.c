@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/buf.h"
 #include "prompt/tokenizer.h"
 #include "tap.h"
 
@@ -186,6 +187,37 @@ static void test_config(const cJSON *root, const char *dir)
 	cJSON_Delete(patch);
 }
 
+/* Decoding a character-level vocabulary: <0xXX> tokens are their bytes, "▁" a space when the
+ * decoder replaces it. */
+static void test_decode(const cJSON *root, const char *dir)
+{
+	cJSON *patch = cJSON_Parse("{\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":"
+				   "\"Replace\",\"pattern\":{\"String\":\"\u2581\"},\"content\":\" "
+				   "\"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"}]}}");
+	const char *text = "ab\xe2\x96\x81"
+			   "c \xc3\xa9\xe2\x82\xac<X>";
+	char path[512], err[512];
+	struct tok_ids ids = {0};
+	struct buf out = {0};
+	struct tokenizer *t;
+
+	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
+	CHECK(write_patched(cJSON_GetObjectItem(root, "base"), patch, path) == 0, "write");
+	t = tokenizer_load(path, err, sizeof(err));
+	CHECK(t != NULL, "decode: loads (%s)", t ? "ok" : err);
+	if (t) {
+		tokenizer_encode(t, text, strlen(text), &ids);
+		CHECK(!tokenizer_decode(t, ids.v, ids.n, &out) && out.len == strlen(text) - 2 &&
+			  !memcmp(out.data, "ab c \xc3\xa9\xe2\x82\xac<X>", out.len),
+		      "decode: bytes of <0xXX> tokens, \"\u2581\" as a space");
+	}
+	unlink(path);
+	tok_ids_free(&ids);
+	buf_free(&out);
+	tokenizer_free(t);
+	cJSON_Delete(patch);
+}
+
 int main(void)
 {
 	char *text = slurp("tests/unit/data/tokenizer_pipeline.json");
@@ -197,6 +229,7 @@ int main(void)
 	if (root) {
 		test_cases(root, dir);
 		test_config(root, dir);
+		test_decode(root, dir);
 	}
 	rmdir(dir);
 	cJSON_Delete(root);

@@ -2111,10 +2111,28 @@ int tokenizer_decode(const struct tokenizer *t, const uint32_t *ids, size_t n, s
 	for (size_t i = 0; i < n; i++)
 		if (ids[i] >= t->n_ids || t->tok_off[ids[i] + 1] == t->tok_off[ids[i]])
 			return -EINVAL;
-	for (size_t i = 0; i < n; i++)
-		if (buf_append(out, t->arena + t->tok_off[ids[i]],
-			       t->tok_off[ids[i] + 1] - t->tok_off[ids[i]]))
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *b = t->arena + t->tok_off[ids[i]];
+		size_t len = t->tok_off[ids[i] + 1] - t->tok_off[ids[i]];
+
+		if (t->tok_byte && t->tok_byte[ids[i]]) { /* <0xXX>: its byte (ByteFallback) */
+			uint8_t one = (uint8_t)(t->tok_byte[ids[i]] - 1);
+			if (buf_append(out, &one, 1))
+				return -ENOMEM;
+			continue;
+		}
+		while (t->dec_space && len) { /* "▁" as a space (the decoder's Replace) */
+			const uint8_t *p = memmem(b, len, "\xe2\x96\x81", 3);
+			size_t k = p ? (size_t)(p - b) : len;
+			if (buf_append(out, b, k) || (p && buf_append(out, " ", 1)))
+				return -ENOMEM;
+			k += p ? 3 : 0;
+			b += k;
+			len -= k;
+		}
+		if (len && buf_append(out, b, len))
 			return -ENOMEM;
+	}
 	return 0;
 }
 
