@@ -30,10 +30,18 @@ const FAMILIES = {
 	nemo: ['mistral_nemo', 0],
 };
 
+const preTokenizers = new Map(); // model -> its pre_tokenizer (the files are large: read once)
 export function familyPattern(name) {
 	const f = FAMILIES[name];
 	if (!f) throw new Error(`unknown pattern name ${name} (${Object.keys(FAMILIES).join(', ')})`);
-	const j = JSON.parse(readFileSync(path.join(root, 'models', f[0], 'tokenizer.json'), 'utf8'));
+	if (!preTokenizers.has(f[0])) {
+		// the pre_tokenizer sits before post_processor and the vocabulary: parse that part alone
+		const text = readFileSync(path.join(root, 'models', f[0], 'tokenizer.json'), 'utf8');
+		const a = text.search(/"pre_tokenizer"\s*:/), b = text.search(/,\s*"post_processor"\s*:/);
+		const pt = a >= 0 && b > a ? JSON.parse(text.slice(text.indexOf(':', a) + 1, b)) : JSON.parse(text).pre_tokenizer;
+		preTokenizers.set(f[0], pt);
+	}
+	const j = { pre_tokenizer: preTokenizers.get(f[0]) };
 	const split = j.pre_tokenizer.type === 'Sequence' ? j.pre_tokenizer.pretokenizers[f[1]] : j.pre_tokenizer;
 	if (split.type !== 'Split' || !split.pattern.Regex) throw new Error(`${name}: not a Split regex`);
 	return split.pattern.Regex;

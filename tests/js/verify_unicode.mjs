@@ -10,10 +10,12 @@
 //   3. end to end (C classes, NFC data and algorithm): probe lines (X beside letters, digits,
 //      spaces, the combining marks U+0301, U+0316, U+0334, U+0345) and every canonical
 //      composition known to Node's Unicode (decomposed and composed) are tokenized by build/kvtok
-//      and by the reference; ids must be equal (decode is injective, so any NFC difference shows).
+//      and by the reference; ids must be equal (decode is injective, so any NFC difference shows);
+//   4. regex properties: every General_Category \p{..}, \s \d \w and their negations, through the
+//      split-regex engine (build/bench/regex) against the reference's Oniguruma.
 // Prints TAP lines (ok / not ok) with the first differences; exits 1 on any difference.
 // Usage (repo root, after make deps && make):
-//   node tests/js/verify_unicode.mjs [--tokenizer PATH] [--sample K] [--skip-e2e]
+//   node tests/js/verify_unicode.mjs [--tokenizer PATH] [--sample K] [--skip-e2e] [--skip-props]
 //   --sample K: every K-th code point, plus every code point where the C class changes, every
 //   letter that folds to ASCII and every code point NFC may change (default: all 1,112,063).
 import { execFileSync } from 'node:child_process';
@@ -29,6 +31,7 @@ const args = process.argv.slice(2);
 const tokIdx = args.indexOf('--tokenizer');
 const tokPath = path.resolve(root, tokIdx >= 0 ? args[tokIdx + 1] : 'models/qwen3/tokenizer.json');
 const skipE2e = args.includes('--skip-e2e');
+const skipProps = args.includes('--skip-props');
 const sIdx = args.indexOf('--sample');
 const sample = sIdx >= 0 ? Number(args[sIdx + 1]) : 1;
 const tk = createRequire(path.join(root, 'tests/js/package.json'))('@anush008/tokenizers');
@@ -159,6 +162,70 @@ if (!skipE2e) {
 		report('end to end (C classes and NFC) through kvtok against the reference', `${lines.length} lines (${e2e.length} code points, ${comps.length} decomposable)`, diffs);
 	} finally {
 		rmSync(dir, { recursive: true, force: true });
+	}
+}
+
+// --- regex properties: every \p{..} the split-regex engine knows, and \s \d \w, through the
+// engine itself (build/bench/regex --split, userspace/prompt/regex over the unicode_prop table)
+// against the reference's Oniguruma, on strings of the probed code points one after another
+// (a one-code-point pattern matches each member on its own). The sample (--sample K): every K-th
+// code point and every code point where Node's General_Category changes, with its neighbours.
+if (!skipProps) {
+	const { refMatcher } = await import('./ref_split.mjs');
+	const GC = ['Lu', 'Ll', 'Lt', 'Lm', 'Lo', 'Mn', 'Mc', 'Me', 'Nd', 'Nl', 'No', 'Pc', 'Pd', 'Ps', 'Pe', 'Pi', 'Pf', 'Po',
+		'Sm', 'Sc', 'Sk', 'So', 'Zs', 'Zl', 'Zp', 'Cc', 'Cf', 'Co', 'Cn'];
+	const props = [...GC.map((g) => `\\p{${g}}`), '\\p{L}', '\\p{M}', '\\p{N}', '\\p{P}', '\\p{S}', '\\p{Z}', '\\p{C}',
+		'\\p{LC}', '\\P{L}', '\\s', '\\d', '\\w', '\\S', '\\W', '.'];
+	let cps = [];
+	if (sample > 1) {
+		const gcRe = GC.slice(0, -1).map((g) => [g, new RegExp(`^\\p{gc=${g}}$`, 'u')]);
+		const gcAt = (c) => {
+			const x = S(c);
+			for (const [g, re] of gcRe) if (re.test(x)) return g;
+			return 'Cn';
+		};
+		const keep = new Set();
+		let prev = null;
+		for (let c = 0; c < CP; c++) {
+			if (!isScalar(c)) continue;
+			if (c % sample === 0) keep.add(c);
+			if (c % 16 === 0 || c < 0x3400) {
+				// coarse scan, fine where blocks are mixed
+				const g = gcAt(c);
+				if (g !== prev) for (let d = Math.max(0, c - 16); d <= c; d++) if (isScalar(d)) keep.add(d);
+				prev = g;
+			}
+		}
+		cps = [...keep].sort((a, b) => a - b);
+	} else {
+		for (let c = 0; c < CP; c++) if (isScalar(c)) cps.push(c);
+	}
+	const per = 8192;
+	const texts = [];
+	for (let i = 0; i < cps.length; i += per) texts.push(String.fromCodePoint(...cps.slice(i, i + per)));
+	const hexIn = texts.map((t) => Buffer.from(t).toString('hex')).join('\n') + '\n';
+	for (const p of props) {
+		const c = execFileSync(path.join(root, 'build/bench/regex'), ['--split', '--regex', p], { input: hexIn, maxBuffer: 1 << 30 })
+			.toString()
+			.split('\n');
+		const ref = refMatcher(p);
+		const diffs = [];
+		for (let i = 0; i < texts.length; i++) {
+			const want = (await ref(texts[i])).map(([a, b]) => `${a},${b}`).join(' ');
+			if (want === c[i]) continue;
+			// the first code point where they differ
+			const w = new Set(want.split(' ')), g = new Set(c[i].split(' '));
+			let off = 0;
+			for (const ch of texts[i]) {
+				const k = `${off},${off + Buffer.byteLength(ch)}`;
+				if (w.has(k) !== g.has(k)) {
+					diffs.push(`${hex(ch.codePointAt(0))}: reference ${w.has(k) ? 'in' : 'not in'} ${p}`);
+					if (diffs.length > 20) break;
+				}
+				off += Buffer.byteLength(ch);
+			}
+		}
+		report(`regex property ${p} of the engine against the reference`, `${cps.length} code points`, diffs);
 	}
 }
 console.log(`# ${failures ? `FAIL: ${failures} differences` : 'OK: the C tables agree with the reference'}`);

@@ -474,7 +474,7 @@ static void test_refusals(void)
 	    {"model.merges", "[\"\u00e9 b\"]", "merge 0"},
 	    {"model.vocab", "{\"a\": 99999999}", "vocab id"},
 	    /* one token: its lookup table was full, a missing byte's lookup never ended */
-	    {"model.vocab", "{\"a\": 0}", "byte-level symbol"},
+	    {"model.vocab", "{\"a\": 0}", "neither a vocab nor an added token"},
 	};
 	char err[512];
 

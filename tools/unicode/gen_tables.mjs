@@ -126,7 +126,9 @@ foldAscii.sort((a, b) => a[0] - b[0]);
 // --- regex properties (userspace/prompt/regex): General_Category, White_Space, Oniguruma's \w ---
 // One byte per code point: the General_Category value (UGC_*, the order of GC_SHORT) in the low 5
 // bits, UPROP_SPACE (White_Space: \s) and UPROP_WORD (\w: Oniguruma's Word = Alphabetic, Mark,
-// Decimal_Number, Connector_Punctuation; not Join_Control: the reference leaves U+200D out).
+// Decimal_Number, Connector_Punctuation; not Join_Control: the reference leaves U+200D out; below
+// U+0100 Oniguruma reads its ISO 8859-1 ctype table instead, where the superscripts and fractions
+// U+00B2 U+00B3 U+00B9 U+00BC..U+00BE are word characters too).
 const GC_LONG = ['Uppercase_Letter', 'Lowercase_Letter', 'Titlecase_Letter', 'Modifier_Letter', 'Other_Letter',
 	'Nonspacing_Mark', 'Spacing_Mark', 'Enclosing_Mark', 'Decimal_Number', 'Letter_Number', 'Other_Number',
 	'Connector_Punctuation', 'Dash_Punctuation', 'Open_Punctuation', 'Close_Punctuation', 'Initial_Punctuation',
@@ -151,6 +153,7 @@ for (let c = 0; c < MAXCP; c++) {
 for (const c of white) prop[c] |= PROP_SPACE;
 const alphabetic = await load(`${U16}/Binary_Property/Alphabetic/code-points.mjs`);
 for (const c of alphabetic) prop[c] |= PROP_WORD;
+for (const c of [0xb2, 0xb3, 0xb9, 0xbc, 0xbd, 0xbe]) prop[c] |= PROP_WORD;
 for (let c = 0; c < MAXCP; c++) {
 	const g = prop[c] & 0x1f;
 	if ((g >= 5 && g <= 8) || g === 11) prop[c] |= PROP_WORD;

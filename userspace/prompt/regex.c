@@ -44,7 +44,8 @@ struct rx_range {
 /* A set of code points. Membership of c >= 0x80: in one of the ranges -> range_in, else the bit
  * of its property byte in prop (negation already applied to both). */
 struct rx_class {
-	uint64_t ascii[2];
+	uint8_t byte[256]; /* by first byte: 1 an ASCII member, 0 not, 2 a code point >= 0x80
+			      (decode) */
 	uint64_t prop[2];
 	uint32_t range_off, nrange;
 	bool range_in;
@@ -70,13 +71,50 @@ struct rx_inst {
 	uint32_t x, y; /* SPLIT: try x, then y; JMP: x; LOOK: continue at x (the body follows) */
 };
 
+/* One element of a simple alternative (below). */
+enum { E_RUN, E_LOOK, E_STRS };
+
+struct rx_elem {
+	uint8_t kind;
+	uint8_t greedy;	   /* RUN, STRS */
+	uint8_t neg;	   /* LOOK: negative */
+	uint8_t final;	   /* its first choice is the only one worth trying (see elems_final) */
+	uint32_t cls;	   /* RUN, LOOK: the class */
+	uint32_t min, max; /* RUN: the repetition; STRS: 0 or 1, 1 */
+	uint32_t str_off, nstr; /* STRS: the literal sequences, in re->strs */
+	uint8_t start[256];	/* STRS: by byte, whether a sequence may start there (2: >= 0x80) */
+};
+
+/* A sequence of single code point classes, re->strcls[off..off + len). */
+struct rx_str {
+	uint32_t off, len;
+};
+
+/* A top-level alternative. Simple ones (a sequence of class repetitions, lookaheads at one
+ * class, and groups of alternative fixed sequences, optional or not: all the families'
+ * alternatives are) run in seq_match, a direct backtracker; others run as a program in vm_run. */
+struct rx_alt {
+	int32_t pc; /* program start, or -1: simple */
+	uint32_t elem_off, nelem;
+};
+
+#define RX_ALTS_MAX 64	/* top-level alternatives told apart by the start masks */
+#define RX_ELEMS_MAX 16 /* elements of a simple alternative (seq_match recurses once each) */
+
 struct regex {
 	struct rx_inst *prog;
 	struct rx_class *cls;
 	struct rx_range *ranges;
 	struct rx_first *first;
-	uint32_t nprog, ncls, nranges, nfirst;
-	int32_t start_first; /* first set of the whole pattern, or -1 (it may match empty) */
+	struct rx_alt alts[RX_ALTS_MAX];
+	struct rx_elem *elems;
+	struct rx_str *strs;
+	uint32_t *strcls;
+	uint32_t nprog, ncls, nranges, nfirst, nalts, nelems, nstrs, nstrcls;
+	/* The alternatives that can start at a code point: by ASCII byte, by property byte (for
+	 * those whose first set is a property set), always for code points >= 0x80 (high_any), and
+	 * at the end of the text (nullable, also in every other mask). Bit i: alternative i. */
+	uint64_t mask_ascii[128], mask_prop[128], mask_high_any, mask_nullable;
 	size_t bytes;
 };
 
@@ -109,8 +147,8 @@ static inline size_t class_at(const struct regex *re, const struct rx_class *k, 
 
 	if (p >= n)
 		return 0;
-	if (s[p] < 0x80)
-		return bit128(k->ascii, s[p]);
+	if (k->byte[s[p]] < 2)
+		return k->byte[s[p]];
 	l = utf8_get(s + p, n - p, &c);
 	return class_high(re, k, c) ? l : 0;
 }
@@ -1184,6 +1222,255 @@ static int emit_node(struct emitter *em, int32_t n)
 	return perr(em->ps, "internal error: node kind %d", nd->kind);
 }
 
+/* The class of node n if it is one single code point matcher (through groups of one), or -1. */
+static int32_t single_class(const struct parser *ps, int32_t n)
+{
+	const struct rx_node *nd = &ps->nodes[n];
+
+	while ((nd->kind == N_ALT || nd->kind == N_CAT) && nd->child >= 0 &&
+	       ps->nodes[nd->child].next < 0)
+		nd = &ps->nodes[nd->child];
+	return nd->kind == N_CLASS ? nd->cls : -1;
+}
+
+/* Appends to re the elements of alternative n if it is simple; 0 when it is not. */
+static int simple_build(struct regex *re, struct parser *ps, int32_t n, uint32_t *cap_e,
+			uint32_t *cap_s, uint32_t *cap_c)
+{
+	const struct rx_node *nd = &ps->nodes[n];
+	uint32_t ne = 0, off = re->nelems;
+
+	while (nd->kind == N_ALT && nd->child >= 0 && ps->nodes[nd->child].next < 0)
+		nd = &ps->nodes[nd->child];
+	if (nd->kind != N_CAT)
+		return 0;
+	for (int32_t c = nd->child; c >= 0; c = ps->nodes[c].next, ne++) {
+		const struct rx_node *cn = &ps->nodes[c];
+		struct rx_elem e = {0};
+		int32_t k;
+
+		if (ne >= RX_ELEMS_MAX)
+			goto not_simple;
+		if (cn->kind == N_CLASS ||
+		    (cn->kind == N_REP && single_class(ps, cn->child) >= 0)) {
+			e.kind = E_RUN;
+			e.cls =
+			    (uint32_t)(cn->kind == N_CLASS ? cn->cls : single_class(ps, cn->child));
+			e.min = cn->kind == N_CLASS ? 1 : cn->min;
+			e.max = cn->kind == N_CLASS ? 1 : cn->max;
+			e.greedy = cn->kind == N_CLASS ? 1 : cn->greedy;
+		} else if (cn->kind == N_LOOK && (k = single_class(ps, cn->child)) >= 0) {
+			e.kind = E_LOOK;
+			e.cls = (uint32_t)k;
+			e.neg = cn->neg;
+		} else {
+			/* a group of fixed sequences, or such a group made optional */
+			const struct rx_node *g = cn;
+			e.kind = E_STRS;
+			e.min = e.max = 1;
+			e.greedy = 1;
+			if (cn->kind == N_REP) {
+				if (cn->max != 1)
+					goto not_simple;
+				e.min = cn->min;
+				e.greedy = cn->greedy;
+				g = &ps->nodes[cn->child];
+			}
+			while (g->kind == N_CAT && g->child >= 0 && ps->nodes[g->child].next < 0)
+				g = &ps->nodes[g->child];
+			if (g->kind != N_ALT)
+				goto not_simple;
+			e.str_off = re->nstrs;
+			for (int32_t a = g->child; a >= 0; a = ps->nodes[a].next) {
+				const struct rx_node *an = &ps->nodes[a];
+				struct rx_str st = {re->nstrcls, 0};
+				if (an->kind != N_CAT)
+					goto not_simple;
+				for (int32_t x = an->child; x >= 0; x = ps->nodes[x].next) {
+					if (ps->nodes[x].kind != N_CLASS)
+						goto not_simple;
+					if (re->nstrcls == *cap_c) {
+						uint32_t *v =
+						    realloc(re->strcls, (*cap_c = *cap_c * 2 + 16) *
+									    sizeof(*v));
+						if (!v)
+							return perr(ps, "out of memory");
+						re->strcls = v;
+					}
+					re->strcls[re->nstrcls++] = (uint32_t)ps->nodes[x].cls;
+					st.len++;
+				}
+				if (re->nstrs == *cap_s) {
+					struct rx_str *v = realloc(
+					    re->strs, (*cap_s = *cap_s * 2 + 8) * sizeof(*v));
+					if (!v)
+						return perr(ps, "out of memory");
+					re->strs = v;
+				}
+				re->strs[re->nstrs++] = st;
+				e.nstr++;
+			}
+		}
+		if (re->nelems == *cap_e) {
+			struct rx_elem *v =
+			    realloc(re->elems, (*cap_e = *cap_e * 2 + 16) * sizeof(*v));
+			if (!v)
+				return perr(ps, "out of memory");
+			re->elems = v;
+		}
+		re->elems[re->nelems++] = e;
+	}
+	return 1;
+not_simple:
+	re->nelems = off; /* the strings appended stay, unused */
+	return 0;
+}
+
+/* The first set of class k (as first_of_class gives it for the parser's class). */
+static void first_of_rclass(const struct regex *re, const struct rx_class *k, struct rx_first *f)
+{
+	for (unsigned c = 0; c < 0x80; c++)
+		if (k->byte[c] == 1)
+			set128(f->ascii, c);
+	if (k->nrange && k->range_in) {
+		f->any_high = true;
+	} else if (k->nrange) {
+		f->any_high = true; /* a negated class with ranges: anything but them */
+	}
+	f->prop[0] |= k->prop[0];
+	f->prop[1] |= k->prop[1];
+	(void)re;
+}
+
+static bool first_disjoint(const struct rx_first *a, const struct rx_first *b)
+{
+	bool ah = a->any_high || a->prop[0] || a->prop[1],
+	     bh = b->any_high || b->prop[0] || b->prop[1];
+
+	if ((a->ascii[0] & b->ascii[0]) || (a->ascii[1] & b->ascii[1]))
+		return false;
+	if ((a->any_high && bh) || (b->any_high && ah))
+		return false;
+	return !(a->prop[0] & b->prop[0]) && !(a->prop[1] & b->prop[1]);
+}
+
+/* Marks the elements whose first choice is the only one worth trying, so that seq_match does not
+ * backtrack into them: a lookahead (atomic), a run of fixed count, any element when all after it
+ * may match empty and cannot fail (runs and groups with minimum 0), and a greedy run whose class
+ * is disjoint from the code points the rest must start with (what it gives back could never
+ * start the rest). This is what makes the families' words and numbers one pass each. */
+static void elems_final(struct regex *re, struct rx_elem *e, uint32_t ne)
+{
+	for (uint32_t i = 0; i < ne; i++) {
+		/* the bytes a STRS sequence may start at */
+		for (uint32_t a = 0; e[i].kind == E_STRS && a < e[i].nstr; a++) {
+			const struct rx_str *st = &re->strs[e[i].str_off + a];
+			const struct rx_class *k = st->len ? &re->cls[re->strcls[st->off]] : NULL;
+			for (unsigned b = 0; b < 256; b++)
+				if (!k || (b < 0x80 ? k->byte[b] == 1
+						    : k->nrange || k->prop[0] || k->prop[1]))
+					e[i].start[b] = 1;
+		}
+	}
+	for (uint32_t i = 0; i < ne; i++) {
+		bool rest_empty_ok = true, rest_nullable = true;
+		struct rx_first f, k;
+
+		for (uint32_t j = i + 1; j < ne; j++)
+			if (e[j].kind == E_LOOK || e[j].min > 0)
+				rest_empty_ok = false;
+		if (e[i].kind == E_LOOK || (e[i].kind == E_RUN && e[i].min == e[i].max) ||
+		    rest_empty_ok) {
+			e[i].final = 1;
+			continue;
+		}
+		if (e[i].kind != E_RUN || !e[i].greedy)
+			continue;
+		/* first set of the rest: elements while they may match empty; a lookahead stops it
+		 */
+		memset(&f, 0, sizeof(f));
+		for (uint32_t j = i + 1; j < ne && rest_nullable; j++) {
+			if (e[j].kind == E_LOOK)
+				break;
+			if (e[j].kind == E_RUN) {
+				first_of_rclass(re, &re->cls[e[j].cls], &f);
+			} else {
+				for (uint32_t a = 0; a < e[j].nstr; a++) {
+					const struct rx_str *st = &re->strs[e[j].str_off + a];
+					if (st->len)
+						first_of_rclass(re, &re->cls[re->strcls[st->off]],
+								&f);
+					else
+						f.any_high = true,
+						memset(f.ascii, 0xff, sizeof(f.ascii));
+				}
+			}
+			rest_nullable = e[j].min == 0;
+		}
+		if (rest_nullable)
+			continue;
+		memset(&k, 0, sizeof(k));
+		first_of_rclass(re, &re->cls[e[i].cls], &k);
+		if (first_disjoint(&k, &f))
+			e[i].final = 1;
+	}
+}
+
+/* The top-level alternatives of root: each simple, or a program of its own; and the masks of
+ * the alternatives each code point can start. */
+static int alts_build(struct regex *re, struct emitter *em, int32_t root)
+{
+	struct parser *ps = em->ps;
+	int32_t list[RX_ALTS_MAX];
+	uint32_t na = 0, cap_e = 0, cap_s = 0, cap_c = 0;
+	const struct rx_node *rn = &ps->nodes[root];
+
+	for (int32_t c = rn->child; c >= 0 && na <= RX_ALTS_MAX; c = ps->nodes[c].next)
+		if (na++ < RX_ALTS_MAX)
+			list[na - 1] = c;
+	if (rn->kind != N_ALT || na > RX_ALTS_MAX) {
+		list[0] = root; /* too many alternatives to tell apart: one program */
+		na = 1;
+	}
+	for (uint32_t i = 0; i < na; i++) {
+		struct rx_alt *a = &re->alts[i];
+		struct rx_first f;
+		uint64_t bit = 1ull << i;
+		int r;
+
+		memset(&f, 0, sizeof(f));
+		if (first_of(ps, list[i], &f)) {
+			re->mask_nullable |= bit;
+			f.any_high = true;
+			memset(f.ascii, 0xff, sizeof(f.ascii));
+		}
+		for (unsigned b = 0; b < 128; b++) {
+			if (bit128(f.ascii, b))
+				re->mask_ascii[b] |= bit;
+			if (bit128(f.prop, b))
+				re->mask_prop[b] |= bit;
+		}
+		if (f.any_high)
+			re->mask_high_any |= bit;
+		a->elem_off = re->nelems;
+		r = simple_build(re, ps, list[i], &cap_e, &cap_s, &cap_c);
+		if (r < 0)
+			return -1;
+		if (r) {
+			a->pc = -1;
+			a->nelem = re->nelems - a->elem_off;
+			elems_final(re, re->elems + a->elem_off, a->nelem);
+			continue;
+		}
+		a->pc = (int32_t)em->n;
+		a->nelem = 0;
+		if (emit_node(em, list[i]) || emit(em, OP_MATCH) < 0)
+			return -1;
+	}
+	re->nalts = na;
+	return 0;
+}
+
 /* --- compile -------------------------------------------------------------------------------- */
 
 void regex_free(struct regex *re)
@@ -1194,6 +1481,9 @@ void regex_free(struct regex *re)
 	free(re->cls);
 	free(re->ranges);
 	free(re->first);
+	free(re->elems);
+	free(re->strs);
+	free(re->strcls);
 	free(re);
 }
 
@@ -1219,9 +1509,9 @@ static int classes_build(struct regex *re, const struct parser *ps)
 			for (uint32_t j = 0; j < p->nrange && !in; j++)
 				in = c >= ps->ranges[p->range_off + j].lo &&
 				     c <= ps->ranges[p->range_off + j].hi;
-			if (in != p->neg)
-				set128(k->ascii, c);
+			k->byte[c] = in != p->neg;
 		}
+		memset(k->byte + 0x80, 2, 0x80);
 		k->range_off = nr;
 		for (uint32_t j = 0; j < p->nrange; j++) {
 			struct rx_range r = ps->ranges[p->range_off + j];
@@ -1273,26 +1563,27 @@ struct regex *regex_compile(const char *pat, size_t len, char *err, size_t errle
 		goto fail;
 	}
 	em.ps = &ps;
-	if (emit_node(&em, root) || emit(&em, OP_MATCH) < 0)
-		goto fail;
-	re->start_first = first_index(&em, root);
-	if (ps.failed || classes_build(re, &ps)) {
+	if (classes_build(re, &ps)) {
 		perr(&ps, "out of memory");
 		goto fail;
 	}
-	re->prog = realloc(em.prog, em.n * sizeof(*em.prog));
-	if (!re->prog) {
+	if (alts_build(re, &em, root) || ps.failed)
+		goto fail;
+	/* shrink (none left when every alternative is simple) */
+	if (!em.n) {
+		free(em.prog);
+	} else if (!(re->prog = realloc(em.prog, em.n * sizeof(*em.prog)))) {
 		re->prog = em.prog;
-		em.prog = NULL;
-	} else {
-		em.prog = NULL;
 	}
+	em.prog = NULL;
 	re->nprog = em.n;
 	re->first = em.first;
 	re->nfirst = em.nfirst;
 	em.first = NULL;
 	re->bytes = sizeof(*re) + re->nprog * sizeof(*re->prog) + re->ncls * sizeof(*re->cls) +
-		    re->nranges * sizeof(*re->ranges) + re->nfirst * sizeof(*re->first);
+		    re->nranges * sizeof(*re->ranges) + re->nfirst * sizeof(*re->first) +
+		    re->nelems * sizeof(*re->elems) + re->nstrs * sizeof(*re->strs) +
+		    re->nstrcls * sizeof(uint32_t);
 	free(ps.nodes);
 	free(ps.pcls);
 	free(ps.ranges);
@@ -1358,8 +1649,7 @@ static int vm_run(struct vm *m, uint32_t pc, size_t pos, size_t *end)
 				if (in->max == RX_INF) {
 					/* ASCII fast path: one bit test a byte */
 					for (;;) {
-						while (p < n && s[p] < 0x80 &&
-						       bit128(k->ascii, s[p]))
+						while (p < n && s[p] < 0x80 && k->byte[s[p]] == 1)
 							p++;
 						if (p >= n || s[p] < 0x80 ||
 						    !(l = class_at(re, k, s, n, p)))
@@ -1461,41 +1751,206 @@ static int vm_run(struct vm *m, uint32_t pc, size_t pos, size_t *end)
 	}
 }
 
+/* Takes the first choice of a STRS element, from choice c on, at p: the choice's index (a
+ * literal sequence, or e->nstr for "none" when the group is optional) and its end in *q; -1
+ * when none is left. Choice order: the sequences in order, "none" last (greedy) or first
+ * (lazy). */
+static int strs_choice(const struct regex *re, const struct rx_elem *e, uint32_t c,
+		       const uint8_t *s, size_t n, size_t p, size_t *q)
+{
+	uint32_t nch = e->nstr + (e->min == 0);
+
+	if (p >= n || !e->start[s[p]]) {
+		/* no sequence can start here: only "none" is left, if optional */
+		uint32_t none = e->greedy ? e->nstr : 0;
+		if (e->min || c > none)
+			return -1;
+		*q = p;
+		return (int)none;
+	}
+	for (; c < nch; c++) {
+		uint32_t k = e->min == 0 && !e->greedy ? (c == 0 ? e->nstr : c - 1) : c;
+		const struct rx_str *st;
+		size_t x = p, l;
+		uint32_t j;
+
+		if (k == e->nstr) {
+			*q = p;
+			return (int)c;
+		}
+		st = &re->strs[e->str_off + k];
+		for (j = 0; j < st->len; j++) {
+			if (!(l = class_at(re, &re->cls[re->strcls[st->off + j]], s, n, x)))
+				break;
+			x += l;
+		}
+		if (j == st->len) {
+			*q = x;
+			return (int)c;
+		}
+	}
+	return -1;
+}
+
+/* Matches the simple alternative e[0..ne) at pos: 1 and *end, 0, or -E2BIG. A depth-first search
+ * over the elements' choices in the regex's order: a greedy run takes what it can, then gives
+ * back one code point at a time; a lazy one takes its minimum, then one more at a time; a group of
+ * sequences tries them in order. Elements marked final have no other choice worth trying. */
+static int seq_match(struct vm *m, const struct rx_elem *e, uint32_t ne, size_t pos, size_t *end)
+{
+	const struct regex *re = m->re;
+	const uint8_t *s = m->s;
+	size_t n = m->n, p = pos, l;
+	size_t at[RX_ELEMS_MAX], cur[RX_ELEMS_MAX], lo[RX_ELEMS_MAX];
+	uint32_t ch[RX_ELEMS_MAX];
+	uint32_t i = 0;
+	int c;
+
+forward:
+	for (; i < ne; i++) {
+		const struct rx_elem *x = &e[i];
+		const struct rx_class *k;
+		uint32_t cnt = 0;
+
+		at[i] = p;
+		switch (x->kind) {
+		case E_RUN:
+			k = &re->cls[x->cls];
+			while (cnt < x->min) {
+				if (!(l = class_at(re, k, s, n, p)))
+					goto back;
+				p += l;
+				cnt++;
+			}
+			lo[i] = p;
+			if (!x->greedy) {
+				ch[i] = cnt;
+			} else if (x->max == RX_INF) {
+				for (;;) {
+					while (p < n && k->byte[s[p]] == 1)
+						p++;
+					if (p >= n || s[p] < 0x80 ||
+					    !(l = class_at(re, k, s, n, p)))
+						break;
+					p += l;
+				}
+				m->steps += p - lo[i];
+			} else {
+				while (cnt < x->max && (l = class_at(re, k, s, n, p))) {
+					p += l;
+					cnt++;
+				}
+			}
+			break;
+		case E_LOOK:
+			if ((class_at(re, &re->cls[x->cls], s, n, p) != 0) == x->neg)
+				goto back;
+			break;
+		default: /* E_STRS */
+			if ((c = strs_choice(re, x, 0, s, n, p, &p)) < 0)
+				goto back;
+			ch[i] = (uint32_t)c;
+			break;
+		}
+		cur[i] = p;
+	}
+	if (m->steps > m->budget)
+		return -E2BIG;
+	*end = p;
+	return 1;
+back:
+	while (i > 0) {
+		const struct rx_elem *x = &e[--i];
+
+		if (x->final)
+			continue;
+		if (++m->steps > m->budget)
+			return -E2BIG;
+		if (x->kind == E_RUN && x->greedy) {
+			if (cur[i] == lo[i])
+				continue;
+			p = cur[i] = utf8_prev(s, lo[i], cur[i]);
+		} else if (x->kind == E_RUN) {
+			if (ch[i] >= x->max || !(l = class_at(re, &re->cls[x->cls], s, n, cur[i])))
+				continue;
+			p = cur[i] += l;
+			ch[i]++;
+		} else if (x->kind == E_STRS) {
+			if ((c = strs_choice(re, x, ch[i] + 1, s, n, at[i], &p)) < 0)
+				continue;
+			ch[i] = (uint32_t)c;
+			cur[i] = p;
+		} else {
+			continue;
+		}
+		i++;
+		goto forward;
+	}
+	return 0;
+}
+
+/* The alternatives that may match at s[p] (p == n: the end). */
+static inline uint64_t alts_at(const struct regex *re, const uint8_t *s, size_t n, size_t p,
+			       size_t *len)
+{
+	uint32_t c;
+
+	if (p >= n) {
+		*len = 1;
+		return re->mask_nullable;
+	}
+	if (s[p] < 0x80) {
+		*len = 1;
+		return re->mask_ascii[s[p]];
+	}
+	*len = utf8_get(s + p, n - p, &c);
+	return re->mask_prop[unicode_prop(c)] | re->mask_high_any;
+}
+
+/* A program alternative at pos, with a backtracking stack of its own (popped empty between
+ * attempts, so one per attempt is all it needs). */
+__attribute__((noinline)) static int vm_alt(struct vm *m, uint32_t pc, size_t pos, size_t *end)
+{
+	struct bt stack[REGEX_STACK_MAX];
+	int r;
+
+	m->stack = stack;
+	m->top = 0;
+	r = vm_run(m, pc, pos, end);
+	m->stack = NULL;
+	return r;
+}
+
 int regex_search(const struct regex *re, const uint8_t *s, size_t n, size_t from, size_t *ms,
 		 size_t *me)
 {
-	struct bt stack[REGEX_STACK_MAX];
-	struct vm m = {re, s, n, 0, 0, 0, stack};
-	const struct rx_first *f = re->start_first >= 0 ? &re->first[re->start_first] : NULL;
-	size_t p = from, e;
-	uint32_t c;
+	struct vm m = {re, s, n, 0, 0, 0, NULL};
+	size_t p = from, e, len;
 
 	if (from > n)
 		return 0;
 	m.budget = REGEX_STEPS_BASE + (uint64_t)REGEX_STEPS_PER_BYTE * (n - from);
 	for (;;) {
-		int r;
+		uint64_t mask = alts_at(re, s, n, p, &len);
 
-		if (f) {
-			/* skip start positions where no match can begin */
-			while (p < n && !first_at(f, s, n, p)) {
-				p += s[p] < 0x80 ? 1 : utf8_get(s + p, n - p, &c);
-				m.steps++;
+		while (mask) {
+			const struct rx_alt *a = &re->alts[__builtin_ctzll(mask)];
+			int r = a->pc < 0 ? seq_match(&m, re->elems + a->elem_off, a->nelem, p, &e)
+					  : vm_alt(&m, (uint32_t)a->pc, p, &e);
+			if (r < 0)
+				return r;
+			if (r) {
+				*ms = p;
+				*me = e;
+				return 1;
 			}
-			if (p >= n)
-				return 0;
-		}
-		r = vm_run(&m, 0, p, &e);
-		if (r < 0)
-			return r;
-		if (r) {
-			*ms = p;
-			*me = e;
-			return 1;
+			mask &= mask - 1;
 		}
 		if (p >= n)
 			return 0;
-		p += utf8_get(s + p, n - p, &c);
+		p += len;
+		if (++m.steps > m.budget)
+			return -E2BIG;
 	}
 }
 

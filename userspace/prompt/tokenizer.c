@@ -1829,6 +1829,48 @@ static ssize_t normalize_steps(const struct tokenizer *t, const uint8_t *s, size
 	return (ssize_t)len;
 }
 
+/* The pieces of cur's sub-segment, all of them (no stop: a whole encode), cut TOK_AHEAD ahead of
+ * their encoding so each one's vocab slot is read while the pieces before it are encoded (as
+ * encode_pieces does for the state machine). Returns 0, -ENOMEM, -E2BIG. */
+static int pieces_ahead(const struct tokenizer *t, const uint8_t *T, struct tok_cursor *cur,
+			struct tok_ids *out, struct tok_work *w)
+{
+	int r = 1, err;
+
+	while (r > 0) {
+		struct piece p[TOK_AHEAD];
+		size_t np = 0, s, e;
+
+		while (np < TOK_AHEAD && (r = pretok_next(t, T, cur, &s, &e)) > 0) {
+			p[np].off = s;
+			p[np].len = e - s;
+			if (p[np].len >= 2 && p[np].len <= t->max_tok_len) {
+				p[np].head = bytes_head(T + s, p[np].len);
+				p[np].slot =
+				    (uint32_t)hash_token(T + s, p[np].len, p[np].head) & t->vmask;
+				__builtin_prefetch(&t->vhash[p[np].slot]);
+			}
+			np++;
+		}
+		if (r < 0)
+			return r;
+		for (size_t k = 0; k < np; k++) {
+			const uint8_t *ps = T + p[k].off;
+			const struct vslot *v;
+
+			if (p[k].len >= 2 && p[k].len <= t->max_tok_len &&
+			    (v = vocab_probe(t, ps, p[k].len, p[k].head, p[k].slot)) &&
+			    (v->len & VSLOT_WHOLE))
+				err = ids_push(out, v->id);
+			else
+				err = bpe_piece(t, ps, p[k].len, out, w);
+			if (err)
+				return err;
+		}
+	}
+	return 0;
+}
+
 /* Appends the ids of T[*pos..hi) (normalized text, from where cur left it) and moves *pos on: to
  * hi, or past the first piece after which out holds stop ids (cur then says where the pieces are:
  * a later call with the same T, hi and cur goes on as this one would have). Inside, normalized
@@ -1869,6 +1911,8 @@ static int encode_text(const struct tokenizer *t, const uint8_t *T, size_t hi, s
 					level_init(&cur->lv[0], *pos, cur->sub_end);
 					cur->depth = 0;
 				}
+				if (stop == SIZE_MAX && (err = pieces_ahead(t, T, cur, out, w)))
+					return err;
 				while ((r = pretok_next(t, T, cur, &s, &e)) > 0) {
 					if ((err = bpe_piece(t, T + s, e - s, out, w)))
 						return err;
@@ -2067,10 +2111,28 @@ int tokenizer_decode(const struct tokenizer *t, const uint32_t *ids, size_t n, s
 	for (size_t i = 0; i < n; i++)
 		if (ids[i] >= t->n_ids || t->tok_off[ids[i] + 1] == t->tok_off[ids[i]])
 			return -EINVAL;
-	for (size_t i = 0; i < n; i++)
-		if (buf_append(out, t->arena + t->tok_off[ids[i]],
-			       t->tok_off[ids[i] + 1] - t->tok_off[ids[i]]))
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *b = t->arena + t->tok_off[ids[i]];
+		size_t len = t->tok_off[ids[i] + 1] - t->tok_off[ids[i]];
+
+		if (t->tok_byte && t->tok_byte[ids[i]]) { /* <0xXX>: its byte (ByteFallback) */
+			uint8_t one = (uint8_t)(t->tok_byte[ids[i]] - 1);
+			if (buf_append(out, &one, 1))
+				return -ENOMEM;
+			continue;
+		}
+		while (t->dec_space && len) { /* "▁" as a space (the decoder's Replace) */
+			const uint8_t *p = memmem(b, len, "\xe2\x96\x81", 3);
+			size_t k = p ? (size_t)(p - b) : len;
+			if (buf_append(out, b, k) || (p && buf_append(out, " ", 1)))
+				return -ENOMEM;
+			k += p ? 3 : 0;
+			b += k;
+			len -= k;
+		}
+		if (len && buf_append(out, b, len))
 			return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -3059,7 +3121,10 @@ static struct tokenizer *load_json(const char *path, char *err, size_t errlen)
 			}
 			t->tok_off[id] = (uint32_t)arena_len;
 			if (!str)
-				continue;
+				REFUSE_ADDED(
+				    "%s: id %u is neither a vocab nor an added token (the "
+				    "reference numbers added tokens after the vocab, without gaps)",
+				    path, id);
 			if (items[id] && t->byte_level)
 				n = byte_level_decode(str, u2b, t->arena + arena_len, need);
 			else if (items[id])

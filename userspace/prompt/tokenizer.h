@@ -159,7 +159,9 @@ int tokenizer_encode_more(const struct tokenizer *t, struct tok_cache *c, struct
 void tok_stream_free(struct tok_stream *st);
 
 /* Appends the UTF-8 text of ids (byte-level decoded, or for a character-level vocabulary "▁" as a
- * space and <0xXX> tokens as their byte; added tokens as their content) to out.
+ * space, where the decoder says so, and <0xXX> tokens as their byte; added tokens as their
+ * content) to out. A decoder's Strip (Llama 2's leading space) is not applied, so that decoding
+ * stays token by token.
  * The bytes are appended as the tokens hold them: ids that split a character give its bytes (the
  * concatenation of consecutive decodes is the text; no U+FFFD is substituted).
  * Returns 0, -EINVAL for an id outside the vocabulary (nothing appended), -ENOMEM. */
