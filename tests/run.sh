@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/.."
 filter=${1:-}
-FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+FUZZ_SECONDS=${FUZZ_SECONDS:-12}
 FILE_TIMEOUT=${FILE_TIMEOUT:-900}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
 
 seed=${CHAT_SEED:-20261202}
-count=${CHAT_COUNT:-200}
+count=${CHAT_COUNT:-150}
 families=${CHAT_FAMILIES:-qwen3 qwen2_5 llama3_2 deepseek_v3 gemma3 mistral_nemo}
 tmp=$(mktemp -d /tmp/kvs-chat-families.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
