@@ -5,7 +5,9 @@ deep nesting, huge and nested loops, range(10**9), unbounded and exponential rec
 string and list blow-ups, output floods, deep containers printed and dumped. Each is written to
 a scratch directory and rendered once by build/tests/test_jinja --render under /usr/bin/time;
 each must end (in an error: a bound, the sandbox's range limit, a refusal at load; or rendered,
-for the two that fit the bounds) within 2 s and 300 MB of peak RSS, and never crash. Prints one line per template: status, seconds, peak RSS, message.
+for those that fit the bounds) within 5 s (room for a busy machine; about 1 s quiet) and
+300 MB of peak RSS, and never crash. Prints one line per template: status, seconds, peak RSS,
+message.
 
 Usage: jinja_hostile.py [--bin PATH] [--keep DIR]   (exit 1 if any template escapes a bound)"""
 import argparse
@@ -76,7 +78,7 @@ def main():
             res = json.loads(out)
         except ValueError:
             res = {"status": "crash", "why": p.stderr.decode(errors="replace")[-200:]}
-        ok = (p.returncode == 0 and res["status"] != "crash" and float(secs) < 2.0
+        ok = (p.returncode == 0 and res["status"] != "crash" and float(secs) < 5.0
               and int(rss_kb) < 300 * 1024)
         bad += not ok
         print(f"{name:20} {res['status']:12} {float(secs):8.2f} {int(rss_kb) / 1024:7.1f}MB  "
