@@ -83,6 +83,9 @@ struct rx_elem {
 	uint32_t min, max; /* RUN: the repetition; STRS: 0 or 1, 1 */
 	uint32_t str_off, nstr; /* STRS: the literal sequences, in re->strs */
 	uint8_t start[256];	/* STRS: by byte, whether a sequence may start there (2: >= 0x80) */
+	/* By byte at the element's position (256: the end of the text), whether the elements from
+	 * this one on may match there: 0 means no (a cheap early failure), 1 maybe. */
+	uint8_t rest[257];
 };
 
 /* A sequence of single code point classes, re->strcls[off..off + len). */
@@ -1370,13 +1373,59 @@ static bool first_disjoint(const struct rx_first *a, const struct rx_first *b)
 	return !(a->prop[0] & b->prop[0]) && !(a->prop[1] & b->prop[1]);
 }
 
+/* The rest tables: for element i, the first set of elements i.. (up to the first that cannot match
+ * empty; a lookahead is skipped over, it consumes nothing), as a byte table; all 1 where the
+ * elements from i on may all match empty. */
+static void elems_rest(struct regex *re, struct rx_elem *e, uint32_t ne)
+{
+	for (uint32_t i = 0; i < ne; i++) {
+		struct rx_first f;
+		bool nullable = true;
+
+		memset(&f, 0, sizeof(f));
+		for (uint32_t j = i; j < ne && nullable; j++) {
+			if (e[j].kind == E_LOOK)
+				continue;
+			if (e[j].kind == E_RUN) {
+				first_of_rclass(re, &re->cls[e[j].cls], &f);
+			} else {
+				bool empty = false;
+				for (uint32_t a = 0; a < e[j].nstr; a++) {
+					const struct rx_str *st = &re->strs[e[j].str_off + a];
+					if (st->len)
+						first_of_rclass(re, &re->cls[re->strcls[st->off]],
+								&f);
+					else
+						empty = true;
+				}
+				if (empty || e[j].min == 0)
+					continue;
+				nullable = false;
+				continue;
+			}
+			nullable = e[j].min == 0;
+		}
+		if (nullable) {
+			memset(e[i].rest, 1, sizeof(e[i].rest));
+			continue;
+		}
+		for (unsigned b = 0; b < 0x80; b++)
+			e[i].rest[b] = bit128(f.ascii, b);
+		memset(e[i].rest + 0x80, f.any_high || f.prop[0] || f.prop[1], 0x80);
+		e[i].rest[256] = 0;
+	}
+}
+
 /* Marks the elements whose first choice is the only one worth trying, so that seq_match does not
  * backtrack into them: a lookahead (atomic), a run of fixed count, any element when all after it
  * may match empty and cannot fail (runs and groups with minimum 0), and a greedy run whose class
  * is disjoint from the code points the rest must start with (what it gives back could never
  * start the rest). This is what makes the families' words and numbers one pass each. */
+static void elems_rest(struct regex *re, struct rx_elem *e, uint32_t ne);
+
 static void elems_final(struct regex *re, struct rx_elem *e, uint32_t ne)
 {
+	elems_rest(re, e, ne);
 	for (uint32_t i = 0; i < ne; i++) {
 		/* the bytes a STRS sequence may start at */
 		for (uint32_t a = 0; e[i].kind == E_STRS && a < e[i].nstr; a++) {
@@ -1837,6 +1886,8 @@ forward:
 		const struct rx_class *k;
 		uint32_t cnt = 0;
 
+		if (!x->rest[p < n ? s[p] : 256])
+			goto back;
 		at[i] = p;
 		switch (x->kind) {
 		case E_RUN:
