@@ -66,10 +66,12 @@ static const char *show(const char *pat)
 	return o;
 }
 
+static unsigned opts; /* each test runs twice: the direct backtracker, then REGEX_PROGRAM_ONLY */
+
 static struct regex *compile(const char *pat)
 {
 	char err[256];
-	struct regex *re = regex_compile(pat, strlen(pat), err, sizeof(err));
+	struct regex *re = regex_compile_opts(pat, strlen(pat), opts, err, sizeof(err));
 
 	if (!re)
 		printf("# compile %s: %s\n", show(pat), err);
@@ -137,6 +139,7 @@ static const struct {
     {"\134S+", "ab c\302\240d", "0,2 3,4 6,7"},
     {"\134d+", "12\331\243\302\262\342\205\247 x", "0,4"},
     {"\134D+", "12ab3", "2,4"},
+    {"\134w+", "\302\262\302\274x\302\255", "0,5"}, /* Oniguruma's Latin-1 word characters */
     {"\134w+", "ab_1\303\251\314\201\342\205\247\342\200\215-x\342\221\240", "0,11 15,16"},
     {"\134W+", "a-+ b", "1,4"},
     {"[a-c]+", "abcd", "0,3"},
@@ -545,13 +548,17 @@ static void test_tables(void)
 
 int main(void)
 {
-	test_constructs();
-	test_empty();
-	test_search();
+	for (opts = 0; opts <= REGEX_PROGRAM_ONLY; opts++) {
+		printf("# %s\n", opts ? "every alternative as a program"
+				      : "simple alternatives matched directly");
+		test_constructs();
+		test_empty();
+		test_search();
+		test_families();
+		test_ill_formed();
+		test_bounds();
+	}
 	test_refusals();
-	test_families();
-	test_ill_formed();
-	test_bounds();
 	test_tables();
 	return tap_done();
 }

@@ -83,6 +83,9 @@ struct rx_elem {
 	uint32_t min, max; /* RUN: the repetition; STRS: 0 or 1, 1 */
 	uint32_t str_off, nstr; /* STRS: the literal sequences, in re->strs */
 	uint8_t start[256];	/* STRS: by byte, whether a sequence may start there (2: >= 0x80) */
+	/* By byte at the element's position (256: the end of the text), whether the elements from
+	 * this one on may match there: 0 means no (a cheap early failure), 1 maybe. */
+	uint8_t rest[257];
 };
 
 /* A sequence of single code point classes, re->strcls[off..off + len). */
@@ -194,7 +197,7 @@ struct parser {
 	size_t errlen;
 	bool failed;
 	struct rx_node *nodes;
-	uint32_t nnodes;
+	uint32_t nnodes, capnodes;
 	struct rx_pclass *pcls;
 	uint32_t npcls, cappcls;
 	struct rx_range *ranges;
@@ -228,6 +231,14 @@ static int32_t node_new(struct parser *ps, int kind)
 
 	if (ps->nnodes >= RX_NODES_MAX)
 		return perr(ps, "pattern too large (more than %d nodes)", RX_NODES_MAX);
+	if (ps->nnodes == ps->capnodes) {
+		uint32_t cap = ps->capnodes ? ps->capnodes * 2 : 64;
+		struct rx_node *v = realloc(ps->nodes, cap * sizeof(*v));
+		if (!v)
+			return perr(ps, "out of memory");
+		ps->nodes = v;
+		ps->capnodes = cap;
+	}
 	nd = &ps->nodes[ps->nnodes];
 	memset(nd, 0, sizeof(*nd));
 	nd->kind = (uint8_t)kind;
@@ -988,7 +999,7 @@ static int32_t parse_alt(struct parser *ps, bool icase)
 struct emitter {
 	struct parser *ps;
 	struct rx_inst *prog;
-	uint32_t n;
+	uint32_t n, cap;
 	struct rx_first *first;
 	uint32_t nfirst, capfirst;
 };
@@ -997,6 +1008,14 @@ static int32_t emit(struct emitter *em, int op)
 {
 	if (em->n >= RX_PROG_MAX)
 		return perr(em->ps, "pattern too large (more than %d instructions)", RX_PROG_MAX);
+	if (em->n == em->cap) {
+		uint32_t cap = em->cap ? em->cap * 2 : 32;
+		struct rx_inst *v = realloc(em->prog, cap * sizeof(*v));
+		if (!v)
+			return perr(em->ps, "out of memory");
+		em->prog = v;
+		em->cap = cap;
+	}
 	memset(&em->prog[em->n], 0, sizeof(em->prog[0]));
 	em->prog[em->n].op = (uint8_t)op;
 	em->prog[em->n].first = -1;
@@ -1354,13 +1373,59 @@ static bool first_disjoint(const struct rx_first *a, const struct rx_first *b)
 	return !(a->prop[0] & b->prop[0]) && !(a->prop[1] & b->prop[1]);
 }
 
+/* The rest tables: for element i, the first set of elements i.. (up to the first that cannot match
+ * empty; a lookahead is skipped over, it consumes nothing), as a byte table; all 1 where the
+ * elements from i on may all match empty. */
+static void elems_rest(struct regex *re, struct rx_elem *e, uint32_t ne)
+{
+	for (uint32_t i = 0; i < ne; i++) {
+		struct rx_first f;
+		bool nullable = true;
+
+		memset(&f, 0, sizeof(f));
+		for (uint32_t j = i; j < ne && nullable; j++) {
+			if (e[j].kind == E_LOOK)
+				continue;
+			if (e[j].kind == E_RUN) {
+				first_of_rclass(re, &re->cls[e[j].cls], &f);
+			} else {
+				bool empty = false;
+				for (uint32_t a = 0; a < e[j].nstr; a++) {
+					const struct rx_str *st = &re->strs[e[j].str_off + a];
+					if (st->len)
+						first_of_rclass(re, &re->cls[re->strcls[st->off]],
+								&f);
+					else
+						empty = true;
+				}
+				if (empty || e[j].min == 0)
+					continue;
+				nullable = false;
+				continue;
+			}
+			nullable = e[j].min == 0;
+		}
+		if (nullable) {
+			memset(e[i].rest, 1, sizeof(e[i].rest));
+			continue;
+		}
+		for (unsigned b = 0; b < 0x80; b++)
+			e[i].rest[b] = bit128(f.ascii, b);
+		memset(e[i].rest + 0x80, f.any_high || f.prop[0] || f.prop[1], 0x80);
+		e[i].rest[256] = 0;
+	}
+}
+
 /* Marks the elements whose first choice is the only one worth trying, so that seq_match does not
  * backtrack into them: a lookahead (atomic), a run of fixed count, any element when all after it
  * may match empty and cannot fail (runs and groups with minimum 0), and a greedy run whose class
  * is disjoint from the code points the rest must start with (what it gives back could never
  * start the rest). This is what makes the families' words and numbers one pass each. */
+static void elems_rest(struct regex *re, struct rx_elem *e, uint32_t ne);
+
 static void elems_final(struct regex *re, struct rx_elem *e, uint32_t ne)
 {
+	elems_rest(re, e, ne);
 	for (uint32_t i = 0; i < ne; i++) {
 		/* the bytes a STRS sequence may start at */
 		for (uint32_t a = 0; e[i].kind == E_STRS && a < e[i].nstr; a++) {
@@ -1418,13 +1483,16 @@ static void elems_final(struct regex *re, struct rx_elem *e, uint32_t ne)
 
 /* The top-level alternatives of root: each simple, or a program of its own; and the masks of
  * the alternatives each code point can start. */
-static int alts_build(struct regex *re, struct emitter *em, int32_t root)
+static int alts_build(struct regex *re, struct emitter *em, int32_t root, unsigned opts)
 {
 	struct parser *ps = em->ps;
 	int32_t list[RX_ALTS_MAX];
 	uint32_t na = 0, cap_e = 0, cap_s = 0, cap_c = 0;
 	const struct rx_node *rn = &ps->nodes[root];
 
+	/* never NULL, so that an empty alternative's elements are a valid (empty) range */
+	if (!(re->elems = malloc((cap_e = 16) * sizeof(*re->elems))))
+		return perr(ps, "out of memory");
 	for (int32_t c = rn->child; c >= 0 && na <= RX_ALTS_MAX; c = ps->nodes[c].next)
 		if (na++ < RX_ALTS_MAX)
 			list[na - 1] = c;
@@ -1453,7 +1521,9 @@ static int alts_build(struct regex *re, struct emitter *em, int32_t root)
 		if (f.any_high)
 			re->mask_high_any |= bit;
 		a->elem_off = re->nelems;
-		r = simple_build(re, ps, list[i], &cap_e, &cap_s, &cap_c);
+		r = opts & REGEX_PROGRAM_ONLY
+			? 0
+			: simple_build(re, ps, list[i], &cap_e, &cap_s, &cap_c);
 		if (r < 0)
 			return -1;
 		if (r) {
@@ -1533,6 +1603,12 @@ static int classes_build(struct regex *re, const struct parser *ps)
 
 struct regex *regex_compile(const char *pat, size_t len, char *err, size_t errlen)
 {
+	return regex_compile_opts(pat, len, 0, err, errlen);
+}
+
+struct regex *regex_compile_opts(const char *pat, size_t len, unsigned opts, char *err,
+				 size_t errlen)
+{
 	struct parser ps = {0};
 	struct emitter em = {0};
 	struct regex *re = NULL;
@@ -1548,10 +1624,8 @@ struct regex *regex_compile(const char *pat, size_t len, char *err, size_t errle
 		perr(&ps, "pattern longer than %u bytes", RX_PAT_MAX);
 		return NULL;
 	}
-	ps.nodes = malloc(RX_NODES_MAX * sizeof(*ps.nodes));
-	em.prog = malloc(RX_PROG_MAX * sizeof(*em.prog));
 	re = calloc(1, sizeof(*re));
-	if (!ps.nodes || !em.prog || !re) {
+	if (!re) {
 		perr(&ps, "out of memory");
 		goto fail;
 	}
@@ -1567,7 +1641,7 @@ struct regex *regex_compile(const char *pat, size_t len, char *err, size_t errle
 		perr(&ps, "out of memory");
 		goto fail;
 	}
-	if (alts_build(re, &em, root) || ps.failed)
+	if (alts_build(re, &em, root, opts) || ps.failed)
 		goto fail;
 	/* shrink (none left when every alternative is simple) */
 	if (!em.n) {
@@ -1812,6 +1886,8 @@ forward:
 		const struct rx_class *k;
 		uint32_t cnt = 0;
 
+		if (!x->rest[p < n ? s[p] : 256])
+			goto back;
 		at[i] = p;
 		switch (x->kind) {
 		case E_RUN:
@@ -1907,36 +1983,26 @@ static inline uint64_t alts_at(const struct regex *re, const uint8_t *s, size_t 
 	return re->mask_prop[unicode_prop(c)] | re->mask_high_any;
 }
 
-/* A program alternative at pos, with a backtracking stack of its own (popped empty between
- * attempts, so one per attempt is all it needs). */
-__attribute__((noinline)) static int vm_alt(struct vm *m, uint32_t pc, size_t pos, size_t *end)
+/* The search loop: at each start position from `from` on, the alternatives that may start
+ * there, in order. m->stack is the backtracking stack when the pattern has program alternatives. */
+static inline int search_loop(struct vm *m, size_t from, size_t *ms, size_t *me)
 {
-	struct bt stack[REGEX_STACK_MAX];
-	int r;
+	const struct regex *re = m->re;
+	const uint8_t *s = m->s;
+	size_t n = m->n, p = from, e, len;
 
-	m->stack = stack;
-	m->top = 0;
-	r = vm_run(m, pc, pos, end);
-	m->stack = NULL;
-	return r;
-}
-
-int regex_search(const struct regex *re, const uint8_t *s, size_t n, size_t from, size_t *ms,
-		 size_t *me)
-{
-	struct vm m = {re, s, n, 0, 0, 0, NULL};
-	size_t p = from, e, len;
-
-	if (from > n)
-		return 0;
-	m.budget = REGEX_STEPS_BASE + (uint64_t)REGEX_STEPS_PER_BYTE * (n - from);
 	for (;;) {
 		uint64_t mask = alts_at(re, s, n, p, &len);
 
 		while (mask) {
 			const struct rx_alt *a = &re->alts[__builtin_ctzll(mask)];
-			int r = a->pc < 0 ? seq_match(&m, re->elems + a->elem_off, a->nelem, p, &e)
-					  : vm_alt(&m, (uint32_t)a->pc, p, &e);
+			int r;
+			if (a->pc < 0) {
+				r = seq_match(m, re->elems + a->elem_off, a->nelem, p, &e);
+			} else {
+				m->top = 0;
+				r = vm_run(m, (uint32_t)a->pc, p, &e);
+			}
 			if (r < 0)
 				return r;
 			if (r) {
@@ -1949,9 +2015,33 @@ int regex_search(const struct regex *re, const uint8_t *s, size_t n, size_t from
 		if (p >= n)
 			return 0;
 		p += len;
-		if (++m.steps > m.budget)
+		if (++m->steps > m->budget)
 			return -E2BIG;
 	}
+}
+
+/* search_loop with a backtracking stack, for patterns with program alternatives (kept out of
+ * regex_search so that simple patterns do not pay for the stack frame). */
+__attribute__((noinline)) static int search_prog(struct vm *m, size_t from, size_t *ms, size_t *me)
+{
+	struct bt stack[REGEX_STACK_MAX];
+	int r;
+
+	m->stack = stack;
+	r = search_loop(m, from, ms, me);
+	m->stack = NULL;
+	return r;
+}
+
+int regex_search(const struct regex *re, const uint8_t *s, size_t n, size_t from, size_t *ms,
+		 size_t *me)
+{
+	struct vm m = {re, s, n, 0, 0, 0, NULL};
+
+	if (from > n)
+		return 0;
+	m.budget = REGEX_STEPS_BASE + (uint64_t)REGEX_STEPS_PER_BYTE * (n - from);
+	return re->nprog ? search_prog(&m, from, ms, me) : search_loop(&m, from, ms, me);
 }
 
 int regex_next(const struct regex *re, const uint8_t *s, size_t n, struct regex_iter *it,

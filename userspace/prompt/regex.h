@@ -37,6 +37,13 @@ struct regex; /* compiled; read-only after compile: any threads may match at onc
 struct regex *regex_compile(const char *pat, size_t len, char *err, size_t errlen);
 void regex_free(struct regex *re);
 
+/* regex_compile with options: REGEX_PROGRAM_ONLY matches every alternative with the general
+ * program instead of the direct backtracker that simple alternatives get (same matches, slower:
+ * for tests comparing the two). */
+#define REGEX_PROGRAM_ONLY 1u
+struct regex *regex_compile_opts(const char *pat, size_t len, unsigned opts, char *err,
+				 size_t errlen);
+
 /* The leftmost match in s[0..n) starting at or after byte from (Oniguruma's search: leftmost start;
  * at that start, the match its backtracking order finds first: alternatives in order, greedy
  * quantifiers longest first). Returns 1 and sets *ms, *me (byte offsets; an empty match has
