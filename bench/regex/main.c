@@ -125,7 +125,7 @@ __attribute__((noinline)) static long split_pieces(const struct regex *const *re
 {
 	struct regex_iter it = {0};
 	size_t a, b, prev = 0;
-	long k = 0, r;
+	long k = 0, r = 0;
 	int m;
 
 	if (!depth)
