@@ -7,15 +7,20 @@ import random
 import socket
 
 LOW_MIN, LOW_MAX = 20000, 32000
+_GIVEN = set()  # handed out by this process: a test takes several before binding any
 
 
 def low_port():
-    """A loopback port below the ephemeral range that nothing holds now."""
+    """A loopback port below the ephemeral range that nothing holds now and that this process has
+    not handed out before."""
     for _ in range(1000):
         port = random.randrange(LOW_MIN, LOW_MAX)
+        if port in _GIVEN:
+            continue
         s = socket.socket()
         try:
             s.bind(("127.0.0.1", port))
+            _GIVEN.add(port)
             return port
         except OSError:
             continue
