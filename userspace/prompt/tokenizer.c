@@ -3269,7 +3269,7 @@ static struct tokenizer *load_json(const char *path, char *err, size_t errlen)
 			} else {
 				size_t a = strlen(l), b = strlen(r);
 				ln = a && a <= t->max_tok_len ? (int)a : -1;
-				rn = b && b <= t->max_tok_len ? (int)b : -1;
+				rn = ln > 0 && b && b <= t->max_tok_len ? (int)b : -1;
 				if (ln > 0)
 					memcpy(tmp, l, a);
 				if (ln > 0 && rn > 0)
