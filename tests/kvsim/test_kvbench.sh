@@ -69,6 +69,32 @@ j=$(build/kvbench --url "$u0" --prefix-types 2 --requests 6 --seed 13 --no-warmu
 $PY -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d["hit_rate"] < 1 and d["prefix_seed"] == 13 else 1)' "$j"
 ok $? "without --prefix-seed the prefixes come from --seed (new ones: the first of each misses)"
 
+expect_eq "completions: no shared opening (a hit is any cached token)" 0 \
+	"$($PY -c 'import json,sys; print(json.loads(sys.argv[1])["opening_tokens"])' "$j")"
+
+# A chat template that opens every conversation alike (Llama 3.2's dated system header): the
+# opening's blocks are cached for everyone, so a hit needs more than them. Fresh cache, no
+# warm-up, one client: the first request of each prefix type finds only the opening.
+kvsim_stop
+KVSIM_TOKENIZER=models/llama3_2 kvsim_start 1 --time-scale 20 \
+	--model meta-llama/Llama-3.2-1B-Instruct || exit 1
+j=$(build/kvbench --url "$KVSIM_URLS" --api chat --tokenizer models/llama3_2 \
+	--model meta-llama/Llama-3.2-1B-Instruct --prefix-types 3 --concurrency 1 --requests 12 \
+	--seed 3 --no-warmup --reset --time-scale 20 --json --quiet)
+ok $? "chat with Llama 3.2's template runs"
+$PY - "$j" <<'PYEOF'
+import json, sys
+d = json.loads(sys.argv[1])
+o = d["opening_tokens"]
+print("# opening", o, "hit_rate", d["hit_rate"], "any_cached_rate", d["any_cached_rate"])
+# the header is ~30 tokens: at least one full block, counted in whole blocks
+assert o >= 16 and o % 16 == 0, o
+# every request after the first finds the opening; the first of each type (<= 3) is not a hit
+assert d["any_cached_rate"] > d["hit_rate"] >= 0.5, d
+assert d["errors"] == 0
+PYEOF
+ok $? "Llama 3.2 chat: the shared opening is whole blocks and alone is not a hit"
+
 build/kvbench --url http://127.0.0.1:1 --prefix-types 2 --requests 3 --no-warmup --quiet >/dev/null 2>&1
 [ $? -eq 1 ]
 ok $? "connection refused: counted as errors, exit status 1"

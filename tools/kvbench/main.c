@@ -4,7 +4,9 @@
  * one epoll loop: the seeds' workload as closed-loop clients, a trace as one request per row sent
  * when its time comes (a timerfd wakes the loop), whether or not earlier ones have finished. A new
  * connection per request (unless --keep-alive), streaming /v1/completions to measure TTFT;
- * hit = usage.prompt_tokens_details.cached_tokens > 0. Table on stdout, progress on stderr,
+ * hit = usage.prompt_tokens_details.cached_tokens above the opening every prompt of the run shares
+ * (0 for completions; a chat template's common header: opening_tokens). Table on stdout, progress
+ * on stderr,
  * --json for machines. Its flags and defaults: opts.h (`kvbench --help`). */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +39,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "prompt/models.h"
+#include "prompt/openai.h"
 #include "route/policy.h"
 #include "route/router.h"
 #include "route/scrape.h"
@@ -85,7 +88,9 @@ struct result {
 };
 
 struct run_stats {
-	size_t requests, errors, hits;
+	size_t requests, errors, hits; /* hits: cached_tokens > the opening */
+	size_t any_cached;	       /* cached_tokens > 0 (any_rate: of the answered) */
+	double any_rate;
 	double cached_ratio, hit_rate, ttft_p50, ttft_p99, hit_p50, miss_p50, req_per_s,
 	    workers_per_prefix, metrics_ratio, wall_s;
 	double e2e_p50, e2e_p99;	     /* end-to-end latency, model ms */
@@ -112,7 +117,8 @@ struct bench {
 	int ep;
 	uint64_t rng;
 	uint64_t rr;
-	struct models *models; /* SPREAD_ROUTER */
+	struct models *models; /* the tokenizer and chat template (the router's, the opening) */
+	long opening; /* tokens in the full KV blocks every prompt of the run begins with */
 	struct router *router;
 	struct metrics *metrics; /* --route-stats */
 	struct service svc;	 /* the URLs as one Service of endpoints w0, w1, ... */
@@ -681,7 +687,7 @@ static void progress(struct bench *b, size_t total, double t_start, size_t *last
 		return;
 	for (size_t i = 0; i < b->nres; i++) {
 		errs += !b->res[i].ok;
-		hits += b->res[i].ok && b->res[i].cached > 0;
+		hits += b->res[i].ok && b->res[i].cached > b->opening;
 	}
 	fprintf(stderr, "kvbench%s%s: %zu/%zu done, %zu errors, hit %.1f%%, %.1f s\n",
 		b->o.label ? " " : "", b->o.label ? b->o.label : "", b->ndone, total, errs,
@@ -879,7 +885,8 @@ static void compute_stats(struct bench *b, struct run_stats *st, double wall)
 		all[na++] = r->ttft_ms;
 		if (r->expect >= 0 && r->prompt != r->expect)
 			st->prompt_mismatches++;
-		if (r->cached > 0) {
+		st->any_cached += r->cached > 0;
+		if (r->cached > b->opening) {
 			st->hits++;
 			hit[nh++] = r->ttft_ms;
 		} else {
@@ -901,6 +908,7 @@ static void compute_stats(struct bench *b, struct run_stats *st, double wall)
 		}
 	}
 	st->hit_rate = na ? (double)st->hits / na : 0;
+	st->any_rate = na ? (double)st->any_cached / na : 0;
 	st->cached_ratio = prompt > 0 ? cached / prompt : 0;
 	/* Reported in model time: the workers ran time_scale times faster. */
 	st->ttft_p50 = pct(all, na, 50) * b->o.time_scale;
@@ -980,6 +988,7 @@ static void json_stats(cJSON *o, const struct run_stats *s)
 	cJSON_AddNumberToObject(o, "requests", (double)s->requests);
 	cJSON_AddNumberToObject(o, "errors", (double)s->errors);
 	cJSON_AddNumberToObject(o, "hit_rate", s->hit_rate);
+	cJSON_AddNumberToObject(o, "any_cached_rate", s->any_rate);
 	cJSON_AddNumberToObject(o, "cached_token_ratio", s->cached_ratio);
 	if (s->has_metrics)
 		cJSON_AddNumberToObject(o, "metrics_hit_ratio", s->metrics_ratio);
@@ -1011,6 +1020,55 @@ static void json_trace_stats(cJSON *o, const struct run_stats *s, char *const *n
 	cJSON_AddNumberToObject(o, "prompt_mismatches", s->prompt_mismatches);
 	for (int w = 0; pw && w < nw; w++)
 		cJSON_AddNumberToObject(pw, names[w], s->per_worker[w]);
+}
+
+/* The tokens of the full KV blocks that every prefix type's prompt begins with, as the workers
+ * see it (the model's chat template and BOS included): 0 for the seeds' completions, a block or
+ * more for a chat template that opens each conversation with the same header (Llama 3's dated
+ * system block). A request counts as a hit when it found more than this cached, so a header every
+ * request shares does not make a miss a hit. Returns the count, or -1 (message on stderr). */
+static long opening_tokens(const struct bench *b)
+{
+	const struct model_tok *mt = models_find(b->models, NULL);
+	enum openai_endpoint ep = b->o.api == API_CHAT ? OPENAI_CHAT : OPENAI_COMPLETIONS;
+	struct tok_ids first = {0};
+	size_t common = 0;
+	long rc = -1;
+
+	if (!mt || (ep == OPENAI_CHAT && !mt->chat_ok)) {
+		fprintf(stderr, "kvbench: %s: no chat template rendered exactly (%s)\n",
+			b->o.tokenizer, mt && mt->chat_why ? mt->chat_why : "none");
+		return -1;
+	}
+	for (uint32_t i = 0; i < b->o.wl.prefix_types; i++) {
+		struct openai_req r = {0};
+		const char *why = NULL;
+		int st = openai_parse_with(mt->tok, mt->chat, NULL, false, ep, b->wbodies[i],
+					   strlen(b->wbodies[i]), &r, &why);
+
+		if (st != OPENAI_OK) {
+			fprintf(stderr, "kvbench: prefix type %u's prompt: %s\n", i,
+				st < 0 ? strerror(-st)
+				: why  ? why
+				       : "not read");
+			openai_req_free(&r);
+			goto out;
+		}
+		if (i == 0) {
+			first = r.prompt;
+			r.prompt = (struct tok_ids){0};
+			common = first.n;
+		}
+		for (size_t j = 0; i && j < common; j++)
+			if (j >= r.prompt.n || r.prompt.v[j] != first.v[j])
+				common = j;
+		openai_req_free(&r);
+	}
+	/* one prefix type: nothing to compare against, so nothing counts as shared */
+	rc = b->o.wl.prefix_types > 1 ? (long)(common / KVBENCH_KV_BLOCK * KVBENCH_KV_BLOCK) : 0;
+out:
+	tok_ids_free(&first);
+	return rc;
 }
 
 static char *make_body(const struct kvbench_opts *o, const struct wl_req *r)
@@ -1185,6 +1243,15 @@ int main(int argc, char **argv)
 			if (!(b.wbodies[i] = make_body(o, &b.wl.warm[i])))
 				goto cleanup;
 	}
+	if (!o->trace || o->spread == SPREAD_ROUTER) {
+		if (models_new(&b.models) < 0 ||
+		    models_add(b.models, NULL, o->tokenizer, err, sizeof(err)) < 0) {
+			fprintf(stderr, "kvbench: tokenizer %s: %s\n", o->tokenizer, err);
+			goto cleanup;
+		}
+	}
+	if (!o->trace && (b.opening = opening_tokens(&b)) < 0)
+		goto cleanup;
 	b.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (o->trace) {
 		struct epoll_event e = {.events = EPOLLIN, .data.ptr = &g_timer_tag};
@@ -1205,11 +1272,6 @@ int main(int argc, char **argv)
 		b.svc.nendpoints = (size_t)o->nt;
 		b.svc.id = 1;
 		b.svcs = (struct services){.refs = 1, .n = 1, .v = &b.svc};
-		if (models_new(&b.models) < 0 ||
-		    models_add(b.models, NULL, o->tokenizer, err, sizeof(err)) < 0) {
-			fprintf(stderr, "kvbench: router tokenizer: %s\n", err);
-			goto cleanup;
-		}
 	}
 	if (o->nev) {
 		struct index_cfg icfg;
@@ -1341,6 +1403,7 @@ int main(int argc, char **argv)
 #define MED(field) med.field = median_of(rs, nr, offsetof(struct run_stats, field))
 	MED(cached_ratio);
 	MED(hit_rate);
+	MED(any_rate);
 	MED(ttft_p50);
 	MED(ttft_p99);
 	MED(hit_p50);
@@ -1459,6 +1522,7 @@ int main(int argc, char **argv)
 		cJSON_AddNumberToObject(root, "zipf_s", o->wl.zipf_s);
 		cJSON_AddNumberToObject(root, "prompt_tokens",
 					o->wl.prefix_tokens + o->wl.suffix_tokens);
+		cJSON_AddNumberToObject(root, "opening_tokens", (double)b.opening);
 		cJSON_AddNumberToObject(root, "runs_count", nr);
 		cJSON_AddNumberToObject(root, "time_scale", o->time_scale);
 		json_stats(root, &med);
@@ -1476,6 +1540,11 @@ int main(int argc, char **argv)
 		printf("kvbench: %d URL(s) spread %s, P=%u, C=%u, seed %" PRIu64 "%s%s\n", o->nt,
 		       (o->nt > 1 ? kvbench_spread_name(o) : "none"), o->wl.prefix_types,
 		       o->concurrency, o->wl.seed, o->label ? ", " : "", o->label ? o->label : "");
+		if (b.opening)
+			printf(
+			    "every prompt opens with the same %ld tokens (full blocks): a hit is a "
+			    "request with more cached\n",
+			    b.opening);
 		printf("%-7s %5s %4s %6s %7s %7s %8s %8s %7s %7s %6s %6s\n", "run", "reqs", "err",
 		       "hit%", "cached", "metrics", "ttft_p50", "ttft_p99", "hit_p50", "miss_p50",
 		       "req/s", "w/pfx");
