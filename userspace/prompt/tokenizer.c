@@ -322,54 +322,6 @@ static void byte_level_map(uint32_t b2u[256], int16_t u2b[512])
 	}
 }
 
-/* Decodes one UTF-8 sequence of s[0..n) (n >= 1) by Unicode's maximal-subpart rule: sets *cp
- * (U+FFFD for an ill-formed subpart) and returns the bytes consumed (>= 1). Reads nothing past n.
- */
-static inline size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *cp)
-{
-	uint8_t b = s[0];
-	uint8_t lo = 0x80, hi = 0xBF;
-	size_t need;
-	uint32_t c;
-
-	if (b < 0x80) {
-		*cp = b;
-		return 1;
-	}
-	if (b >= 0xC2 && b <= 0xDF) {
-		need = 1;
-		c = b & 0x1F;
-	} else if (b >= 0xE0 && b <= 0xEF) {
-		need = 2;
-		c = b & 0x0F;
-		if (b == 0xE0)
-			lo = 0xA0;
-		else if (b == 0xED)
-			hi = 0x9F;
-	} else if (b >= 0xF0 && b <= 0xF4) {
-		need = 3;
-		c = b & 0x07;
-		if (b == 0xF0)
-			lo = 0x90;
-		else if (b == 0xF4)
-			hi = 0x8F;
-	} else {
-		*cp = 0xFFFD;
-		return 1;
-	}
-	for (size_t k = 1; k <= need; k++) {
-		if (k >= n || s[k] < lo || s[k] > hi) {
-			*cp = 0xFFFD;
-			return k;
-		}
-		c = (c << 6) | (s[k] & 0x3F);
-		lo = 0x80;
-		hi = 0xBF;
-	}
-	*cp = c;
-	return need + 1;
-}
-
 /* --- lookups -------------------------------------------------------------------------------- */
 
 /* The vocab slot of the token whose bytes are s[0..n), or NULL, given its head and its home
@@ -529,7 +481,7 @@ static size_t bpe_init_chars(const struct tokenizer *t, const uint8_t *s, size_t
 	for (size_t i = 0, l; i < n; i += l) {
 		uint32_t id;
 
-		l = utf8_decode(s + i, n - i, &c);
+		l = utf8_get(s + i, n - i, &c);
 		if (s[i] < 0x80)
 			id = t->ascii_id[s[i]];
 		else
@@ -918,7 +870,7 @@ static int word_cuts(const struct tokenizer *t, const uint8_t *s, size_t n, stru
 		j = i - 1;
 		while (j > start && (s[j] & 0xC0) == 0x80)
 			j--;
-		if (j < start || utf8_decode(s + j, i - j, &x) != i - j || in_pre_cut(t, x) ||
+		if (j < start || utf8_get(s + j, i - j, &x) != i - j || in_pre_cut(t, x) ||
 		    (x < 0x80 ? t->ascii_id[x] : vocab_find(t, s + j, i - j)) == NO_ID)
 			continue;
 		if ((err = bpe_piece1(t, s + start, i - start, out, w)))
@@ -974,7 +926,7 @@ static inline int cls_of(uint32_t c)
 /* The next code point at s[i] (valid UTF-8, i < n): class, and its length in *len. */
 static inline int next_cls(const uint8_t *s, size_t n, size_t i, uint32_t *cp, size_t *len)
 {
-	*len = utf8_decode(s + i, n - i, cp);
+	*len = utf8_get(s + i, n - i, cp);
 	return cls_of(*cp);
 }
 
@@ -1036,7 +988,7 @@ static size_t contraction(const uint8_t *s, size_t n, size_t i)
 
 	if (j >= n)
 		return 0;
-	l2 = utf8_decode(s + j, n - j, &c2);
+	l2 = utf8_get(s + j, n - j, &c2);
 	c2 = fold_ascii(c2);
 	if (c2 == 's' || c2 == 't' || c2 == 'm' || c2 == 'd')
 		return j + l2;
@@ -1044,7 +996,7 @@ static size_t contraction(const uint8_t *s, size_t n, size_t i)
 		return 0;
 	if (j + l2 >= n)
 		return 0;
-	l3 = utf8_decode(s + j + l2, n - j - l2, &c3);
+	l3 = utf8_get(s + j + l2, n - j - l2, &c3);
 	c3 = fold_ascii(c3);
 	if ((c2 == 'l' && c3 == 'l') || (c2 != 'l' && c3 == 'e'))
 		return j + l2 + l3;
@@ -1299,7 +1251,7 @@ static int normalize_region(bool nfc, const uint8_t *s, size_t n, struct tok_wor
 	if (!grow((void **)&w->cps, &w->cps_cap, 2 * (n * 4 + 8) * sizeof(uint32_t)))
 		return -ENOMEM;
 	for (size_t i = 0; i < n;) {
-		i += utf8_decode(s + i, n - i, &c);
+		i += utf8_get(s + i, n - i, &c);
 		if (nfc)
 			m = decompose_push(w->cps, m, c);
 		else
@@ -1340,7 +1292,7 @@ static ssize_t normalize(bool nfc, const uint8_t *s, size_t n, struct tok_work *
 
 	while (i < n) {
 		for (j = i, last = i; j < n; j += l) {
-			l = utf8_decode(s + j, n - j, &c);
+			l = utf8_get(s + j, n - j, &c);
 			if (needs_norm(nfc, s + j, l, c))
 				break;
 			last = j;
@@ -1354,7 +1306,7 @@ static ssize_t normalize(bool nfc, const uint8_t *s, size_t n, struct tok_work *
 		if (j == n)
 			break;
 		for (k = j; k < n; k += l) {
-			l = utf8_decode(s + k, n - k, &c);
+			l = utf8_get(s + k, n - k, &c);
 			if (k > j && !needs_norm(nfc, s + k, l, c))
 				break;
 		}
@@ -1395,7 +1347,7 @@ static bool segment_needs_norm(bool nfc, const uint8_t *s, size_t n)
 			i++;
 			continue;
 		}
-		l = utf8_decode(s + i, n - i, &c);
+		l = utf8_get(s + i, n - i, &c);
 		if (needs_norm(nfc, s + i, l, c))
 			return true;
 		i += l;
@@ -1482,7 +1434,7 @@ static bool word_before(const uint8_t *s, size_t at)
 
 	while (j > 0 && (s[j] & 0xC0) == 0x80)
 		j--;
-	utf8_decode(s + j, at - j, &c);
+	utf8_get(s + j, at - j, &c);
 	return c == '_' || cls_of(c) == UCLS_LETTER || cls_of(c) == UCLS_NUMBER;
 }
 
@@ -1490,7 +1442,7 @@ static bool word_after(const uint8_t *s, size_t n, size_t at)
 {
 	uint32_t c;
 
-	utf8_decode(s + at, n - at, &c);
+	utf8_get(s + at, n - at, &c);
 	return c == '_' || cls_of(c) == UCLS_LETTER || cls_of(c) == UCLS_NUMBER;
 }
 
@@ -1536,7 +1488,7 @@ static int added_next(const struct tokenizer *t, const struct added_trie *tr, co
 				uint32_t c;
 				while (j > lo && (s[j] & 0xC0) == 0x80)
 					j--;
-				utf8_decode(s + j, k - j, &c);
+				utf8_get(s + j, k - j, &c);
 				if (cls_of(c) != UCLS_SPACE)
 					break;
 				k = j;
@@ -1546,7 +1498,7 @@ static int added_next(const struct tokenizer *t, const struct added_trie *tr, co
 		if (a->rstrip) {
 			size_t k = end, l;
 			uint32_t c;
-			while (k < n && (l = utf8_decode(s + k, n - k, &c)) &&
+			while (k < n && (l = utf8_get(s + k, n - k, &c)) &&
 			       cls_of(c) == UCLS_SPACE)
 				k += l;
 			*te = k;
@@ -1618,7 +1570,7 @@ static int elem_next(const struct split_step *sp, const uint8_t *T, struct tok_s
 		if (ms == me && lv->last_me == me + 1) {
 			uint32_t c;
 			lv->from +=
-			    lv->from < lv->b ? utf8_decode(T + lv->from, lv->b - lv->from, &c) : 1;
+			    lv->from < lv->b ? utf8_get(T + lv->from, lv->b - lv->from, &c) : 1;
 			r = 0;
 			continue;
 		}
@@ -2737,7 +2689,7 @@ static int char_rules_build(struct tokenizer *t)
 			uint32_t cp, top, left[4], right[4], nl = 0, nr = 0, key, h;
 			int64_t dl, dr;
 
-			if (n < 2 || n > 4 || b[0] < 0xC2 || utf8_decode(b, n, &cp) != n ||
+			if (n < 2 || n > 4 || b[0] < 0xC2 || utf8_get(b, n, &cp) != n ||
 			    (cp == 0xFFFD && (n != 3 || b[0] != 0xEF)) ||
 			    vocab_find(t, b, n) != id ||
 			    char_bpe(t, b, n, &top, left, &nl, right, &nr) != id)
@@ -2802,7 +2754,7 @@ static int byte_level_decode(const char *str, const int16_t u2b[512], uint8_t *d
 	uint32_t c;
 
 	for (size_t i = 0; i < n;) {
-		i += utf8_decode(s + i, n - i, &c);
+		i += utf8_get(s + i, n - i, &c);
 		if (c >= 512 || u2b[c] < 0 || o >= cap)
 			return -1;
 		dst[o++] = (uint8_t)u2b[c];
@@ -2858,7 +2810,7 @@ static int pre_cut_build(struct tokenizer *t)
 				continue;
 			while (j > 0 && (b[j] & 0xC0) == 0x80)
 				j--;
-			utf8_decode(b + j, i - j, &x);
+			utf8_get(b + j, i - j, &x);
 			if (n == cap) {
 				uint32_t *q = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
 				if (!q) {
