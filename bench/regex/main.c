@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/ascii.h"
 #include "core/json.h"
 #include "prompt/regex.h"
 #include "qwen2_sm.h"
@@ -256,14 +257,6 @@ out:
 	return rc;
 }
 
-static int hexval(int c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
-}
-
 static int split(const struct regex *re)
 {
 	char *line = NULL;
@@ -282,7 +275,7 @@ static int split(const struct regex *re)
 		free(s);
 		s = malloc((size_t)len / 2 + 1);
 		for (ssize_t i = 0; i + 1 < len; i += 2) {
-			int hi = hexval(line[i]), lo = hexval(line[i + 1]);
+			int hi = hex_digit(line[i]), lo = hex_digit(line[i + 1]);
 			if (hi < 0 || lo < 0) {
 				fprintf(stderr, "regex: not a hex line\n");
 				rc = 2;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/ascii.h"
 #include "core/http.h"
 
 /* Longest chunk-size line (size + extensions) or trailer line accepted, in bytes. */
@@ -480,17 +481,6 @@ enum {
 	CH_DONE,
 };
 
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 ssize_t http_chunked_feed(struct http_chunked *c, const char *p, size_t n, struct buf *out,
 			  bool *done)
 {
@@ -519,13 +509,13 @@ ssize_t http_chunked_feed(struct http_chunked *c, const char *p, size_t n, struc
 			return -1;
 		switch (c->state) {
 		case CH_SIZE0:
-			if ((hv = hexval(ch)) < 0)
+			if ((hv = hex_digit(ch)) < 0)
 				return -1;
 			c->remaining = (uint64_t)hv;
 			c->state = CH_SIZE;
 			break;
 		case CH_SIZE:
-			if ((hv = hexval(ch)) >= 0) {
+			if ((hv = hex_digit(ch)) >= 0) {
 				if (c->remaining >> 52) /* would pass 2^56: refuse */
 					return -1;
 				c->remaining = c->remaining * 16 + (uint64_t)hv;

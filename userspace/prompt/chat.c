@@ -60,6 +60,7 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
+#include "core/ascii.h"
 #include "prompt/chat.h"
 #include "prompt/jinja.h"
 #include "core/json.h"
@@ -186,17 +187,6 @@ static enum role role_of(const char *r)
 	return ROLE_OTHER;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* ---- Python's json, for tool definitions and tool-call arguments -------------------------------
  * The template prints them with transformers' tojson, i.e. Python json.dumps(x,
  * ensure_ascii=False) of what json.loads made of the request: ints keep their digits, floats are
@@ -263,7 +253,7 @@ static int hex4(const char *p)
 	int v = 0, i;
 
 	for (i = 0; i < 4; i++) {
-		int h = hexval(p[i]);
+		int h = hex_digit(p[i]);
 		if (h < 0)
 			return -1;
 		v = v * 16 + h;
@@ -1465,9 +1455,9 @@ int chat_raw_check(const char *json, size_t len, const char **why)
 		i = (size_t)(p - json);
 		/* An escape: \u0000 is the one cJSON cannot keep; skip the escaped char either way.
 		 */
-		if (json[i + 1] == 'u' && i + 5 < len && hexval(json[i + 2]) == 0 &&
-		    hexval(json[i + 3]) == 0 && hexval(json[i + 4]) == 0 &&
-		    hexval(json[i + 5]) == 0) {
+		if (json[i + 1] == 'u' && i + 5 < len && hex_digit(json[i + 2]) == 0 &&
+		    hex_digit(json[i + 3]) == 0 && hex_digit(json[i + 4]) == 0 &&
+		    hex_digit(json[i + 5]) == 0) {
 			if (why)
 				*why = "a string holds U+0000, which cJSON cannot carry";
 			return CHAT_UNSUPPORTED;

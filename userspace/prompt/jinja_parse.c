@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ascii.h"
 #include "prompt/jinja_int.h"
 #include "core/utf8.h"
 
@@ -157,17 +158,6 @@ static int count_nl(const char *s, size_t n)
 	return c;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Decodes a string literal's body s[0..n) as Python's unicode-escape codec does. */
 static int decode_string(struct parser *p, const char *s, size_t n, int line, struct tok *tk)
 {
@@ -223,7 +213,7 @@ static int decode_string(struct parser *p, const char *s, size_t n, int line, st
 			digits = c == 'x' ? 2 : c == 'u' ? 4 : 8;
 			cp = 0;
 			for (int k = 0; k < digits; k++) {
-				int h = i + 1 < n ? hexval(s[i + 1]) : -1;
+				int h = i + 1 < n ? hex_digit(s[i + 1]) : -1;
 				if (h < 0)
 					return fail(p, JINJA_SYNTAX, line, "truncated \\%c escape",
 						    c);
@@ -338,9 +328,9 @@ static int lex_number(struct parser *p, const char *s, size_t n, size_t *pos, in
 		bool any = false;
 		j = i + 2;
 		while (j < n) {
-			int h = hexval(s[j]);
-			if (s[j] == '_' && j + 1 < n && hexval(s[j + 1]) >= 0 &&
-			    hexval(s[j + 1]) < base) {
+			int h = hex_digit(s[j]);
+			if (s[j] == '_' && j + 1 < n && hex_digit(s[j + 1]) >= 0 &&
+			    hex_digit(s[j + 1]) < base) {
 				j++;
 				continue;
 			}

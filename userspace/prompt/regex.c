@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ascii.h"
 #include "core/utf8.h"
 #include "prompt/regex.h"
 #include "prompt/unicode_tables.h"
@@ -414,17 +415,6 @@ static int parse_property(struct parser *ps, bool neg, uint64_t prop[2])
 	return perr(ps, "unsupported property \\p{%s} (only General_Category values)", name);
 }
 
-static int hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* A code point written \xHH, \x{H...} or \uHHHH, after the x or u. */
 static int parse_hex(struct parser *ps, bool brace_ok, int digits, uint32_t *cp)
 {
@@ -433,7 +423,7 @@ static int parse_hex(struct parser *ps, bool brace_ok, int digits, uint32_t *cp)
 
 	if (brace_ok && ps->p < ps->end && *ps->p == '{') {
 		ps->p++;
-		while (ps->p < ps->end && (h = hexval(*ps->p)) >= 0 && k < 8) {
+		while (ps->p < ps->end && (h = hex_digit(*ps->p)) >= 0 && k < 8) {
 			v = v * 16 + (uint32_t)h;
 			ps->p++;
 			k++;
@@ -442,7 +432,7 @@ static int parse_hex(struct parser *ps, bool brace_ok, int digits, uint32_t *cp)
 			return perr(ps, "bad \\x{...}");
 		ps->p++;
 	} else {
-		while (k < digits && ps->p < ps->end && (h = hexval(*ps->p)) >= 0) {
+		while (k < digits && ps->p < ps->end && (h = hex_digit(*ps->p)) >= 0) {
 			v = v * 16 + (uint32_t)h;
 			ps->p++;
 			k++;

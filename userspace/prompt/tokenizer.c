@@ -1498,8 +1498,7 @@ static int added_next(const struct tokenizer *t, const struct added_trie *tr, co
 		if (a->rstrip) {
 			size_t k = end, l;
 			uint32_t c;
-			while (k < n && (l = utf8_get(s + k, n - k, &c)) &&
-			       cls_of(c) == UCLS_SPACE)
+			while (k < n && (l = utf8_get(s + k, n - k, &c)) && cls_of(c) == UCLS_SPACE)
 				k += l;
 			*te = k;
 		}
