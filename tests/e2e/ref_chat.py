@@ -140,7 +140,12 @@ def main():
     with open(path, encoding="utf-8") as f:
         cfg = json.load(f)
     env = make_env()
-    src = cfg["chat_template"]
+    # vLLM's --chat-template FILE replaces the config's templates (read in text mode)
+    if len(sys.argv) > 2:
+        with open(sys.argv[2], encoding="utf-8") as f:
+            src = f.read()
+    else:
+        src = cfg["chat_template"]
     named = {}
     if isinstance(src, list):  # named templates: "tool_use" when tools are sent
         named = {t["name"]: t["template"] for t in src}

@@ -44,6 +44,40 @@ for l in open(sys.argv[1], encoding="utf-8"):
 	TAP_FAILED=$((TAP_FAILED + $?))
 done
 
+# vLLM's --chat-template FILE: the file replaces tokenizer_config.json's template. Llama 2's
+# config has none (its users give one); Llama 3.2's is replaced; the CRLF copy is read as Python
+# reads a text file (vLLM opens the file so), "\r\n" as "\n".
+sed 's/$/\r/' tests/e2e/templates/llama2_chat.jinja >"$tmp/llama2_crlf.jinja"
+for pair in llama2:tests/e2e/templates/llama2_chat.jinja llama3_2:tests/e2e/templates/llama2_chat.jinja \
+	llama2:"$tmp/llama2_crlf.jinja"; do
+	f=${pair%%:*} tf=${pair#*:}
+	[ -f "models/$f/tokenizer_config.json" ] || continue
+	python3 tests/e2e/ref_chat.py "models/$f/tokenizer_config.json" "$tf" \
+		<"$tmp/requests.jsonl" >"$tmp/py_$f.jsonl"
+	python3 -c '
+import json, sys
+for l in open(sys.argv[1], encoding="utf-8"):
+    p = json.loads(l)
+    if p["status"] == "ok":
+        print(json.dumps({"text": p["text"]}, ensure_ascii=False))' "$tmp/py_$f.jsonl" >"$tmp/t_$f.jsonl"
+	node tests/js/ref_tokenize.mjs --tokenizer "models/$f/tokenizer.json" "$tmp/t_$f.jsonl" \
+		>"$tmp/r_$f.jsonl"
+	build/kvtok --tokenizer "models/$f" --chat-template "$tf" <"$tmp/requests.jsonl" \
+		>"$tmp/c_$f.jsonl" 2>/dev/null
+	python3 tests/e2e/chat_family_check.py "$f --chat-template $(basename "$tf")" \
+		"$tmp/py_$f.jsonl" "$tmp/r_$f.jsonl" "$tmp/c_$f.jsonl"
+	TAP_FAILED=$((TAP_FAILED + $?))
+	# the template's own output, not the config's: every rendered prompt has "[INST] "
+	n_inst=$(grep -c '\[INST\] ' "$tmp/t_$f.jsonl")
+	n_ok=$(wc -l <"$tmp/t_$f.jsonl")
+	[ "$n_ok" -gt 0 ] && [ "$n_inst" = "$n_ok" ]
+	ok $? "$f --chat-template: the file's template rendered ($n_inst of $n_ok prompts have [INST])"
+done
+out=$(printf '%s\n' '{"messages":[{"role":"user","content":"hi"}]}' |
+	build/kvtok --tokenizer models/llama3_2 --chat-template /nonexistent/t.jinja 2>/dev/null)
+[[ $out == '{"error":'*"cannot read the chat template"* ]]
+ok $? "--chat-template that cannot be read: an error line ($out)"
+
 # The models vLLM does not render through a template: an error line naming why, never ids.
 for f in llama2 gptoss; do
 	[ -f "models/$f/tokenizer.json" ] || continue

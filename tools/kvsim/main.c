@@ -1245,7 +1245,8 @@ int main(int argc, char **argv)
 
 		sm.runtime_lora = v && (!strcasecmp(v, "true") || !strcmp(v, "1"));
 	}
-	if (models_new(&sm.models) || models_add(sm.models, NULL, o->tokenizer, err, sizeof(err))) {
+	if (models_new(&sm.models) ||
+	    models_add_with(sm.models, NULL, o->tokenizer, o->chat_template, err, sizeof(err))) {
 		fprintf(stderr, "kvsim: tokenizer %s: %s\n", o->tokenizer, err);
 		models_free(sm.models);
 		return 1;

@@ -151,6 +151,9 @@ static const struct opt kvsim_flags[] = {
     {"worker-id", OPT_STR, F(worker_id), "ID", 0, 0, "x-kvsim-worker header value"},
     {"tokenizer", OPT_STR, F(tokenizer), "PATH", 0, 0,
      "tokenizer directory (with its chat template) or tokenizer.json"},
+    {"chat-template", OPT_STR, F(chat_template), "FILE", 0, 0,
+     "chat template file replacing tokenizer_config.json's, as vLLM's --chat-template",
+     .dflt = "the tokenizer directory's"},
     {"model", OPT_STR, F(model), "NAME", 0, 0, "served model name"},
     {"lora-modules", OPT_FUNC, 0, "NAME=PATH", 0, 0,
      "LoRA adapters served beside the model (blank- or comma-separated, repeatable; PATH is "

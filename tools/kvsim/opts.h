@@ -25,6 +25,7 @@ struct kvsim_opts {
 	int port;
 	const char *worker_id;
 	const char *tokenizer;
+	const char *chat_template; /* NULL: the tokenizer directory's */
 	const char *model;
 	/* LoRA adapters served (--lora-modules), each "NAME=PATH" or "NAME"; vLLM's lora_int_id
 	 * of lora[i] is i + 1 (its adapter counter counts from 1 in load order) */

@@ -31,11 +31,12 @@
 /* tokenizer_config.json beside --tokenizer: its chat_template must be the one userspace/prompt/chat
  * renders before {"messages": ...} lines are answered. */
 static char chat_config[4096];
+static const char *chat_template; /* --chat-template FILE, or NULL */
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: kvtok --tokenizer PATH [--bench FILE [--runs N]]\n"
+		"usage: kvtok --tokenizer PATH [--chat-template FILE] [--bench FILE [--runs N]]\n"
 		"  reads JSONL on stdin: {\"text\": ...} or {\"messages\": [...], ...} per line;\n"
 		"  writes {\"ids\": [...]} (or {\"error\": ...}) per line, in order.\n");
 }
@@ -258,7 +259,8 @@ static int kvtok_messages(const struct tokenizer *tok, const cJSON *req, const c
 	int rc;
 
 	if (cfg_rc == 1)
-		cfg_rc = chat_tmpl_load(chat_config, &tmpl, cfg_err, sizeof(cfg_err));
+		cfg_rc = chat_tmpl_load_with(chat_config, chat_template, &tmpl, cfg_err,
+					     sizeof(cfg_err));
 	if (cfg_rc) {
 		*why = cfg_err;
 		return cfg_rc;
@@ -433,6 +435,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 	    {"tokenizer", required_argument, NULL, 't'},
 	    {"bench", required_argument, NULL, 'b'},
+	    {"chat-template", required_argument, NULL, 'c'},
 	    {"runs", required_argument, NULL, 'n'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -455,6 +458,9 @@ int main(int argc, char **argv)
 			break;
 		case 'b':
 			bench_file = optarg;
+			break;
+		case 'c':
+			chat_template = optarg;
 			break;
 		case 'n':
 			runs = atoi(optarg);

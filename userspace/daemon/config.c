@@ -113,6 +113,26 @@ static int show_model_tok(const void *cfg, char *buf, size_t n)
 	return opt_show_list(c->model_tok, c->nmodel_tok, '\n', buf, n);
 }
 
+/* --chat-template: "NAME=FILE" for model NAME, "FILE" (no '=') for the default tokenizer's. */
+static int parse_chat_tmpl(void *cfg, const char *arg)
+{
+	struct daemon_cfg *c = cfg;
+	const char *eq = strchr(arg, '=');
+
+	if (!arg[0] || (eq && (eq == arg || !eq[1])) ||
+	    c->nchat_tmpl == DAEMON_MAX_MODEL_TOKENIZERS + 1)
+		return -1;
+	c->chat_tmpl[c->nchat_tmpl++] = arg;
+	return 0;
+}
+
+static int show_chat_tmpl(const void *cfg, char *buf, size_t n)
+{
+	const struct daemon_cfg *c = cfg;
+
+	return opt_show_list(c->chat_tmpl, c->nchat_tmpl, '\n', buf, n);
+}
+
 static int check_router(const char *arg)
 {
 	if (policy_find(arg))
@@ -212,6 +232,10 @@ static const struct opt daemon_opts[] = {
     {"model-tokenizer", OPT_FUNC, 0, "NAME=PATH", 0, 0,
      "tokenizer directory or tokenizer.json of served model NAME; repeatable", OPT_NO_DEFAULT,
      .parse = parse_model_tok, .show = show_model_tok},
+    {"chat-template", OPT_FUNC, 0, "[NAME=]FILE", 0, 0,
+     "chat template file of served model NAME (without NAME=: of --tokenizer's), as the "
+     "workers' vLLM --chat-template: it replaces tokenizer_config.json's; repeatable",
+     OPT_NO_DEFAULT, .parse = parse_chat_tmpl, .show = show_chat_tmpl},
     {"tokenizer-root", OPT_STR, F(tokenizer_root), "DIR", 0, 0,
      "directory of the tokenizers Services name (kvsplice.io/model-tokenizers: NAME=DIR, DIR "
      "under it holding tokenizer.json and tokenizer_config.json), loaded off the serving thread",

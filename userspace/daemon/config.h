@@ -56,6 +56,8 @@ struct daemon_cfg {
 	const char *tokenizer_root; /* the Services' kvsplice.io/model-tokenizers DIRs are under
 				       it; NULL: refused */
 	size_t nmodel_tok;
+	const char *chat_tmpl[DAEMON_MAX_MODEL_TOKENIZERS + 1]; /* "[NAME=]FILE" */
+	size_t nchat_tmpl;
 	bool no_tokenizer;
 	size_t tokcache; /* 0: off */
 	bool whole_prompt;

@@ -600,8 +600,42 @@ out:
 	return rc;
 }
 
-/* STARTING: the tokenizers, --tokenizer (or the default one) and every --model-tokenizer.
- * Returns 0, or the exit code. */
+/* The --chat-template file of model name (NULL: the default tokenizer's), or NULL. */
+static const char *chat_template_of(const struct daemon_cfg *c, const char *name)
+{
+	for (size_t i = 0; i < c->nchat_tmpl; i++) {
+		const char *eq = strchr(c->chat_tmpl[i], '=');
+
+		if (!eq ? !name
+			: name && strlen(name) == (size_t)(eq - c->chat_tmpl[i]) &&
+			      !strncmp(name, c->chat_tmpl[i], (size_t)(eq - c->chat_tmpl[i])))
+			return eq ? eq + 1 : c->chat_tmpl[i];
+	}
+	return NULL;
+}
+
+/* A --chat-template for a model no --model-tokenizer names (or for the default tokenizer when
+ * there is none) is a mistake: said, and the exit code. */
+static int check_chat_templates(const struct daemon_cfg *c, bool have_default)
+{
+	for (size_t i = 0; i < c->nchat_tmpl; i++) {
+		const char *t = c->chat_tmpl[i], *eq = strchr(t, '=');
+		bool found = !eq && have_default;
+
+		for (size_t j = 0; eq && !found && j < c->nmodel_tok; j++)
+			found = !strncmp(c->model_tok[j], t, (size_t)(eq - t) + 1);
+		if (!found) {
+			fprintf(stderr, "kvsplice: --chat-template %s: %s\n", t,
+				eq ? "no --model-tokenizer names this model"
+				   : "there is no default tokenizer (--no-tokenizer)");
+			return 2;
+		}
+	}
+	return 0;
+}
+
+/* STARTING: the tokenizers, --tokenizer (or the default one) and every --model-tokenizer, each
+ * with its --chat-template if given. Returns 0, or the exit code. */
 static int load_models(struct daemon *d)
 {
 	const struct daemon_cfg *c = d->cfg;
@@ -609,6 +643,9 @@ static int load_models(struct daemon *d)
 	const char *tokenizer = c->no_tokenizer ? NULL
 				: c->tokenizer	? c->tokenizer
 						: default_tokenizer(tokbuf, sizeof(tokbuf));
+
+	if (check_chat_templates(c, tokenizer != NULL))
+		return 2;
 
 	for (size_t i = 0; i <= c->nmodel_tok; i++) {
 		char err[256], name[256];
@@ -620,7 +657,9 @@ static int load_models(struct daemon *d)
 		if (i < c->nmodel_tok)
 			snprintf(name, sizeof(name), "%.*s", (int)(path - 1 - c->model_tok[i]),
 				 c->model_tok[i]);
-		rc = models_add(d->models, i < c->nmodel_tok ? name : NULL, path, err, sizeof(err));
+		rc = models_add_with(d->models, i < c->nmodel_tok ? name : NULL, path,
+				     chat_template_of(c, i < c->nmodel_tok ? name : NULL), err,
+				     sizeof(err));
 		if (rc < 0) {
 			fprintf(stderr, "kvsplice: tokenizer %s: %s\n", path,
 				rc == -ENOMEM ? "out of memory" : err);

@@ -1683,29 +1683,62 @@ void chat_tmpl_free(struct chat_tmpl *t)
 
 int chat_tmpl_load(const char *config_path, struct chat_tmpl **out, char *err, size_t errlen)
 {
+	return chat_tmpl_load_with(config_path, NULL, out, err, errlen);
+}
+
+int chat_tmpl_load_with(const char *config_path, const char *template_path, struct chat_tmpl **out,
+			char *err, size_t errlen)
+{
 	struct chat_tmpl *t = calloc(1, sizeof(*t));
 	const cJSON *ct, *it;
 	const char *def = NULL, *tool = NULL;
 	cJSON *cfg = NULL;
-	size_t len = 0;
-	char *text = NULL;
+	size_t len = 0, flen = 0;
+	char *text = NULL, *ftext = NULL;
 	int rc = -EINVAL;
 
 	*out = NULL;
 	if (!t)
 		return -ENOMEM;
+	if (template_path) {
+		/* vLLM's --chat-template: the file's text replaces the config's templates (no
+		 * tool_use choice); the config still gives the special tokens, when there is one */
+		if (!(ftext = file_read(template_path, &flen))) {
+			snprintf(err, errlen, "cannot read the chat template %s", template_path);
+			goto fail;
+		}
+		if (strlen(ftext) != flen) {
+			snprintf(err, errlen, "the chat template %s holds a NUL byte",
+				 template_path);
+			goto fail;
+		}
+		/* read as Python's open() does in text mode: "\r\n" and a lone "\r" become "\n" */
+		{
+			size_t o = 0;
+
+			for (size_t i = 0; i < flen; i++) {
+				if (ftext[i] == '\r' && i + 1 < flen && ftext[i + 1] == '\n')
+					continue;
+				ftext[o++] = ftext[i] == '\r' ? '\n' : ftext[i];
+			}
+			ftext[o] = '\0';
+		}
+		def = ftext;
+	}
 	text = file_read(config_path, &len);
-	if (!text) {
+	if (!text && !template_path) {
 		snprintf(err, errlen, "cannot read %s", config_path);
 		goto fail;
 	}
-	cfg = cJSON_ParseWithLength(text, len);
+	cfg = text ? cJSON_ParseWithLength(text, len) : cJSON_CreateObject();
 	if (!cJSON_IsObject(cfg)) {
 		snprintf(err, errlen, "%s is not a JSON object", config_path);
 		goto fail;
 	}
 	ct = json_get(cfg, "chat_template");
-	if (cJSON_IsString(ct)) {
+	if (template_path) {
+		/* the file's template, chosen above */
+	} else if (cJSON_IsString(ct)) {
 		def = ct->valuestring;
 	} else if (cJSON_IsArray(ct)) {
 		cJSON_ArrayForEach(it, ct)
@@ -1748,6 +1781,7 @@ int chat_tmpl_load(const char *config_path, struct chat_tmpl **out, char *err, s
 fail:
 	cJSON_Delete(cfg);
 	free(text);
+	free(ftext);
 	chat_tmpl_free(t);
 	return rc;
 }

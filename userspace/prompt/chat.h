@@ -75,6 +75,13 @@ struct chat_tmpl;
 /* Loads config_path (a tokenizer_config.json). Returns 0; -ENOENT when it has no chat_template;
  * -EINVAL (err says why: not readable, not JSON, a template the interpreter refuses); -ENOMEM. */
 int chat_tmpl_load(const char *config_path, struct chat_tmpl **out, char *err, size_t errlen);
+
+/* chat_tmpl_load with the template read from template_path (NULL: as chat_tmpl_load), as vLLM's
+ * --chat-template FILE: it replaces the config's templates (one template, no tool_use choice);
+ * the config, when readable, still gives the special tokens. Content format, Qwen3 recognition
+ * and the interpreter's checks apply to it alike. Returns as chat_tmpl_load. */
+int chat_tmpl_load_with(const char *config_path, const char *template_path, struct chat_tmpl **out,
+			char *err, size_t errlen);
 void chat_tmpl_free(struct chat_tmpl *t);
 
 /* Renders request req (whose text is json[0..len), already checked by chat_raw_check) with t

@@ -14,6 +14,7 @@
 struct entry {
 	char *name; /* NULL: the default */
 	char *path;
+	char *tmpl; /* --chat-template's file, or NULL */
 	struct model_tok mt;
 	bool owner;   /* frees the tokenizer */
 	bool runtime; /* installed at run time (models_install, _pending): models_remove drops it */
@@ -69,6 +70,7 @@ void models_free(struct models *m)
 			mt_free(&m->e[i].mt);
 		free(m->e[i].name);
 		free(m->e[i].path);
+		free(m->e[i].tmpl);
 	}
 	free(m->e);
 	for (size_t i = 0; i < m->nold; i++)
@@ -78,9 +80,10 @@ void models_free(struct models *m)
 }
 
 /* The chat template of the tokenizer at path (a directory, or a tokenizer.json whose directory
- * holds tokenizer_config.json), or why there is none vLLM would render through Jinja: mt->chat
- * and mt->chat_why are mt's own (mt_free). */
-static void load_template(const char *path, struct model_tok *mt)
+ * holds tokenizer_config.json), or the one in file tmpl (vLLM's --chat-template) when not NULL,
+ * or why there is none vLLM would render through Jinja: mt->chat and mt->chat_why are mt's own
+ * (mt_free). */
+static void load_template(const char *path, const char *tmpl, struct model_tok *mt)
 {
 	char *dup = strdup(path), cfg[4096], err[512], tekken[4096];
 	struct chat_tmpl *chat = NULL;
@@ -103,7 +106,12 @@ static void load_template(const char *path, struct model_tok *mt)
 		 * the ids, no Jinja, no reference here */
 		mt->chat_kind = MODEL_CHAT_MISTRAL;
 		why = "the repository has tekken.json: vLLM's mistral tokenizer mode";
-	} else if ((rc = chat_tmpl_load(cfg, &chat, err, sizeof(err))) == 0) {
+	} else if (tmpl && tokenizer_token_id(mt->tok, "<|channel|>") >= 0 &&
+		   tokenizer_token_id(mt->tok, "<|start|>") >= 0) {
+		/* vLLM renders gpt-oss through openai_harmony whatever template it is given */
+		mt->chat_kind = MODEL_CHAT_HARMONY;
+		why = "harmony: vLLM renders this model's chat with openai_harmony";
+	} else if ((rc = chat_tmpl_load_with(cfg, tmpl, &chat, err, sizeof(err))) == 0) {
 		mt->chat = chat;
 		mt->chat_ok = true;
 		mt->chat_kind = MODEL_CHAT_OK;
@@ -123,7 +131,22 @@ static void load_template(const char *path, struct model_tok *mt)
 
 int models_add(struct models *m, const char *name, const char *path, char *err, size_t errlen)
 {
+	return models_add_with(m, name, path, NULL, err, errlen);
+}
+
+int models_add_with(struct models *m, const char *name, const char *path, const char *tmpl,
+		    char *err, size_t errlen)
+{
 	struct entry *ne, *e;
+	FILE *f;
+
+	if (tmpl) { /* a file named on the command line that cannot be read is a mistake */
+		if (!(f = fopen(tmpl, "rb"))) {
+			snprintf(err, errlen, "chat template %s: %s", tmpl, strerror(errno));
+			return -EINVAL;
+		}
+		fclose(f);
+	}
 
 	ne = realloc(m->e, (m->n + 1) * sizeof(*ne));
 	if (!ne)
@@ -133,13 +156,16 @@ int models_add(struct models *m, const char *name, const char *path, char *err, 
 	memset(e, 0, sizeof(*e));
 	e->name = name ? strdup(name) : NULL;
 	e->path = strdup(path);
-	if ((name && !e->name) || !e->path) {
+	e->tmpl = tmpl ? strdup(tmpl) : NULL;
+	if ((name && !e->name) || !e->path || (tmpl && !e->tmpl)) {
 		free(e->name);
 		free(e->path);
+		free(e->tmpl);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < m->n; i++)
-		if (strcmp(m->e[i].path, path) == 0) {
+		if (strcmp(m->e[i].path, path) == 0 &&
+		    (m->e[i].tmpl ? tmpl && strcmp(m->e[i].tmpl, tmpl) == 0 : !tmpl)) {
 			e->mt = m->e[i].mt;
 			m->n++;
 			return 0;
@@ -148,10 +174,11 @@ int models_add(struct models *m, const char *name, const char *path, char *err, 
 	if (!e->mt.tok) {
 		free(e->name);
 		free(e->path);
+		free(e->tmpl);
 		return -EINVAL;
 	}
 	e->owner = true;
-	load_template(path, &e->mt);
+	load_template(path, tmpl, &e->mt);
 	m->n++;
 	return 0;
 }
@@ -196,7 +223,7 @@ int models_load(const char *path, struct models_loaded **out, char *err, size_t 
 		free(l);
 		return -EINVAL;
 	}
-	load_template(path, &l->mt);
+	load_template(path, NULL, &l->mt);
 	*out = l;
 	return 0;
 }
@@ -282,6 +309,7 @@ void models_remove(struct models *m, const char *name)
 		retire(m, &e->mt);
 	free(e->name);
 	free(e->path);
+	free(e->tmpl);
 	memmove(e, e + 1, (size_t)(m->e + m->n - (e + 1)) * sizeof(*e));
 	m->n--;
 }

@@ -47,6 +47,12 @@ void models_free(struct models *m);
  * exactly), -ENOMEM. */
 int models_add(struct models *m, const char *name, const char *path, char *err, size_t errlen);
 
+/* models_add with the chat template of file tmpl (NULL: the tokenizer_config.json's), as vLLM's
+ * --chat-template FILE (chat.h: chat_tmpl_load_with). A file that cannot be opened is -EINVAL;
+ * one the interpreter refuses makes the model's chat a counted fallback, as a config's would. */
+int models_add_with(struct models *m, const char *name, const char *path, const char *tmpl,
+		    char *err, size_t errlen);
+
 /* The entry for model (NULL or unknown: the default), or NULL when there is none. */
 const struct model_tok *models_find(const struct models *m, const char *model);
 
