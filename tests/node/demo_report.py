@@ -89,7 +89,12 @@ def main():
         s = table_.get(seed_key(v) or "", {}).get(p)
         return f % s if s is not None else ""
 
-    table("Request-level hit rate (cached_tokens > 0); seeds' numbers in brackets",
+    opening = max((d.get("opening_tokens", 0) for v in variants for d in res[v].values()),
+                  default=0)
+    hit_def = ("cached_tokens > 0" if not opening else
+               "cached_tokens > %d: the template's opening every prompt shares, cached for all, "
+               "does not count" % opening)
+    table("Request-level hit rate (%s); seeds' numbers in brackets" % hit_def,
           lambda v, p, d: "%.1f%%" % (100 * d["hit_rate"]) + seed(seeds_hit, v, p, " (%.1f%%)"))
     print()
     table("Cached-token ratio (max 0.857); the workers' own metrics (hits/queries deltas) after it",
