@@ -110,13 +110,45 @@ def template_kwargs(req):
     user = req.get("chat_template_kwargs") or {}
     extra = {
         "add_generation_prompt": req.get("add_generation_prompt", True),
-        "continue_final_message": req.get("continue_final_message", False),
-        "documents": req.get("documents"),
         "reasoning_effort": req.get("reasoning_effort"),
     }
     if extra["reasoning_effort"] is not None and "enable_thinking" not in user:
         extra["enable_thinking"] = extra["reasoning_effort"] != "none"
     return user | {k: v for k, v in extra.items() if v not in (None, "auto")}
+
+
+def request_check(req):
+    """What vLLM refuses (400) before the template: an untrusted request chat_template, documents
+    that are not a list of string maps, continue_final_message with add_generation_prompt."""
+    if req.get("chat_template") is not None:
+        raise ValueError("Chat template is passed with request, but "
+                         "--trust-request-chat-template is not set")
+    docs = req.get("documents")
+    if docs is not None and not (isinstance(docs, list) and all(
+            isinstance(d, dict) and all(isinstance(v, str) for v in d.values()) for d in docs)):
+        raise ValueError("documents is not a list of objects of strings")
+    if req.get("continue_final_message") and req.get("add_generation_prompt", True):
+        raise ValueError("continue_final_message and add_generation_prompt are not compatible")
+
+
+def continue_final(text, conv):
+    """transformers' continue_final_message: cut the rendering after the final message's text."""
+    final = conv[-1]["content"]
+    if isinstance(final, (list, tuple)):
+        for block in reversed(final):
+            if "text" in block:
+                final = block["text"]
+                break
+        else:
+            raise ValueError("continue_final_message is set but we could not find any text to "
+                             "continue in the final message!")
+    if final.strip() not in text:
+        raise ValueError("continue_final_message is set but the final message does not appear "
+                         "in the chat after applying the chat template!")
+    loc = text.rindex(final.strip())
+    if text[loc:loc + len(final.lstrip())] == final:
+        return text[:loc + len(final.lstrip())]
+    return text[:loc + len(final.strip())]
 
 
 def make_env():
@@ -164,14 +196,16 @@ def main():
             continue
         try:
             req = json.loads(line)
+            request_check(req)
             kw = template_kwargs(req)
-            kw.pop("documents", None)
             conv = conversation(req["messages"], openai_format)
             postprocess_tool_calls(conv)
             tools = tool_dicts(req.get("tools"))
             tm = tool_template if tools else template
             text = tm.render(messages=conv, tools=tools, documents=req.get("documents"),
                              **(special | kw))
+            if req.get("continue_final_message"):
+                text = continue_final(text, conv)
             out.write(json.dumps({"status": "ok", "text": text}, ensure_ascii=False) + "\n")
         except Exception as e:  # noqa: BLE001 - reported, compared by the caller
             out.write(json.dumps({"status": "error", "why": str(e)}) + "\n")

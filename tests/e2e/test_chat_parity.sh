@@ -54,8 +54,8 @@ else
 	TAP_FAILED=$((TAP_FAILED + $?))
 	printf '%s\n' '{"messages":[{"role":"user","content":"hi"}],"continue_final_message":true}' |
 		build/kvtok --tokenizer "$tokjson" > "$tmp/cfm.out" 2>/dev/null
-	grep -q '"error":"continue_final_message"' "$tmp/cfm.out"
-	ok $? "kvtok answers a request it cannot render exactly with an error line"
+	grep -q "\"error\":\"continue_final_message and add_generation_prompt are not compatible" "$tmp/cfm.out"
+	ok $? "kvtok answers a request vLLM refuses (continue_final_message with add_generation_prompt) with an error line"
 	mkdir "$tmp/other" && cp "$tokjson" "$tmp/other/" &&
 		node -e 'const f = require("fs"), [src, dst] = process.argv.slice(1);
 			const j = JSON.parse(f.readFileSync(src, "utf8"));

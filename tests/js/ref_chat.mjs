@@ -348,12 +348,34 @@ function generate(seed, count) {
 		return { request: JSON.parse(raw.replace("1e999", "0")), raw };
 	};
 
+	// continue_final_message (a prefill: the rendering stops inside the last message, which
+	// chat.c leaves to the interpreter) and documents (valid ones reach the template as they are)
+	const continued = () => {
+		const msgs = [];
+		if (chance(0.5)) msgs.push({ role: "system", content: text() });
+		msgs.push({ role: "user", content: content() });
+		const k = Math.floor(r() * 6);
+		if (k <= 2) {
+			const last = pick([text(), "  " + text(), text() + "  \n", "\n" + text() + "\n\n", "", "   ",
+				"<think>\n" + text(), [{ type: "text", text: text() }, { type: "text", text: text() + " " }]]);
+			msgs.push({ role: "assistant", content: last });
+			const req = { model: "qwen3", messages: msgs, continue_final_message: true };
+			if (k === 2) return { category: "continue", expect: "invalid", request: req }; // with add_generation_prompt
+			req.add_generation_prompt = false;
+			return { category: "continue", expect: "unsupported", request: req };
+		}
+		const docs = [{ title: text(2), text: text() }, { text: unicodeText() }];
+		if (k === 3) return { category: "documents", expect: "ok", request: { model: "qwen3", messages: msgs, documents: docs } };
+		if (k === 4) return { category: "documents", expect: "ok", request: { model: "qwen3", messages: msgs, documents: [] } };
+		return { category: "invalid", expect: "invalid", request: { model: "qwen3", messages: msgs, documents: pick([[{ title: 1 }], "doc", [["a"]], { a: "b" }]) } };
+	};
 	const kinds = ["basic", "reasoning", "tools", "list", "unicode", "edge", "tool_use"];
 	const cases = [];
 	for (let i = 0; i < count; i++) {
 		const k = r();
 		if (k < 0.07) cases.push({ category: "unsupported", expect: "unsupported", request: unsupported() });
 		else if (k < 0.1) cases.push({ category: "invalid", expect: "invalid", request: invalid() });
+		else if (k < 0.15) cases.push(continued());
 		else {
 			const kind = kinds[i % kinds.length];
 			if (kind === "tool_use") {
@@ -445,6 +467,8 @@ const cats = {
 	tool_use: "conversations with tools and tool calls render as Python's jinja2 renders them (json.dumps)",
 	tool_unsupported: "tool requests vLLM versions render differently are refused as unsupported",
 	invalid: "malformed requests are refused as invalid",
+	continue: "continue_final_message: refused by chat.c (the interpreter renders it), invalid with add_generation_prompt",
+	documents: "requests with documents render as the references render them",
 };
 
 const isMain = process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href;

@@ -266,10 +266,17 @@ static void test_refused(void)
 	    "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\","
 	    "\"uuid\":\"u\"}]}]}",
 	    CHAT_UNSUPPORTED);
-	expect_rc("continue_final_message", REQ("{%s,\"continue_final_message\":true}", u),
+	expect_rc("continue_final_message with add_generation_prompt (vLLM: 400)",
+		  REQ("{%s,\"continue_final_message\":true}", u), CHAT_INVALID);
+	expect_rc("continue_final_message (the interpreter renders it)",
+		  REQ("{%s,\"continue_final_message\":true,\"add_generation_prompt\":false}", u),
 		  CHAT_UNSUPPORTED);
-	expect_rc("another chat_template", REQ("{%s,\"chat_template\":\"{{ 1 }}\"}", u),
-		  CHAT_UNSUPPORTED);
+	expect_rc("documents that are not string maps", REQ("{%s,\"documents\":[{\"a\":1}]}", u),
+		  CHAT_INVALID);
+	expect_rc("documents that are not a list", REQ("{%s,\"documents\":\"d\"}", u),
+		  CHAT_INVALID);
+	expect_rc("a request chat_template (vLLM refuses it untrusted)",
+		  REQ("{%s,\"chat_template\":\"{{ 1 }}\"}", u), CHAT_INVALID);
 	expect_rc("add_generation_prompt in chat_template_kwargs",
 		  REQ("{%s,\"chat_template_kwargs\":{\"add_generation_prompt\":false}}", u),
 		  CHAT_UNSUPPORTED);
@@ -493,6 +500,175 @@ static void test_server_kwargs(void)
 	cJSON_Delete(def);
 }
 
+/* A template (its text in a temporary tokenizer_config.json) through chat_tmpl_render. */
+struct tmpl_case {
+	struct chat_tmpl *t;
+	char path[64];
+};
+
+static int tmpl_open(struct tmpl_case *c, const char *tmpl)
+{
+	cJSON *cfg = cJSON_CreateObject();
+	char err[256], *text;
+	FILE *f;
+	int fd, rc;
+
+	snprintf(c->path, sizeof(c->path), "/tmp/kvs-test-tmpl-XXXXXX");
+	c->t = NULL;
+	cJSON_AddStringToObject(cfg, "chat_template", tmpl);
+	text = cJSON_PrintUnformatted(cfg);
+	fd = mkstemp(c->path);
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		free(text);
+		cJSON_Delete(cfg);
+		return -1;
+	}
+	fputs(text, f);
+	fclose(f);
+	free(text);
+	cJSON_Delete(cfg);
+	rc = chat_tmpl_load(c->path, &c->t, err, sizeof(err));
+	unlink(c->path);
+	if (rc)
+		printf("#   load: %s\n", err);
+	return rc;
+}
+
+/* Renders request json with t; returns the status and *text (static) or *why. */
+static int tmpl_run(const struct chat_tmpl *t, const char *json, const cJSON *server,
+		    const char **text, const char **why)
+{
+	static struct buf out;
+	cJSON *req = cJSON_Parse(json);
+	int rc;
+
+	buf_free(&out);
+	*why = NULL;
+	rc = chat_tmpl_render(t, req, json, strlen(json), server, &out, why);
+	cJSON_Delete(req);
+	*text = out.data ? out.data : "";
+	return rc;
+}
+
+static void tmpl_expect(const struct chat_tmpl *t, const char *what, const char *json,
+			const cJSON *server, int want_rc, const char *want)
+{
+	const char *text, *why;
+	int rc = tmpl_run(t, json, server, &text, &why);
+
+	if (!CHECK(rc == want_rc && (rc != CHAT_OK || strcmp(text, want) == 0) &&
+		       (rc == CHAT_OK || (why && *why)),
+		   "%s -> %s", what, want_rc == CHAT_OK ? want : status_name(want_rc)))
+		printf("#   got %s (%s) [%s]\n", status_name(rc), why ? why : "", text);
+}
+
+#define UA(a)                                                                                      \
+	"{\"messages\":[{\"role\":\"user\",\"content\":\"abc\"},{\"role\":\"assistant\","          \
+	"\"content\":\"" a "\"}],\"add_generation_prompt\":false,\"continue_final_message\":true}"
+
+/* transformers' continue_final_message, documents, merged kwargs and reasoning_effort, on the
+ * interpreter's path; each expected string follows by hand from transformers' rule. */
+static void test_interpreter_requests(void)
+{
+	struct tmpl_case keep, trim, drop, docs, kw, think, qwen;
+	cJSON *server;
+	char err[256];
+
+	if (tmpl_open(&keep, "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>"
+			     "{% endfor %}{% if add_generation_prompt %}<gen>{% endif %}") ||
+	    tmpl_open(&trim, "{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</x>"
+			     "{% endfor %}") ||
+	    tmpl_open(&drop, "{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}"
+			     "{% endif %}{% endfor %}") ||
+	    tmpl_open(&docs, "{% for d in documents %}[{{ d.title }}]{% endfor %}"
+			     "{{ messages[0].content }}") ||
+	    tmpl_open(&kw, "{{ foo }}|{{ bar }}|{{ baz is defined }}") ||
+	    tmpl_open(&think,
+		      "{{ messages[0].content }}{% if enable_thinking is false %}!{% endif %}")) {
+		CHECK(0, "the test templates load");
+		return;
+	}
+	tmpl_expect(keep.t, "continue: cut after the last message", UA("Hello"), NULL, CHAT_OK,
+		    "<user>abc</user><assistant>Hello");
+	tmpl_expect(keep.t, "continue: the last occurrence", UA("abc"), NULL, CHAT_OK,
+		    "<user>abc</user><assistant>abc");
+	tmpl_expect(keep.t, "continue: trailing spaces the template keeps", UA("Hello  "), NULL,
+		    CHAT_OK, "<user>abc</user><assistant>Hello  ");
+	tmpl_expect(trim.t, "continue: trailing spaces the template trims", UA("Hello \\n"), NULL,
+		    CHAT_OK, "<user>abc</x><assistant>Hello");
+	tmpl_expect(keep.t, "continue: leading spaces (cut after the stripped text)", UA("  Hi  "),
+		    NULL, CHAT_OK, "<user>abc</user><assistant>  Hi");
+	tmpl_expect(keep.t, "continue: Unicode whitespace is Python's", UA("Hi\u3000"), NULL,
+		    CHAT_OK, "<user>abc</user><assistant>Hi\u3000");
+	tmpl_expect(keep.t, "continue: an empty final message", UA(""), NULL, CHAT_OK,
+		    "<user>abc</user><assistant></assistant>");
+	tmpl_expect(drop.t, "continue: the template drops the final text (transformers raises)",
+		    UA("zzz"), NULL, CHAT_INVALID, NULL);
+	tmpl_expect(keep.t, "continue with add_generation_prompt left true",
+		    "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+		    "\"continue_final_message\":true}",
+		    NULL, CHAT_INVALID, NULL);
+	tmpl_expect(
+	    keep.t, "a request chat_template (untrusted)",
+	    "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"chat_template\":\"x\"}", NULL,
+	    CHAT_INVALID, NULL);
+	tmpl_expect(docs.t, "documents reach the template",
+		    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"documents\":"
+		    "[{\"title\":\"a\",\"text\":\"t\"},{\"title\":\"b\"}]}",
+		    NULL, CHAT_OK, "[a][b]q");
+	tmpl_expect(docs.t, "documents with a number (vLLM: 400)",
+		    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"documents\":"
+		    "[{\"title\":1}]}",
+		    NULL, CHAT_INVALID, NULL);
+	server = cJSON_Parse("{\"foo\":\"S\",\"bar\":\"S2\"}");
+	tmpl_expect(
+	    kw.t, "server kwargs, overridden by the request except null and auto",
+	    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"chat_template_kwargs\":"
+	    "{\"foo\":\"R\",\"bar\":null,\"baz\":1}}",
+	    server, CHAT_OK, "R|S2|True");
+	tmpl_expect(
+	    kw.t, "a repeated request key: its last value decides",
+	    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"chat_template_kwargs\":"
+	    "{\"foo\":\"R\",\"foo\":\"auto\"}}",
+	    server, CHAT_OK, "S|S2|False");
+	cJSON_Delete(server);
+	server = cJSON_Parse("{\"foo\":1}");
+	tmpl_expect(kw.t, "a server kwarg that is a number (spelling lost)",
+		    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}", server,
+		    CHAT_UNSUPPORTED, NULL);
+	cJSON_Delete(server);
+	tmpl_expect(
+	    drop.t, "reasoning_effort with a template that reads neither name",
+	    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"reasoning_effort\":\"low\"}",
+	    NULL, CHAT_OK, "q");
+	tmpl_expect(
+	    drop.t, "an unknown reasoning_effort",
+	    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"reasoning_effort\":\"x\"}",
+	    NULL, CHAT_INVALID, NULL);
+	tmpl_expect(
+	    think.t, "reasoning_effort with a template that reads enable_thinking",
+	    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"reasoning_effort\":\"low\"}",
+	    NULL, CHAT_UNSUPPORTED, NULL);
+	if (CHECK(chat_tmpl_load("models/qwen3/tokenizer_config.json", &qwen.t, err, sizeof(err)) ==
+		      0,
+		  "models/qwen3 loads")) {
+		tmpl_expect(qwen.t, "Qwen3: continue_final_message through the interpreter",
+			    "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":"
+			    "\"assistant\",\"content\":\"Hello\"}],\"add_generation_prompt\":false,"
+			    "\"continue_final_message\":true}",
+			    NULL, CHAT_OK,
+			    "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
+			    "</think>\n\nHello");
+		chat_tmpl_free(qwen.t);
+	}
+	chat_tmpl_free(keep.t);
+	chat_tmpl_free(trim.t);
+	chat_tmpl_free(drop.t);
+	chat_tmpl_free(docs.t);
+	chat_tmpl_free(kw.t);
+	chat_tmpl_free(think.t);
+}
+
 static void test_template_check(void)
 {
 	const char *why = NULL;
@@ -540,5 +716,6 @@ int main(int argc, char **argv)
 	test_out_buffer();
 	test_server_kwargs();
 	test_template_check();
+	test_interpreter_requests();
 	return tap_done();
 }

@@ -32,8 +32,9 @@
  *   json.loads and back through tojson (a JSON string result prints raw); "" becomes {}.
  *   Arguments that are not JSON (older vLLM fails, newer uses {}), NaN/Infinity, lone
  *   surrogates -> UNSUPPORTED. [] or null render nothing.
- * - continue_final_message true -> UNSUPPORTED. A request "chat_template" other than this
- *   template -> UNSUPPORTED.
+ * - continue_final_message true -> UNSUPPORTED here; chat_tmpl_render hands such requests (and
+ *   documents) to the interpreter. A request "chat_template" -> INVALID: vLLM refuses it unless
+ *   started with --trust-request-chat-template.
  * - Roles: user/system/assistant/tool are rendered as the template does; any other role string
  *   (e.g. "developer") is accepted by vLLM and the template renders nothing for it, so neither
  *   do we.
@@ -64,6 +65,7 @@
 #include "prompt/chat.h"
 #include "prompt/jinja.h"
 #include "core/json.h"
+#include "core/utf8.h"
 
 enum role { ROLE_OTHER, ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL };
 
@@ -1222,8 +1224,26 @@ static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_pro
 	}
 	v = json_get(req, "continue_final_message");
 	if (v && !cJSON_IsFalse(v)) {
+		if (cJSON_IsTrue(v) && *gen_prompt) {
+			*why =
+			    "continue_final_message and add_generation_prompt are not compatible";
+			return CHAT_INVALID;
+		}
 		*why = "continue_final_message";
-		return CHAT_UNSUPPORTED;
+		return cJSON_IsNull(v) ? CHAT_INVALID : CHAT_UNSUPPORTED;
+	}
+	v = json_get(req, "documents");
+	if (!is_null_or_absent(v)) {
+		const cJSON *d, *f;
+
+		if (!cJSON_IsArray(v))
+			goto bad_documents;
+		cJSON_ArrayForEach(d, v)
+		{
+			if (!cJSON_IsObject(d))
+				goto bad_documents;
+			cJSON_ArrayForEach(f, d) if (!cJSON_IsString(f)) goto bad_documents;
+		}
 	}
 	v = json_get(req, "tools");
 	if (!is_null_or_absent(v)) {
@@ -1238,13 +1258,10 @@ static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_pro
 			*why = "chat_template is not a string";
 			return CHAT_INVALID;
 		}
-		rc = chat_template_check(v->valuestring, strlen(v->valuestring));
-		if (rc == -ENOMEM)
-			return rc;
-		if (rc) {
-			*why = "request chat_template differs from the Qwen3 template";
-			return CHAT_UNSUPPORTED;
-		}
+		/* vLLM without --trust-request-chat-template answers 400, whatever the template */
+		*why = "Chat template is passed with request, but --trust-request-chat-template is "
+		       "not set";
+		return CHAT_INVALID;
 	}
 	kw = json_get(req, "chat_template_kwargs");
 	if (is_null_or_absent(kw)) {
@@ -1261,6 +1278,9 @@ static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_pro
 	if (rc != CHAT_OK)
 		return rc;
 	return thinking_resolve(req, kw, server_kw, think_off, why);
+bad_documents:
+	*why = "documents is not a list of objects of strings";
+	return CHAT_INVALID;
 }
 
 /* The template's assistant branch for message i. Returns a chat_status or -ENOMEM. */
@@ -1600,6 +1620,7 @@ struct chat_tmpl {
 	char *special[4]; /* bos, eos, unk, pad token strings, or NULL */
 	bool openai;	  /* content format "openai": the template loops over content */
 	bool qwen3;	  /* the template the hand-written renderer reproduces */
+	bool thinks;	  /* the template names reasoning_effort or enable_thinking */
 };
 
 static const char *const special_names[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
@@ -1655,6 +1676,14 @@ static bool loops_over_content(const char *src)
 		p = end;
 	}
 	return false;
+}
+
+/* Does template src (or NULL) name reasoning_effort or enable_thinking anywhere? If it does not,
+ * no vLLM version's handling of reasoning_effort can change its rendering (kwargs a template does
+ * not read have no effect). A mention inside a string literal counts too: that only refuses. */
+static bool names_thinking(const char *src)
+{
+	return src && (strstr(src, "reasoning_effort") || strstr(src, "enable_thinking"));
 }
 
 static int tmpl_compile(const char *src, struct jinja_template **out, char *err, size_t errlen)
@@ -1770,11 +1799,12 @@ int chat_tmpl_load_with(const char *config_path, const char *template_path, stru
 	}
 	t->qwen3 = def && !tool && chat_template_check(def, strlen(def)) == 0;
 	t->openai = loops_over_content(def ? def : tool);
-	if (!t->qwen3) {
-		if ((def && (rc = tmpl_compile(def, &t->def, err, errlen))) ||
-		    (tool && (rc = tmpl_compile(tool, &t->tool_use, err, errlen))))
-			goto fail;
-	}
+	t->thinks = names_thinking(def) || names_thinking(tool);
+	/* Qwen3's template is compiled too: the interpreter renders what the hand-written renderer
+	 * does not (continue_final_message, documents) */
+	if ((def && (rc = tmpl_compile(def, &t->def, err, errlen))) ||
+	    (tool && (rc = tmpl_compile(tool, &t->tool_use, err, errlen))))
+		goto fail;
 	rc = 0;
 	*out = t;
 	t = NULL;
@@ -1912,33 +1942,155 @@ static int vars_tools(struct buf *v, const struct pj *tools, const char **why)
 	return rc ? -ENOMEM : CHAT_OK;
 }
 
-/* Appends the members of a kwargs object (a pj OBJ), but not those named in skip. */
-static int vars_kwargs(struct buf *v, const struct pj *kw)
+/* vLLM's documents: null, or a list of objects whose values are strings (its pydantic type;
+ * anything else is a 400). */
+static int documents_check(const struct pj *d, const char **why)
 {
-	const struct pj *m;
+	const struct pj *x, *m;
+
+	if (!d || d->t == PJ_NULL)
+		return CHAT_OK;
+	if (d->t != PJ_ARR)
+		goto bad;
+	for (x = d->child; x; x = x->next) {
+		if (x->t != PJ_OBJ)
+			goto bad;
+		for (m = x->child; m; m = m->next)
+			if (m->t != PJ_STR)
+				goto bad;
+	}
+	return CHAT_OK;
+bad:
+	*why = "documents is not a list of objects of strings";
+	return CHAT_INVALID;
+}
+
+/* json.dumps of a cJSON value (the server's --default-chat-template-kwargs). Numbers are refused:
+ * cJSON does not keep their spelling (1 and 1.0 print differently in Python). */
+static int cjson_dump(struct buf *v, const cJSON *x, const char **why)
+{
+	const cJSON *c;
 	int rc = 0;
 
-	if (!kw || kw->t != PJ_OBJ)
-		return 0;
-	for (m = kw->child; m; m = m->next) {
+	if (cJSON_IsNull(x))
+		return buf_puts(v, "null") ? -ENOMEM : CHAT_OK;
+	if (cJSON_IsBool(x))
+		return buf_puts(v, cJSON_IsTrue(x) ? "true" : "false") ? -ENOMEM : CHAT_OK;
+	if (cJSON_IsString(x))
+		return buf_json_str(v, x->valuestring, strlen(x->valuestring)) ? -ENOMEM : CHAT_OK;
+	if (!cJSON_IsArray(x) && !cJSON_IsObject(x)) {
+		*why = "--default-chat-template-kwargs holds a number (its spelling is not kept)";
+		return CHAT_UNSUPPORTED;
+	}
+	rc |= buf_puts(v, cJSON_IsArray(x) ? "[" : "{");
+	cJSON_ArrayForEach(c, x)
+	{
+		int crc;
+
+		if (c != x->child)
+			rc |= buf_puts(v, ", ");
+		if (cJSON_IsObject(x)) {
+			rc |= buf_json_str(v, c->string, strlen(c->string));
+			rc |= buf_puts(v, ": ");
+		}
+		if ((crc = cjson_dump(v, c, why)) != CHAT_OK)
+			return crc;
+	}
+	rc |= buf_puts(v, cJSON_IsArray(x) ? "]" : "}");
+	return rc ? -ENOMEM : CHAT_OK;
+}
+
+static bool pj_unset(const struct pj *x)
+{
+	return !x || x->t == PJ_NULL || (x->t == PJ_STR && x->n == 4 && !memcmp(x->s, "auto", 4));
+}
+
+/* The kwargs vLLM hands the template (vars members, each after ", "): the server's
+ * --default-chat-template-kwargs, overridden by the request's chat_template_kwargs except where
+ * the request's value is null or "auto" (merge_kwargs). Python keeps a repeated key's last
+ * value, so that value decides. */
+static int vars_kwargs_merged(struct buf *v, const struct pj *kw, const cJSON *server,
+			      const char **why)
+{
+	const cJSON *s;
+	const struct pj *m;
+	int rc = 0, crc;
+
+	if (kw && kw->t != PJ_OBJ)
+		kw = NULL;
+	cJSON_ArrayForEach(s, server)
+	{
+		if (kw && !pj_unset(pj_member(kw, s->string)))
+			continue;
+		rc |= buf_puts(v, ", ");
+		rc |= buf_json_str(v, s->string, strlen(s->string));
+		rc |= buf_puts(v, ": ");
+		if ((crc = cjson_dump(v, s, why)) != CHAT_OK)
+			return crc;
+	}
+	for (m = kw ? kw->child : NULL; m; m = m->next) {
+		if (server && memchr(m->k, 0, m->kn) == NULL) {
+			char key[256];
+
+			if (m->kn < sizeof(key)) {
+				memcpy(key, m->k, m->kn);
+				key[m->kn] = '\0';
+				if (json_get(server, key) && pj_unset(pj_member(kw, key)))
+					continue;
+			}
+		}
 		rc |= buf_puts(v, ", ");
 		rc |= pj_dump_str(v, m->k, m->kn);
 		rc |= buf_puts(v, ": ");
 		rc |= pj_dump(v, m);
 	}
-	return rc ? -ENOMEM : 0;
+	return rc ? -ENOMEM : CHAT_OK;
 }
 
-/* The template's variables (one JSON object) for request req, whose text is json[0..len). */
-static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct pj *raw,
-		      const cJSON *server_kw, struct buf *v, bool *tools_given, const char **why)
+/* continue_final_message: the final message's text as transformers picks it (the content string
+ * in the "string" format; in the "openai" format the last part's text), copied into final. */
+static int final_text(const struct chat_tmpl *t, const cJSON *msg, const struct cmsg *m,
+		      struct buf *final, const char **why)
 {
+	const cJSON *c = json_get(msg, "content"), *last;
+	const char *text = NULL;
+	int rc;
+
+	final->len = 0;
+	if (!t->openai)
+		return buf_append(final, m->content.p, m->content.n) ? -ENOMEM : CHAT_OK;
+	if (cJSON_IsString(c)) {
+		text = c->valuestring;
+	} else if (cJSON_IsArray(c) && (last = cJSON_GetArrayItem(c, cJSON_GetArraySize(c) - 1))) {
+		rc = part_text(last, m->role == ROLE_SYSTEM, &text, why);
+		if (rc != CHAT_OK)
+			return rc;
+	}
+	if (!text) {
+		*why =
+		    "continue_final_message is set but we could not find any text to continue in "
+		    "the final message!";
+		return CHAT_INVALID;
+	}
+	return buf_puts(final, text) ? -ENOMEM : CHAT_OK;
+}
+
+/* The template's variables (one JSON object) for request req, whose text is json[0..len).
+ * *cont: continue_final_message; then final holds the text transformers continues (the last
+ * message's content as the template saw it, in the content format). */
+static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct pj *raw,
+		      const cJSON *server_kw, struct buf *v, bool *tools_given, bool *cont,
+		      struct buf *final, const char **why)
+{
+	static const char *const efforts[] = {"none", "minimal", "low", "medium",
+					      "high", "xhigh",	 "max"};
 	const cJSON *messages = json_get(req, "messages"), *msg, *x, *kw;
-	const struct pj *pmsgs = pj_member(raw, "messages"), *pm, *ptools;
+	const struct pj *pmsgs = pj_member(raw, "messages"), *pm, *ptools, *docs;
 	struct buf scratch = {0};
-	bool gen_prompt = true, first = true;
+	bool gen_prompt = true, first = true, gen_given = false;
 	int rc = 0;
 
+	*cont = false;
 	x = json_get(req, "add_generation_prompt");
 	if (x) {
 		if (!cJSON_IsBool(x)) {
@@ -1946,36 +2098,61 @@ static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct 
 			return cJSON_IsNull(x) ? CHAT_INVALID : CHAT_UNSUPPORTED;
 		}
 		gen_prompt = cJSON_IsTrue(x);
+		gen_given = true;
 	}
 	x = json_get(req, "continue_final_message");
-	if (x && !cJSON_IsFalse(x)) {
-		*why = "continue_final_message";
-		return CHAT_UNSUPPORTED;
+	if (x) {
+		if (!cJSON_IsBool(x)) {
+			*why = "continue_final_message is not a JSON boolean";
+			return cJSON_IsNull(x) ? CHAT_INVALID : CHAT_UNSUPPORTED;
+		}
+		*cont = cJSON_IsTrue(x);
+	}
+	if (*cont && gen_prompt) {
+		/* vLLM's request validator (add_generation_prompt given), else transformers */
+		*why = gen_given
+			   ? "Cannot set both `continue_final_message` and "
+			     "`add_generation_prompt` to True."
+			   : "continue_final_message and add_generation_prompt are not compatible";
+		return CHAT_INVALID;
 	}
 	if (!is_null_or_absent(json_get(req, "chat_template"))) {
-		*why = "a request chat_template";
-		return CHAT_UNSUPPORTED;
+		/* vLLM without --trust-request-chat-template answers 400 */
+		*why = "Chat template is passed with request, but --trust-request-chat-template is "
+		       "not set";
+		return CHAT_INVALID;
 	}
-	if (!is_null_or_absent(json_get(req, "reasoning_effort"))) {
-		*why = "reasoning_effort (vLLM versions hand it to templates differently)";
-		return CHAT_UNSUPPORTED;
+	x = json_get(req, "reasoning_effort");
+	if (!is_null_or_absent(x)) {
+		size_t i;
+
+		for (i = 0; i < sizeof(efforts) / sizeof(efforts[0]); i++)
+			if (cJSON_IsString(x) && strcmp(x->valuestring, efforts[i]) == 0)
+				break;
+		if (i == sizeof(efforts) / sizeof(efforts[0])) {
+			*why = "reasoning_effort is not a known value";
+			return CHAT_INVALID;
+		}
+		if (t->thinks) {
+			*why =
+			    "reasoning_effort with a template that reads it (vLLM versions hand it "
+			    "to templates differently)";
+			return CHAT_UNSUPPORTED;
+		}
 	}
-	if (!is_null_or_absent(json_get(req, "documents"))) {
-		*why = "documents";
-		return CHAT_UNSUPPORTED;
-	}
+	docs = pj_member(raw, "documents");
+	if ((rc = documents_check(docs, why)) != CHAT_OK)
+		return rc;
 	kw = json_get(req, "chat_template_kwargs");
 	if (!is_null_or_absent(kw) && !cJSON_IsObject(kw)) {
 		*why = "chat_template_kwargs is not an object";
 		return CHAT_INVALID;
 	}
+	if (!cJSON_IsObject(server_kw))
+		server_kw = NULL;
 	if ((rc = kwargs_check(is_null_or_absent(kw) ? NULL : kw, why)) != CHAT_OK ||
-	    (rc = kwargs_check(cJSON_IsObject(server_kw) ? server_kw : NULL, why)) != CHAT_OK)
+	    (rc = kwargs_check(server_kw, why)) != CHAT_OK)
 		return rc;
-	if (server_kw && cJSON_IsObject(server_kw) && cJSON_GetArraySize(server_kw) > 0) {
-		*why = "--default-chat-template-kwargs with a template other than Qwen3's";
-		return CHAT_UNSUPPORTED;
-	}
 	if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0 || !pmsgs ||
 	    pmsgs->t != PJ_ARR) {
 		*why = "messages is not a non-empty list";
@@ -2010,6 +2187,8 @@ static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct 
 			goto out;
 		if (m.joined)
 			m.content.p = scratch.data ? scratch.data : "";
+		if (*cont && !msg->next && (rc = final_text(t, msg, &m, final, why)) != CHAT_OK)
+			goto out;
 		if (msg != messages->child)
 			rc |= buf_puts(v, ", ");
 		rc |= buf_puts(v, "{\"role\": ");
@@ -2088,11 +2267,17 @@ static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct 
 	} else {
 		rc |= buf_puts(v, "null");
 	}
-	rc |= buf_puts(v, ", \"documents\": null, \"continue_final_message\": false");
+	rc |= buf_puts(v, ", \"documents\": ");
+	rc |= docs ? pj_dump(v, docs) : buf_puts(v, "null");
 	rc |= buf_printf(v, ", \"add_generation_prompt\": %s", gen_prompt ? "true" : "false");
-	rc |= vars_kwargs(v, pj_member(raw, "chat_template_kwargs"));
-	rc |= buf_puts(v, "}");
-	rc = rc ? -ENOMEM : CHAT_OK;
+	if (rc) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = vars_kwargs_merged(v, pj_member(raw, "chat_template_kwargs"), server_kw, why)) !=
+	    CHAT_OK)
+		goto out;
+	rc = buf_puts(v, "}") ? -ENOMEM : CHAT_OK;
 out:
 	buf_free(&scratch);
 	return rc;
@@ -2101,14 +2286,71 @@ out:
 /* Per thread: the message of the last template that raised, for *why. */
 static __thread char raised_msg[600];
 
+/* Python's s.strip() (lstrip, rstrip) of UTF-8 s[0..n): sets [*b, *e). */
+static void py_strip(const char *s, size_t n, bool left, bool right, size_t *b, size_t *e)
+{
+	size_t i = 0, j = n, l;
+	uint32_t cp;
+
+	while (left && i < n && (l = utf8_get((const uint8_t *)s + i, n - i, &cp)) &&
+	       py_isspace(cp))
+		i += l;
+	while (right && j > i) {
+		size_t k = j - 1;
+
+		while (k > i && ((unsigned char)s[k] & 0xC0) == 0x80)
+			k--;
+		utf8_get((const uint8_t *)s + k, j - k, &cp);
+		if (!py_isspace(cp))
+			break;
+		j = k;
+	}
+	*b = i;
+	*e = j;
+}
+
+/* transformers' continue_final_message: the rendering ends where the final message's text does
+ * (the last place its stripped text occurs), so the model continues it. out[base..) is the
+ * rendering; the final text must appear in it, else transformers raises (vLLM: 400). */
+static int continue_final(struct buf *out, size_t base, const struct buf *final, const char **why)
+{
+	const char *f = final->data ? final->data : "", *r = out->data + base;
+	size_t fn = final->len, rn = out->len - base, sb, se, lb, le, loc = 0, keep;
+	bool found = false;
+
+	py_strip(f, fn, true, true, &sb, &se);
+	py_strip(f, fn, true, false, &lb, &le);
+	for (size_t i = rn >= se - sb ? rn - (se - sb) + 1 : 0; i-- > 0;) {
+		if (!memcmp(r + i, f + sb, se - sb)) {
+			loc = i;
+			found = true;
+			break;
+		}
+	}
+	if (!found) {
+		*why = "continue_final_message is set but the final message does not appear in the "
+		       "chat after applying the chat template!";
+		return CHAT_INVALID;
+	}
+	/* the template kept the message's spacing (or it has none): up to its lstripped end */
+	if (loc + (le - lb) <= rn && le - lb == fn && !memcmp(r + loc, f, fn))
+		keep = loc + fn;
+	else
+		keep = loc + (se - sb);
+	out->len = base + keep;
+	out->data[out->len] = '\0'; /* buf's contract */
+	return CHAT_OK;
+}
+
 int chat_tmpl_render(const struct chat_tmpl *t, const cJSON *req, const char *json, size_t len,
 		     const cJSON *server_kwargs, struct buf *out, const char **why)
 {
-	struct buf vars = {0};
+	struct buf vars = {0}, final = {0};
 	struct pj *raw = NULL;
 	struct jinja_error je;
 	const struct jinja_template *tm;
-	bool tools_given = false;
+	bool tools_given = false, cont = false;
+	size_t base = out->len;
 	const char *dummy;
 	int rc;
 
@@ -2116,7 +2358,10 @@ int chat_tmpl_render(const struct chat_tmpl *t, const cJSON *req, const char *js
 		why = &dummy;
 	if (!t)
 		return chat_render_parsed(req, json, len, server_kwargs, out, why);
-	if (t->qwen3)
+	/* the hand-written Qwen3 renderer, unless the request asks for what only the interpreter
+	 * renders */
+	if (t->qwen3 && !cJSON_IsTrue(json_get(req, "continue_final_message")) &&
+	    is_null_or_absent(json_get(req, "documents")))
 		return chat_render_parsed(req, json, len, server_kwargs, out, why);
 	if (!cJSON_IsObject(req)) {
 		*why = "request is not a JSON object";
@@ -2125,7 +2370,7 @@ int chat_tmpl_render(const struct chat_tmpl *t, const cJSON *req, const char *js
 	rc = pj_parse(json, len, &raw, why);
 	if (rc != CHAT_OK)
 		return rc;
-	rc = vars_build(t, req, raw, server_kwargs, &vars, &tools_given, why);
+	rc = vars_build(t, req, raw, server_kwargs, &vars, &tools_given, &cont, &final, why);
 	if (rc != CHAT_OK)
 		goto out;
 	tm = tools_given && t->tool_use ? t->tool_use : t->def ? t->def : t->tool_use;
@@ -2134,7 +2379,11 @@ int chat_tmpl_render(const struct chat_tmpl *t, const cJSON *req, const char *js
 		goto out;
 	switch (rc) {
 	case JINJA_OK:
-		rc = CHAT_OK;
+		rc = cont ? continue_final(out, base, &final, why) : CHAT_OK;
+		if (rc != CHAT_OK && out->data) {
+			out->len = base;
+			out->data[base] = '\0';
+		}
 		break;
 	case JINJA_RAISED:
 	case JINJA_UNDEFINED:
@@ -2153,6 +2402,7 @@ int chat_tmpl_render(const struct chat_tmpl *t, const cJSON *req, const char *js
 	}
 out:
 	buf_free(&vars);
+	buf_free(&final);
 	pj_free(raw);
 	return rc;
 }

@@ -20,6 +20,7 @@
 #ifndef KVS_JINJA_H
 #define KVS_JINJA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,5 +90,8 @@ int jinja_render(const struct jinja_template *t, const char *vars, size_t n,
 
 /* The name of a status ("ok", "syntax", "unsupported", "raised", ...). */
 const char *jinja_status_name(int status);
+
+/* Python's str.isspace() of code point c (what str.strip() removes). */
+bool py_isspace(uint32_t c);
 
 #endif

@@ -385,8 +385,6 @@ bool utf8_valid(const char *s, size_t n);
 size_t utf8_count(const char *s, size_t n);
 /* Byte offset of code point i (i <= count). */
 size_t utf8_offset(const char *s, size_t n, size_t i);
-/* Python's str.isspace() of code point c. */
-bool py_isspace(uint32_t c);
 /* Decodes one code point at s (n > 0 bytes, valid UTF-8); *len its bytes. */
 uint32_t utf8_next(const char *s, size_t n, size_t *len);
 
