@@ -6,13 +6,15 @@
  *     bench/tokenizer/prompt.mjs), all matches as the reference iterates them; prints a table
  *     (median µs per pass, ns/byte, MB/s, matches, millions of matches/s) and writes it as JSON.
  *     Also DeepSeek V3's chain (B1, then B2 on its pieces, then B3 on theirs, as its pre-tokenizer
- *     Sequence runs them) and the tokenizer's hand-written Qwen2 split (split_next) on the same
- *     text, for the choice of keeping that fast path. --only NAME (a family, deepseek for B1, B2,
- *     B3 and the chain, sm for the state machine) runs that row alone (for callgrind).
- *   build/bench/regex --split (--family NAME | --regex RE)
+ *     Sequence runs them) and the tokenizer's hand-written state machines (tok_split_fast: Qwen2,
+ *     gpt-oss, Mistral-Nemo) on the same text, for the choice of keeping those fast paths. --only
+ *     NAME (a family, deepseek for B1, B2, B3 and the chain, sm for the state machines) runs that
+ *     alone (for callgrind).
+ *   build/bench/regex --split (--family NAME | --regex RE | --sm KIND)
  *     reads lines of hex-encoded bytes, writes per line the non-empty matches as "start,end ..."
  *     (byte offsets; as tests/js/ref_split.mjs --hex writes the reference's): the parity tests'
- *     C side. Exits 1 after a line whose search failed (-E2BIG, written as "error -7"). */
+ *     C side, through the engine or through the state machine of KIND (qwen2, llama3, gptoss,
+ *     nemo). Exits 1 after a line whose search failed (-E2BIG, written as "error -7"). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -23,7 +25,7 @@
 #include "core/ascii.h"
 #include "core/json.h"
 #include "prompt/regex.h"
-#include "qwen2_sm.h"
+#include "prompt/tokenizer.h"
 
 static const struct {
 	const char *name, *model;
@@ -35,6 +37,37 @@ static const struct {
     {"nemo", "mistral_nemo", 0},
 };
 #define NFAM (sizeof(families) / sizeof(families[0]))
+
+/* The tokenizer's state machines (tok_split_fast kinds) and the family row each stands for. */
+static const struct {
+	const char *name, *row;
+	int kind;
+	size_t family;
+} sms[] = {
+    {"qwen2", "qwen2 state machine (tokenizer.c)", 1, 1},
+    {"llama3", "llama3 state machine (tokenizer.c)", 3, 0},
+    {"gptoss", "gpt-oss state machine (tokenizer.c)", 4, 5},
+    {"nemo", "mistral-nemo state machine (tokenizer.c)", 5, 6},
+};
+#define NSM (sizeof(sms) / sizeof(sms[0]))
+
+/* Cuts valid UTF-8 s[0..n) with state machine kind: the number of pieces, and in *check the
+ * bytes they cover (n). */
+__attribute__((noinline)) static long sm_pieces(int kind, const uint8_t *s, size_t n, size_t *check)
+{
+	size_t i = 0, sum = 0;
+	long k = 0;
+
+	while (i < n) {
+		size_t e = tok_split_fast(kind, s, n, i);
+
+		sum += e - i;
+		i = e;
+		k++;
+	}
+	*check = sum;
+	return k;
+}
 
 static double now_ns(void)
 {
@@ -188,7 +221,7 @@ static int bench(const char *file, int runs, const char *json_path)
 	size_t n, check;
 	uint8_t *s = (uint8_t *)slurp(file, &n);
 	struct regex *re[NFAM] = {0};
-	struct row rows[NFAM + 2];
+	struct row rows[NFAM + 1 + NSM];
 	int nrows = 0, rc = 1;
 	FILE *js;
 
@@ -218,15 +251,17 @@ static int bench(const char *file, int runs, const char *json_path)
 		    TIME_RUNS(runs, rows[nrows].matches, split_pieces(chain, 3, s, n));
 		nrows++;
 	}
-	if (!only || !strcmp(only, "sm")) {
-		rows[nrows].name = "qwen2 state machine (tokenizer.c)";
+	for (size_t k = 0; k < NSM && (!only || !strcmp(only, "sm")); k++) {
+		long engine = rows[sms[k].family].matches;
+
+		rows[nrows].name = sms[k].row;
 		rows[nrows].median_ns =
-		    TIME_RUNS(runs, rows[nrows].matches, (long)qwen2_sm_pieces(s, n, &check));
-		if (check != n || (!only && rows[nrows].matches != rows[1].matches))
+		    TIME_RUNS(runs, rows[nrows].matches,
+			      sm_pieces(sms[k].kind, (const uint8_t *)s, n, &check));
+		if (check != n || (!only && rows[nrows].matches != engine))
 			fprintf(stderr,
-				"regex: the state machine cut %ld pieces over %zu bytes, the "
-				"engine %ld\n",
-				rows[nrows].matches, check, rows[1].matches);
+				"regex: the %s cut %ld pieces over %zu bytes, the engine %ld\n",
+				sms[k].row, rows[nrows].matches, check, engine);
 		nrows++;
 	}
 
@@ -257,7 +292,7 @@ out:
 	return rc;
 }
 
-static int split(const struct regex *re)
+static int split(const struct regex *re, int sm)
 {
 	char *line = NULL;
 	size_t cap = 0;
@@ -283,6 +318,15 @@ static int split(const struct regex *re)
 			}
 			s[n++] = (uint8_t)(hi * 16 + lo);
 		}
+		if (sm) {
+			for (a = 0; a < n; a = b) {
+				b = tok_split_fast(sm, s, n, a);
+				printf("%s%zu,%zu", first ? "" : " ", a, b);
+				first = 0;
+			}
+			printf("\n");
+			continue;
+		}
 		while ((r = regex_next(re, s, n, &it, &a, &b)) == 1) {
 			if (a == b)
 				continue;
@@ -304,13 +348,18 @@ out:
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"bench", required_argument, NULL, 'b'},  {"runs", required_argument, NULL, 'r'},
-	    {"json", required_argument, NULL, 'j'},   {"split", no_argument, NULL, 's'},
-	    {"family", required_argument, NULL, 'f'}, {"regex", required_argument, NULL, 'e'},
-	    {"only", required_argument, NULL, 'o'},   {NULL, 0, NULL, 0},
+	    {"bench", required_argument, NULL, 'b'},
+	    {"runs", required_argument, NULL, 'r'},
+	    {"json", required_argument, NULL, 'j'},
+	    {"split", no_argument, NULL, 's'},
+	    {"family", required_argument, NULL, 'f'},
+	    {"regex", required_argument, NULL, 'e'},
+	    {"only", required_argument, NULL, 'o'},
+	    {"sm", required_argument, NULL, 'm'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *bench_file = NULL, *json_path = NULL, *family = NULL, *pat = NULL;
-	int runs = 2000, do_split = 0, c, rc;
+	int runs = 2000, do_split = 0, sm = 0, c, rc;
 	struct regex *re = NULL;
 	char err[256];
 
@@ -337,6 +386,15 @@ int main(int argc, char **argv)
 		case 'o':
 			only = optarg;
 			break;
+		case 'm':
+			for (size_t k = 0; k < NSM; k++)
+				if (!strcmp(sms[k].name, optarg))
+					sm = sms[k].kind;
+			if (!sm) {
+				fprintf(stderr, "regex: no state machine %s\n", optarg);
+				return 2;
+			}
+			break;
 		default:
 			goto usage;
 		}
@@ -345,7 +403,9 @@ int main(int argc, char **argv)
 		goto usage;
 	if (bench_file && !do_split)
 		return bench(bench_file, runs, json_path);
-	if (!do_split || !family == !pat)
+	if (do_split && sm && !family && !pat)
+		return split(NULL, sm);
+	if (!do_split || !family == !pat || sm)
 		goto usage;
 	if (family) {
 		for (size_t f = 0; f < NFAM; f++)
@@ -359,11 +419,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "regex: %s\n", err);
 		return 2;
 	}
-	rc = split(re);
+	rc = split(re, 0);
 	regex_free(re);
 	return rc;
 usage:
-	fprintf(stderr, "usage: regex --bench FILE [--runs N] [--json PATH]\n"
-			"       regex --split (--family NAME | --regex RE) < hex-lines\n");
+	fprintf(stderr,
+		"usage: regex --bench FILE [--runs N] [--json PATH]\n"
+		"       regex --split (--family NAME | --regex RE | --sm KIND) < hex-lines\n");
 	return 2;
 }

@@ -11,6 +11,9 @@
  *     literals, classes, groups, alternation, greedy and lazy {m,n}, lookaheads), written as text
  *     for the engine and as a tree for the naive matcher, over the rest as text: same check, where
  *     the engine compiles it and stays within its budget;
+ *     and where the tokenizer has a hand-written state machine for the pattern (Llama 3, Qwen2,
+ *     gpt-oss, Mistral-Nemo: tok_split_fast) and the text is valid UTF-8, its pieces are the
+ *     engine's matches;
  *   - 9: the rest as a raw pattern: compiling never crashes, and what compiles searches the
  *     pattern's own bytes with results inside bounds. */
 #include <errno.h>
@@ -22,6 +25,7 @@
 
 #include "core/utf8.h"
 #include "prompt/regex.h"
+#include "prompt/tokenizer.h"
 #include "prompt/unicode_tables.h"
 
 #define TEXT_MAX 200 /* code points the naive matcher reads (its recursion grows with them) */
@@ -605,6 +609,49 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
+/* tok_split_fast's kind for family pattern m, or 0 where the tokenizer has no state machine. */
+static const int sm_kind[7] = {3, 1, 0, 0, 0, 4, 5};
+
+static bool valid_utf8(const uint8_t *s, size_t n)
+{
+	for (size_t i = 0, l; i < n; i += l) {
+		uint32_t c;
+
+		l = utf8_get(s + i, n - i, &c);
+		if (c == 0xFFFD &&
+		    !(l == 3 && s[i] == 0xEF && s[i + 1] == 0xBF && s[i + 2] == 0xBD))
+			return false;
+	}
+	return true;
+}
+
+/* The state machine's pieces of s[0..n) against the engine's matches: the same cuts. */
+static void sm_differential(int kind, const struct regex *re, const uint8_t *s, size_t n)
+{
+	struct regex_iter it = {0};
+	size_t a, b, i = 0;
+	int r;
+
+	if (!kind || !valid_utf8(s, n))
+		return;
+	while (i < n) {
+		size_t e = tok_split_fast(kind, s, n, i);
+
+		r = regex_next(re, s, n, &it, &a, &b);
+		if (r < 0)
+			return; /* the engine's budget */
+		if (r != 1 || a != i || b != e || e <= i || e > n) {
+			fprintf(stderr,
+				"state machine %d: piece [%zu, %zu), engine %d [%zu, %zu)\n", kind,
+				i, e, r, a, b);
+			abort();
+		}
+		i = e;
+	}
+	if (regex_next(re, s, n, &it, &a, &b) == 1 && a != b)
+		abort(); /* the engine matched past the machine's last piece */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	unsigned mode;
@@ -621,6 +668,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		n = offs[ncp];
 		differential(fam[mode][0], tree, s, n);
 		differential(fam[mode][1], tree, s, n);
+		sm_differential(sm_kind[mode], fam[mode][0], s, n);
 		return 0;
 	}
 	if (mode < 9) {

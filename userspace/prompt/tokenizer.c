@@ -37,6 +37,19 @@
 	"?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"                                                           \
 	"\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* gpt-oss's split regex (o200k's) and Mistral-Nemo's (the same shape without the contractions,
+ * one digit a piece), implemented by split_o200k. */
+#define GPTOSS_SPLIT_REGEX                                                                         \
+	"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}"        \
+	"\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{"   \
+	"Lo}"                                                                                      \
+	"\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| "        \
+	"?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define NEMO_SPLIT_REGEX                                                                           \
+	"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}"        \
+	"\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}"      \
+	"\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
 /* Pieces up to this many bytes are merged with stack scratch; longer ones use the heap. */
 #ifndef TOK_STACK_PIECE
 #define TOK_STACK_PIECE 256
@@ -147,7 +160,8 @@ struct tokenizer {
 	struct norm_step *norm;
 	uint32_t n_norm;
 	bool byte_level; /* ByteLevel pre-tokenizer: tokens are bytes in the byte-level alphabet */
-	int fast_split;	 /* the state machine: 1 (Qwen2's regex), 3 (Llama 3's); 0: steps */
+	int fast_split;	 /* the state machine: 1 (Qwen2's regex), 3 (Llama 3's), 4 (gpt-oss's),
+			  * 5 (Mistral-Nemo's); 0: steps */
 	struct split_step *split;
 	uint32_t n_split;
 	bool byte_fallback, fuse_unk;
@@ -1131,6 +1145,166 @@ static inline size_t split_next(const uint8_t *s, size_t n, size_t i, int nd)
 	return e == n || e == i + 1 ? e : e - 1;
 }
 
+/* --- pre-tokenizer: gpt-oss's and Mistral-Nemo's split regex as a state machine ------------ */
+
+/* The classes of those regexes a code point is in: OU [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] (a word's
+ * head), OW [\p{Ll}\p{Lm}\p{Lo}\p{M}] (its tail), OL \p{L}, ON \p{N}, OS \s (White_Space). Lm, Lo
+ * and the marks are in both OU and OW; a mark is neither a letter nor a number. */
+enum { OU = 1, OW = 2, OL = 4, ON = 8, OS = 16 };
+
+/* clang-format off */
+static const uint8_t o_gc[UGC_COUNT] = {
+	[UGC_LU] = OU | OL, [UGC_LT] = OU | OL, [UGC_LL] = OW | OL,
+	[UGC_LM] = OU | OW | OL, [UGC_LO] = OU | OW | OL,
+	[UGC_MN] = OU | OW, [UGC_MC] = OU | OW, [UGC_ME] = OU | OW,
+	[UGC_ND] = ON, [UGC_NL] = ON, [UGC_NO] = ON,
+};
+static const uint8_t o_ascii[128] = {
+	['\t' ... '\r'] = OS, [' '] = OS, ['0' ... '9'] = ON,
+	['A' ... 'Z'] = OU | OL, ['a' ... 'z'] = OW | OL,
+};
+/* clang-format on */
+
+/* The classes of the code point at s[i] (i < n), its length in *len. */
+static inline unsigned o_at(const uint8_t *s, size_t n, size_t i, size_t *len)
+{
+	uint32_t c;
+	uint8_t p;
+
+	if (s[i] < 0x80) {
+		*len = 1;
+		return o_ascii[s[i]];
+	}
+	*len = utf8_get(s + i, n - i, &c);
+	p = unicode_prop(c);
+	return o_gc[p & UPROP_GC_MASK] | ((p & UPROP_SPACE) ? OS : 0);
+}
+
+/* End of the run from i of code points in class b (any == true) or in none of the classes b. */
+static inline size_t o_run(const uint8_t *s, size_t n, size_t i, unsigned b, bool any)
+{
+	size_t l;
+
+	while (i < n) {
+		/* ASCII lowercase, the bulk of a word's tail: 8 bytes at a time */
+		if (any && b == OW) {
+			while (i + 8 <= n) {
+				uint64_t x = load64le(s + i);
+				uint64_t stop = ~((x + BYTES8(0x80 - 'a')) &
+						  ~(x + BYTES8(0x80 - 'z' - 1)) & ~x) &
+						BYTES8(0x80);
+
+				if (stop) {
+					i += (size_t)__builtin_ctzll(stop) / 8;
+					break;
+				}
+				i += 8;
+			}
+			if (i >= n)
+				break;
+		}
+		if (((o_at(s, n, i, &l) & b) != 0) != any)
+			break;
+		i += l;
+	}
+	return i;
+}
+
+/* [OU]*[OW]+ from j, with the regex's backtracking: the longest head run, then back to the last
+ * place in it (or just after it) where a tail character stands, and the longest tail from
+ * there. Returns the end, or 0 when there is no tail character. */
+static inline size_t o_word_tail(const uint8_t *s, size_t n, size_t j)
+{
+	size_t l, w = SIZE_MAX;
+	unsigned k;
+
+	while (j < n) {
+		k = o_at(s, n, j, &l);
+		if (k & OW)
+			w = j;
+		if (!(k & OU))
+			break;
+		j += l;
+	}
+	return w == SIZE_MAX ? 0 : o_run(s, n, w, OW, true);
+}
+
+/* [OU]+[OW]* from j: the end, or 0. */
+static inline size_t o_word_head(const uint8_t *s, size_t n, size_t j)
+{
+	size_t l;
+
+	if (j >= n || !(o_at(s, n, j, &l) & OU))
+		return 0;
+	return o_run(s, n, o_run(s, n, j + l, OU, true), OW, true);
+}
+
+/* The end of the match at i (< n) in valid UTF-8 s[0..n) of gpt-oss's regex (kind 4) or
+ * Mistral-Nemo's (kind 5), the alternatives in order, each with the engine's backtracking:
+ *   [^\r\n\p{L}\p{N}]?[OU]*[OW]+C? | [^\r\n\p{L}\p{N}]?[OU]+[OW]*C? | \p{N}{1,3} (\p{N}) |
+ *    ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+
+ * where C is (?i:'s|'t|'re|'ve|'m|'ll|'d), kind 4 only. Every character starts some match. */
+static size_t split_o200k(const uint8_t *s, size_t n, size_t i, int kind)
+{
+	size_t l, l2, e, j, last_nl = 0;
+	unsigned k = o_at(s, n, i, &l);
+	/* s[i] can be the optional leading character; a mark can also be a word's head */
+	bool lead = !(k & (OL | ON)) && s[i] != '\r' && s[i] != '\n' && i + l < n;
+
+	if (k & (OU | OW) || lead) {
+		if ((lead && (e = o_word_tail(s, n, i + l))) ||
+		    ((k & (OU | OW)) && (e = o_word_tail(s, n, i))) ||
+		    (lead && (e = o_word_head(s, n, i + l))) ||
+		    ((k & OU) && (e = o_word_head(s, n, i)))) {
+			if (kind == 4 && e < n && s[e] == '\'' && (j = contraction(s, n, e)))
+				e = j;
+			return e;
+		}
+	}
+	if (k & ON)
+		return kind == 4 ? digits_end(s, n, i, 3) : i + l;
+	/* ' ?[^\s\p{L}\p{N}]+[\r\n/]*' */
+	j = i;
+	if (s[i] == ' ' && i + 1 < n && !(o_at(s, n, i + 1, &l2) & (OS | OL | ON)))
+		j = i + 1;
+	if (j > i || !(k & OS)) {
+		j = o_run(s, n, j, OS | OL | ON, false);
+		while (j < n && (s[j] == '\r' || s[j] == '\n' || s[j] == '/'))
+			j++;
+		return j;
+	}
+	/* white space: \s*[\r\n]+ up to the run's last \r or \n; else \s+(?!\S): the run, but its
+	 * last character unless the run ends the text; else \s+ */
+	for (e = i; e < n;) {
+		if (s[e] == '\r' || s[e] == '\n') {
+			last_nl = ++e;
+			continue;
+		}
+		if (!(o_at(s, n, e, &l2) & OS))
+			break;
+		e += l2;
+	}
+	if (last_nl)
+		return last_nl;
+	if (e == n || e == i + l)
+		return e;
+	j = e - 1;
+	while ((s[j] & 0xC0) == 0x80)
+		j--;
+	return j;
+}
+
+/* The state machine of kind t->fast_split at i. */
+static inline size_t split_fast(const uint8_t *s, size_t n, size_t i, int kind)
+{
+	return kind >= 4 ? split_o200k(s, n, i, kind) : split_next(s, n, i, kind);
+}
+
+size_t tok_split_fast(int kind, const uint8_t *s, size_t n, size_t i)
+{
+	return split_fast(s, n, i, kind);
+}
+
 /* --- NFC ------------------------------------------------------------------------------------ */
 
 #define HANGUL_S 0xAC00u
@@ -1371,7 +1545,7 @@ static int encode_pieces(const struct tokenizer *t, const uint8_t *s, size_t n, 
 
 		/* cut up to TOK_AHEAD pieces, starting the read of each one's vocab slot */
 		for (; np < TOK_AHEAD && i < n; np++) {
-			size_t e = split_next(s, n, i, t->fast_split);
+			size_t e = split_fast(s, n, i, t->fast_split);
 			p[np].off = i;
 			p[np].len = e - i;
 			if (p[np].len >= 2 && p[np].len <= t->max_tok_len) {
@@ -2363,6 +2537,10 @@ static int parse_pre_tokenizer(struct tokenizer *t, const cJSON *j, char *err, s
 				t->fast_split = 1;
 			else if (strcmp(re->valuestring, LLAMA3_SPLIT_REGEX) == 0)
 				t->fast_split = 3;
+			else if (strcmp(re->valuestring, GPTOSS_SPLIT_REGEX) == 0)
+				t->fast_split = 4;
+			else if (strcmp(re->valuestring, NEMO_SPLIT_REGEX) == 0)
+				t->fast_split = 5;
 			if (t->fast_split) {
 				t->byte_level = true;
 				return 0;

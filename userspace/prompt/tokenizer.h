@@ -180,4 +180,9 @@ size_t tokenizer_vocab_size(const struct tokenizer *t);
 /* Heap bytes held by the loaded tokenizer. */
 size_t tokenizer_memory(const struct tokenizer *t);
 
+/* The end of the split regex's match at i (< n) in valid UTF-8 s[0..n), by the hand-written state
+ * machine of kind: 1 Qwen2's regex, 3 Llama 3's, 4 gpt-oss's, 5 Mistral-Nemo's (the tokenizer
+ * uses it where tokenizer.json's pattern is that one). For benches and differential tests. */
+size_t tok_split_fast(int kind, const uint8_t *s, size_t n, size_t i);
+
 #endif
