@@ -48,6 +48,7 @@ static const struct {
     {"llama3", "llama3 state machine (tokenizer.c)", 3, 0},
     {"gptoss", "gpt-oss state machine (tokenizer.c)", 4, 5},
     {"nemo", "mistral-nemo state machine (tokenizer.c)", 5, 6},
+    {"deepseek", "deepseek state machine, B1 B2 B3 (tokenizer.c)", 6, NFAM},
 };
 #define NSM (sizeof(sms) / sizeof(sms[0]))
 
@@ -55,11 +56,12 @@ static const struct {
  * bytes they cover (n). */
 __attribute__((noinline)) static long sm_pieces(int kind, const uint8_t *s, size_t n, size_t *check)
 {
+	struct tok_split_state st = {0};
 	size_t i = 0, sum = 0;
 	long k = 0;
 
 	while (i < n) {
-		size_t e = tok_split_fast(kind, s, n, i);
+		size_t e = tok_split_fast(kind, s, n, i, &st);
 
 		sum += e - i;
 		i = e;
@@ -319,8 +321,10 @@ static int split(const struct regex *re, int sm)
 			s[n++] = (uint8_t)(hi * 16 + lo);
 		}
 		if (sm) {
+			struct tok_split_state st = {0};
+
 			for (a = 0; a < n; a = b) {
-				b = tok_split_fast(sm, s, n, a);
+				b = tok_split_fast(sm, s, n, a, &st);
 				printf("%s%zu,%zu", first ? "" : " ", a, b);
 				first = 0;
 			}

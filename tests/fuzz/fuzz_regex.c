@@ -12,8 +12,9 @@
  *     for the engine and as a tree for the naive matcher, over the rest as text: same check, where
  *     the engine compiles it and stays within its budget;
  *     and where the tokenizer has a hand-written state machine for the pattern (Llama 3, Qwen2,
- *     gpt-oss, Mistral-Nemo: tok_split_fast) and the text is valid UTF-8, its pieces are the
- *     engine's matches;
+ *     gpt-oss, Mistral-Nemo, and DeepSeek V3's three Splits in turn with B3: tok_split_fast) and
+ *     the text is valid UTF-8, its pieces are the engine's matches (for DeepSeek, the pieces of
+ *     B1, then B2 on each, then B3 on each, matches and gaps);
  *   - 9: the rest as a raw pattern: compiling never crashes, and what compiles searches the
  *     pattern's own bytes with results inside bounds. */
 #include <errno.h>
@@ -632,10 +633,12 @@ static void sm_differential(int kind, const struct regex *re, const uint8_t *s, 
 	size_t a, b, i = 0;
 	int r;
 
+	struct tok_split_state st = {0};
+
 	if (!kind || !valid_utf8(s, n))
 		return;
 	while (i < n) {
-		size_t e = tok_split_fast(kind, s, n, i);
+		size_t e = tok_split_fast(kind, s, n, i, &st);
 
 		r = regex_next(re, s, n, &it, &a, &b);
 		if (r < 0)
@@ -650,6 +653,63 @@ static void sm_differential(int kind, const struct regex *re, const uint8_t *s, 
 	}
 	if (regex_next(re, s, n, &it, &a, &b) == 1 && a != b)
 		abort(); /* the engine matched past the machine's last piece */
+}
+
+/* The pieces of s[off..off+n) under the Isolated Splits re[0..depth) in turn (a piece of each
+ * split by the next), appended to cuts (their ends). Returns -1 where the engine gave up. */
+static int chain_pieces(const struct regex *const *re, int depth, const uint8_t *s, size_t off,
+			size_t n, size_t *cuts, size_t *nc, size_t max)
+{
+	struct regex_iter it = {0};
+	size_t a, b, prev = 0;
+	int r;
+
+	if (!depth) {
+		if (*nc >= max)
+			return -1;
+		cuts[(*nc)++] = off + n;
+		return 0;
+	}
+	while ((r = regex_next(re[0], s + off, n, &it, &a, &b)) == 1) {
+		if (a == b)
+			continue;
+		if ((a > prev &&
+		     chain_pieces(re + 1, depth - 1, s, off + prev, a - prev, cuts, nc, max) < 0) ||
+		    chain_pieces(re + 1, depth - 1, s, off + a, b - a, cuts, nc, max) < 0)
+			return -1;
+		prev = b;
+	}
+	if (r < 0)
+		return -1;
+	return prev < n ? chain_pieces(re + 1, depth - 1, s, off + prev, n - prev, cuts, nc, max)
+			: 0;
+}
+
+/* DeepSeek V3's state machine against the engine running its three Splits in turn. */
+static void sm_chain_differential(const uint8_t *s, size_t n)
+{
+	static size_t cuts[4 * TEXT_MAX + 8];
+	const struct regex *re[3] = {fam[2][0], fam[3][0], fam[4][0]};
+	struct tok_split_state st = {0};
+	size_t nc = 0, i = 0, k = 0;
+
+	if (!valid_utf8(s, n) ||
+	    chain_pieces(re, 3, s, 0, n, cuts, &nc, sizeof(cuts) / sizeof(cuts[0])) < 0)
+		return;
+	while (i < n) {
+		size_t e = tok_split_fast(6, s, n, i, &st);
+
+		if (k >= nc || cuts[k] != e || e <= i) {
+			fprintf(stderr,
+				"deepseek state machine: piece [%zu, %zu), chain's end %zu\n", i, e,
+				k < nc ? cuts[k] : 0);
+			abort();
+		}
+		i = e;
+		k++;
+	}
+	if (k != nc)
+		abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -669,6 +729,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		differential(fam[mode][0], tree, s, n);
 		differential(fam[mode][1], tree, s, n);
 		sm_differential(sm_kind[mode], fam[mode][0], s, n);
+		if (mode >= 2 && mode <= 4)
+			sm_chain_differential(s, n);
 		return 0;
 	}
 	if (mode < 9) {

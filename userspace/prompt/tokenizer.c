@@ -50,6 +50,13 @@
 	"\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}"      \
 	"\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* DeepSeek V3's three Splits (split_deepseek). */
+#define DEEPSEEK_B1_REGEX "\\p{N}{1,3}"
+#define DEEPSEEK_B2_REGEX "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"
+#define DEEPSEEK_B3_REGEX                                                                          \
+	"[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}"  \
+	"\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
+
 /* Pieces up to this many bytes are merged with stack scratch; longer ones use the heap. */
 #ifndef TOK_STACK_PIECE
 #define TOK_STACK_PIECE 256
@@ -161,7 +168,7 @@ struct tokenizer {
 	uint32_t n_norm;
 	bool byte_level; /* ByteLevel pre-tokenizer: tokens are bytes in the byte-level alphabet */
 	int fast_split;	 /* the state machine: 1 (Qwen2's regex), 3 (Llama 3's), 4 (gpt-oss's),
-			  * 5 (Mistral-Nemo's); 0: steps */
+			  * 5 (Mistral-Nemo's), 6 (DeepSeek V3's three); 0: steps */
 	struct split_step *split;
 	uint32_t n_split;
 	bool byte_fallback, fuse_unk;
@@ -1294,15 +1301,186 @@ static size_t split_o200k(const uint8_t *s, size_t n, size_t i, int kind)
 	return j;
 }
 
-/* The state machine of kind t->fast_split at i. */
-static inline size_t split_fast(const uint8_t *s, size_t n, size_t i, int kind)
+/* --- pre-tokenizer: DeepSeek V3's three Splits in turn, as a state machine ------------------ */
+
+/* DeepSeek V3's pre-tokenizer is a Sequence: B1 \p{N}{1,3}, then B2 [一-龥\u3040-ゟ゠-ヿ]+ on each
+ * piece, then B3 on each of those (all Isolated), then ByteLevel. A piece of B1 is a chunk of up
+ * to 3 numbers (which B2 and B3 leave whole: neither matches in it) or a run without numbers;
+ * B2 cuts such a run into runs of those CJK ranges and the rest; B3 runs on each of those as its
+ * own text (its lookahead stops at the piece's end). st holds the ends of the B1 and B2 pieces
+ * the cut is in. */
+enum { DL = 1, DM = 2, DN = 4, DP = 8, DS = 16, DW = 32 };
+
+/* clang-format off */
+static const uint8_t d_gc[UGC_COUNT] = {
+	[UGC_LU] = DL, [UGC_LL] = DL, [UGC_LT] = DL, [UGC_LM] = DL, [UGC_LO] = DL,
+	[UGC_MN] = DM, [UGC_MC] = DM, [UGC_ME] = DM,
+	[UGC_ND] = DN, [UGC_NL] = DN, [UGC_NO] = DN,
+	[UGC_PC] = DP, [UGC_PD] = DP, [UGC_PS] = DP, [UGC_PE] = DP, [UGC_PI] = DP, [UGC_PF] = DP,
+	[UGC_PO] = DP, [UGC_SM] = DS, [UGC_SC] = DS, [UGC_SK] = DS, [UGC_SO] = DS,
+};
+/* clang-format on */
+
+/* Classes of the code point at s[i] (i < n): DL \p{L}, DM \p{M}, DN \p{N}, DP \p{P}, DS \p{S},
+ * DW \s; its value in *cp and length in *len. */
+/* clang-format off */
+static const uint8_t d_ascii[128] = {
+	['\t' ... '\r'] = DW, [' '] = DW, ['0' ... '9'] = DN,
+	['A' ... 'Z'] = DL, ['a' ... 'z'] = DL,
+	['!'] = DP, ['"'] = DP, ['#'] = DP, ['%'] = DP, ['&'] = DP, ['\''] = DP, ['('] = DP,
+	[')'] = DP, ['*'] = DP, [','] = DP, ['-'] = DP, ['.'] = DP, ['/'] = DP, [':'] = DP,
+	[';'] = DP, ['?'] = DP, ['@'] = DP, ['['] = DP, ['\\'] = DP, [']'] = DP, ['_'] = DP,
+	['{'] = DP, ['}'] = DP,
+	['$'] = DS, ['+'] = DS, ['<'] = DS, ['='] = DS, ['>'] = DS, ['^'] = DS, ['`'] = DS,
+	['|'] = DS, ['~'] = DS,
+};
+/* clang-format on */
+
+static inline unsigned d_at(const uint8_t *s, size_t n, size_t i, uint32_t *cp, size_t *len)
 {
+	uint8_t p;
+
+	if (s[i] < 0x80) {
+		*cp = s[i];
+		*len = 1;
+		return d_ascii[s[i]];
+	}
+	*len = utf8_get(s + i, n - i, cp);
+	p = unicode_prop(*cp);
+	return d_gc[p & UPROP_GC_MASK] | ((p & UPROP_SPACE) ? DW : 0);
+}
+
+static inline bool d_cjk(uint32_t c)
+{
+	return (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x3040 && c <= 0x30FF);
+}
+
+static inline bool ascii_alpha(uint8_t c)
+{
+	return (uint8_t)((c | 0x20) - 'a') < 26;
+}
+
+/* End of the run from i (< e) of code points with a class in b. */
+static inline size_t d_run(const uint8_t *s, size_t e, size_t i, unsigned b)
+{
+	uint32_t c;
+	size_t l;
+
+	while (i < e && (d_at(s, e, i, &c, &l) & b))
+		i += l;
+	return i;
+}
+
+/* B3's match at i in the piece s[..e) (i < e), the alternatives in order:
+ *   [!-/:-@[-`{-~][A-Za-z]+ | [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+ | ?[\p{P}\p{S}]+[\r\n]* |
+ *   \s*[\r\n]+ | \s+(?!\S) | \s+
+ * Returns its end, or 0 when none matches at i. */
+static size_t d_b3(const uint8_t *s, size_t e, size_t i)
+{
+	uint32_t c, c2;
+	size_t l, l2 = 0, j, last_nl = 0;
+	unsigned k = d_at(s, e, i, &c, &l), k2 = 0;
+
+	if (i + l < e)
+		k2 = d_at(s, e, i + l, &c2, &l2);
+	if (c < 0x80 && (k & (DP | DS)) && i + 1 < e && ascii_alpha(s[i + 1])) {
+		for (j = i + 2; j < e && ascii_alpha(s[j]);)
+			j++;
+		return j;
+	}
+	if (!(k & (DL | DP | DS)) && c != '\r' && c != '\n' && (k2 & (DL | DM)))
+		return d_run(s, e, i + l + l2, DL | DM);
+	if (k & (DL | DM))
+		return d_run(s, e, i + l, DL | DM);
+	if (c == ' ' && (k2 & (DP | DS)))
+		j = d_run(s, e, i + l + l2, DP | DS);
+	else if (k & (DP | DS))
+		j = d_run(s, e, i + l, DP | DS);
+	else
+		j = 0;
+	if (j) {
+		while (j < e && (s[j] == '\r' || s[j] == '\n'))
+			j++;
+		return j;
+	}
+	if (!(k & DW))
+		return 0;
+	for (j = i; j < e;) {
+		if (s[j] == '\r' || s[j] == '\n') {
+			last_nl = ++j;
+			continue;
+		}
+		if (!(d_at(s, e, j, &c, &l2) & DW))
+			break;
+		j += l2;
+	}
+	if (last_nl)
+		return last_nl;
+	if (j == e || j == i + l)
+		return j;
+	while ((s[--j] & 0xC0) == 0x80)
+		;
+	return j;
+}
+
+static size_t split_deepseek(const uint8_t *s, size_t n, size_t i, struct tok_split_state *st)
+{
+	uint32_t c0, c;
+	size_t l0, l, j, e;
+
+	if (d_at(s, n, i, &c0, &l0) & DN) /* a B1 chunk */
+		return digits_end(s, n, i, 3);
+	if (i >= st->e1) { /* the B1 run: up to the next number */
+		for (j = i + l0; j < n;) {
+			if (s[j] < 0x80) {
+				if ((uint8_t)(s[j] - '0') < 10)
+					break;
+				j++;
+				continue;
+			}
+			if (d_at(s, n, j, &c, &l) & DN)
+				break;
+			j += l;
+		}
+		st->e1 = j;
+		st->e2 = 0;
+	}
+	if (i >= st->e2) { /* the B2 piece: a run of those CJK ranges, or up to the next one */
+		bool in = d_cjk(c0);
+
+		for (j = i + l0; j < st->e1;) {
+			if (s[j] < 0x80 && !in) {
+				j++;
+				continue;
+			}
+			l = utf8_get(s + j, st->e1 - j, &c);
+			if (d_cjk(c) != in)
+				break;
+			j += l;
+		}
+		st->e2 = j;
+	}
+	e = st->e2;
+	if ((j = d_b3(s, e, i)))
+		return j;
+	/* a gap of B3: up to the next place one of its alternatives matches */
+	for (j = i + l0; j < e && !d_b3(s, e, j);)
+		j += utf8_get(s + j, e - j, &c);
+	return j;
+}
+
+/* The state machine of kind t->fast_split at i. */
+static inline size_t split_fast(const uint8_t *s, size_t n, size_t i, int kind,
+				struct tok_split_state *st)
+{
+	if (kind == 6)
+		return split_deepseek(s, n, i, st);
 	return kind >= 4 ? split_o200k(s, n, i, kind) : split_next(s, n, i, kind);
 }
 
-size_t tok_split_fast(int kind, const uint8_t *s, size_t n, size_t i)
+size_t tok_split_fast(int kind, const uint8_t *s, size_t n, size_t i, struct tok_split_state *st)
 {
-	return split_fast(s, n, i, kind);
+	return split_fast(s, n, i, kind, st);
 }
 
 /* --- NFC ------------------------------------------------------------------------------------ */
@@ -1539,13 +1717,15 @@ static int encode_pieces(const struct tokenizer *t, const uint8_t *s, size_t n, 
 {
 	int err;
 
+	struct tok_split_state st = {0};
+
 	for (size_t i = *at; i < n;) {
 		struct piece p[TOK_AHEAD];
 		size_t np = 0;
 
 		/* cut up to TOK_AHEAD pieces, starting the read of each one's vocab slot */
 		for (; np < TOK_AHEAD && i < n; np++) {
-			size_t e = split_fast(s, n, i, t->fast_split);
+			size_t e = split_fast(s, n, i, t->fast_split, &st);
 			p[np].off = i;
 			p[np].len = e - i;
 			if (p[np].len >= 2 && p[np].len <= t->max_tok_len) {
@@ -2545,6 +2725,32 @@ static int parse_pre_tokenizer(struct tokenizer *t, const cJSON *j, char *err, s
 				t->byte_level = true;
 				return 0;
 			}
+		}
+	}
+	/* DeepSeek V3's: [Split(B1), Split(B2), Split(B3), ByteLevel], each Split Isolated */
+	if (list && n == 4) {
+		static const char *const ds[3] = {DEEPSEEK_B1_REGEX, DEEPSEEK_B2_REGEX,
+						  DEEPSEEK_B3_REGEX};
+		const cJSON *b = cJSON_GetArrayItem(list, 3);
+		bool same = type_is(b, "ByteLevel") &&
+			    is_false(cJSON_GetObjectItemCaseSensitive(b, "add_prefix_space")) &&
+			    is_false(cJSON_GetObjectItemCaseSensitive(b, "use_regex"));
+
+		for (int k = 0; k < 3 && same; k++) {
+			const cJSON *a = cJSON_GetArrayItem(list, k);
+			const cJSON *re = cJSON_GetObjectItemCaseSensitive(
+			    cJSON_GetObjectItemCaseSensitive(a, "pattern"), "Regex");
+			const cJSON *beh = cJSON_GetObjectItemCaseSensitive(a, "behavior");
+
+			same = type_is(a, "Split") && cJSON_IsString(re) && cJSON_IsString(beh) &&
+			       strcmp(beh->valuestring, "Isolated") == 0 &&
+			       is_false(cJSON_GetObjectItemCaseSensitive(a, "invert")) &&
+			       strcmp(re->valuestring, ds[k]) == 0;
+		}
+		if (same) {
+			t->fast_split = 6;
+			t->byte_level = true;
+			return 0;
 		}
 	}
 	if (list) {

@@ -180,9 +180,16 @@ size_t tokenizer_vocab_size(const struct tokenizer *t);
 /* Heap bytes held by the loaded tokenizer. */
 size_t tokenizer_memory(const struct tokenizer *t);
 
-/* The end of the split regex's match at i (< n) in valid UTF-8 s[0..n), by the hand-written state
- * machine of kind: 1 Qwen2's regex, 3 Llama 3's, 4 gpt-oss's, 5 Mistral-Nemo's (the tokenizer
- * uses it where tokenizer.json's pattern is that one). For benches and differential tests. */
-size_t tok_split_fast(int kind, const uint8_t *s, size_t n, size_t i);
+/* Where a state machine of the tokenizer's is in a text: zeroed before a text's first cut. */
+struct tok_split_state {
+	size_t e1, e2; /* DeepSeek V3: the ends of the B1 and B2 pieces of the last cut */
+};
+
+/* The end of the piece at i (< n) of valid UTF-8 s[0..n), cut by the hand-written state machine
+ * of kind: 1 Qwen2's split regex, 3 Llama 3's, 4 gpt-oss's, 5 Mistral-Nemo's (a match of the
+ * regex), 6 DeepSeek V3's three Splits in turn (a piece of the last). The tokenizer uses it where
+ * tokenizer.json's pre-tokenizer is that one. Cuts go left to right with one st. For benches and
+ * differential tests. */
+size_t tok_split_fast(int kind, const uint8_t *s, size_t n, size_t i, struct tok_split_state *st);
 
 #endif
