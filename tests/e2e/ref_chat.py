@@ -7,7 +7,11 @@ escaping, raise_exception/strftime_now globals), running a tokenizer_config.json
 unmodified (argument 1; models/qwen3's by default), with the tokenizer's special tokens and the
 content format vLLM detects. The request handling before the template mirrors vLLM's source, as in
 tests/js/ref_chat.mjs (see there). Reads one request a line on stdin, writes
-{"status":"ok","text":...} (or {"status":"error","why":...}) a line."""
+{"status":"ok","text":...} (or {"status":"error","why":...}) a line.
+With --dump-vars FILE (after the arguments) it also writes, a line per request, the variables the
+template got ({"template": "default" or "tool_use", "vars": {...}, "cut": bool}, or null where the
+request failed before the template): tests/js/jinja_crosscheck.mjs renders them again with
+@huggingface/jinja."""
 import json
 import re
 import sys
@@ -168,6 +172,11 @@ def make_env():
 
 
 def main():
+    dump = None
+    if "--dump-vars" in sys.argv:
+        k = sys.argv.index("--dump-vars")
+        dump = open(sys.argv[k + 1], "w", encoding="utf-8")
+        del sys.argv[k:k + 2]
     path = sys.argv[1] if len(sys.argv) > 1 else "models/qwen3/tokenizer_config.json"
     with open(path, encoding="utf-8") as f:
         cfg = json.load(f)
@@ -194,6 +203,7 @@ def main():
     for line in sys.stdin:
         if not line.strip():
             continue
+        given = None
         try:
             req = json.loads(line)
             request_check(req)
@@ -202,6 +212,10 @@ def main():
             postprocess_tool_calls(conv)
             tools = tool_dicts(req.get("tools"))
             tm = tool_template if tools else template
+            given = {"template": "tool_use" if tools and "tool_use" in named else "default",
+                     "vars": dict(messages=conv, tools=tools, documents=req.get("documents"),
+                                  **(special | kw)),
+                     "cut": bool(req.get("continue_final_message"))}
             text = tm.render(messages=conv, tools=tools, documents=req.get("documents"),
                              **(special | kw))
             if req.get("continue_final_message"):
@@ -209,6 +223,11 @@ def main():
             out.write(json.dumps({"status": "ok", "text": text}, ensure_ascii=False) + "\n")
         except Exception as e:  # noqa: BLE001 - reported, compared by the caller
             out.write(json.dumps({"status": "error", "why": str(e)}) + "\n")
+        if dump:
+            try:
+                dump.write(json.dumps(given, ensure_ascii=False, allow_nan=False) + "\n")
+            except ValueError:  # NaN or Infinity: not JSON, so not cross-checked
+                dump.write(json.dumps({"skip": "a non-finite number"}) + "\n")
 
 
 if __name__ == "__main__":

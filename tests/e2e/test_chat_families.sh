@@ -31,7 +31,14 @@ compare() {
 	local f=$1 tf=${2:-} label=$1
 	[ -n "$tf" ] && label="$f --chat-template $(basename "$tf")"
 	python3 tests/e2e/ref_chat.py "models/$f/tokenizer_config.json" ${tf:+"$tf"} \
-		<"$tmp/requests.jsonl" >"$tmp/py_$f.jsonl"
+		--dump-vars "$tmp/v_$f.jsonl" <"$tmp/requests.jsonl" >"$tmp/py_$f.jsonl"
+	# the reference itself, cross-checked: the same variables through @huggingface/jinja (the
+	# config's templates; Llama 2's file compares "" != false as JavaScript does)
+	if [ -z "$tf" ]; then
+		node tests/js/jinja_crosscheck.mjs "$f" "models/$f/tokenizer_config.json" \
+			"$tmp/py_$f.jsonl" "$tmp/v_$f.jsonl"
+		TAP_FAILED=$((TAP_FAILED + $?))
+	fi
 	python3 -c '
 import json, sys
 for l in open(sys.argv[1], encoding="utf-8"):

@@ -63,6 +63,23 @@ Interpreter.prototype.evaluateMemberExpression = function (expr, environment) {
 	return origMember.call(this, expr, environment);
 };
 
+// jinja2's trim filter is str(value).strip(): Python's white space (the library's JavaScript trim
+// keeps U+001C..U+001F and U+0085 and strips U+FEFF), and None prints "None".
+const origFilter = Interpreter.prototype.applyFilter;
+let StringValueClass = null;
+Interpreter.prototype.applyFilter = function (operand, filterNode, environment) {
+	if (filterNode.type === "Identifier" && filterNode.value === "trim") {
+		if (operand.type === "StringValue") {
+			StringValueClass = operand.constructor;
+			return new StringValueClass(pyStrip(operand.value, null, true, true));
+		}
+		if (StringValueClass && operand.type === "NullValue") return new StringValueClass("None");
+		if (StringValueClass && operand.type === "UndefinedValue") return new StringValueClass("");
+	}
+	return origFilter.call(this, operand, filterNode, environment);
+};
+new Template("{{ 'x' | trim }}").render({}); // meets a StringValue: its class, for None
+
 // ---- vLLM's request handling -----------------------------------------------------------------
 const TEXT_KEY = { text: "text", input_text: "text", output_text: "text", refusal: "refusal", thinking: "thinking" };
 
