@@ -470,6 +470,19 @@ static const char *memfind(const char *h, size_t hn, const char *n, size_t nn)
 		return h;
 	if (nn > hn)
 		return NULL;
+	/* Short needles: memchr for the first byte, then a compare (at most nn per candidate). Also
+	 * what keeps a replace loop linear under ASan, whose memmem checks the whole haystack per
+	 * call. Long ones: memmem (linear for any input). */
+	if (nn <= 16) {
+		const char *end = h + hn - nn + 1, *p = h;
+
+		while (p < end && (p = memchr(p, (unsigned char)n[0], (size_t)(end - p)))) {
+			if (!memcmp(p + 1, n + 1, nn - 1))
+				return p;
+			p++;
+		}
+		return NULL;
+	}
 	return memmem(h, hn, n, nn);
 }
 
