@@ -5,7 +5,9 @@
 # (Hugging Face tokenizers 0.22 via npm @anush008/tokenizers), in one run, for each tokenizer given.
 # Prints a table per tokenizer (median / min / p90 µs per encode, speed-up, loaded-tokenizer
 # memory) and writes JSON to build/bench/tokenizer.json (or $OUT). Checks first that both give the
-# same ids.
+# same ids. kvtok runs twice a round: plain, and with --cache (each encode through a new piece
+# cache, as the daemon's router meets a text it has not seen; the reference keeps its own word
+# cache warm across runs).
 # Usage: bash bench/tokenizer/run.sh [--tokenizer PATH]... [--families "F1 F2" | --all]
 #                                    [--base KVTOK] [RUNS_C] [RUNS_REF]
 #   PATH: a tokenizer.json or a models/<family> directory (default: models/qwen3/tokenizer.json,
@@ -46,9 +48,12 @@ for tok in "${toks[@]}"; do
 		if cmp -s "$tmp/c.ids" "$tmp/ref.ids"; then same=true; else same=false; fi
 		: >"$tmp/c.$i.json"
 		: >"$tmp/b.$i.json"
+		: >"$tmp/k.$i.json"
 		# build/kvtok and --base alternate in rounds so both see the same machine
 		for r in 1 2 3 4; do
 			build/kvtok --tokenizer "$tok" --bench "$tmp/$x.txt" --runs $(((runs_c + 3) / 4)) >>"$tmp/c.$i.json"
+			build/kvtok --tokenizer "$tok" --bench "$tmp/$x.txt" --runs $(((runs_c + 3) / 4)) --cache \
+				>>"$tmp/k.$i.json"
 			[ -z "$base" ] || "$base" --tokenizer "$tok" --bench "$tmp/$x.txt" --runs $(((runs_c + 3) / 4)) >>"$tmp/b.$i.json"
 		done
 		node tests/js/ref_tokenize.mjs --tokenizer "$tok" --bench "$tmp/$x.txt" --runs "$runs_ref" >"$tmp/r.$i.json"
@@ -75,6 +80,7 @@ let lastTok = null;
 for (const line of fs.readFileSync(`${tmp}/index.tsv`, 'utf8').split('\n').filter(Boolean)) {
 	const [tok, text, same, i] = line.split('\t');
 	const c = rounds(`${tmp}/c.${i}.json`), b = base ? rounds(`${tmp}/b.${i}.json`) : null;
+	const k = rounds(`${tmp}/k.${i}.json`);
 	const r = JSON.parse(fs.readFileSync(`${tmp}/r.${i}.json`, 'utf8'));
 	if (tok !== lastTok) {
 		console.log(`\n### ${tok}\n`);
@@ -86,11 +92,13 @@ for (const line of fs.readFileSync(`${tmp}/index.tsv`, 'utf8').split('\n').filte
 	const one = (label, x, rss) => row([name, label, x.median_us.toFixed(1), x.min_us.toFixed(1), x.p90_us.toFixed(1),
 		(x.bytes / x.median_us).toFixed(1), (r.median_us / x.median_us).toFixed(0) + 'x', x.load_ms.toFixed(0), rss]);
 	one('kvtok (C)', c, `${mb(c.tokenizer_bytes)} heap (RSS +${mb(c.load_rss_bytes)})`);
+	one('kvtok (C), a new piece cache each encode (--cache)', k, '');
 	if (b) one(`base ${base}`, b, `${mb(b.tokenizer_bytes)} heap (RSS +${mb(b.load_rss_bytes)})`);
 	row([name, 'HF tokenizers 0.22 (node)', r.median_us.toFixed(1), r.min_us.toFixed(1), r.p90_us.toFixed(1),
 		(r.bytes / r.median_us).toFixed(1), '1x', r.load_ms.toFixed(0), `RSS +${mb(r.load_rss_bytes)}`]);
-	results.push({ tokenizer: tok, text, ids_equal: same === 'true', kvtok: c, base: b, reference: r,
-		speedup_median: r.median_us / c.median_us, speedup_min: r.min_us / c.min_us });
+	results.push({ tokenizer: tok, text, ids_equal: same === 'true', kvtok: c, kvtok_cache: k, base: b, reference: r,
+		speedup_median: r.median_us / c.median_us, speedup_min: r.min_us / c.min_us,
+		speedup_cache_median: r.median_us / k.median_us, speedup_cache_min: r.min_us / k.min_us });
 }
 fs.writeFileSync(out, JSON.stringify({ date: new Date().toISOString(), results }, null, 1) + '\n');
 console.log(`\nwrote ${out}`);

@@ -85,4 +85,15 @@ out=$(build/kvtok --tokenizer "$tmp/nfkc.json" </dev/null 2>&1)
 rc=$?
 [ "$rc" -ne 0 ] && [[ "$out" == *"normalizer"*"NFKC"* ]]
 ok $? "a NFKC tokenizer.json is refused at load naming the normalizer ($out)"
+
+# kvtok --bench, plain and through a new piece cache each encode: the same ids
+node bench/tokenizer/prompt.mjs >"$tmp/prompt.txt"
+for fam in gemma3 deepseek_v3; do
+	[ -d "models/$fam" ] || continue
+	a=$(build/kvtok --tokenizer "models/$fam" --bench "$tmp/prompt.txt" --runs 3 | grep -o '"ids":[0-9]*')
+	b=$(build/kvtok --tokenizer "models/$fam" --bench "$tmp/prompt.txt" --runs 3 --cache |
+		grep -o '"ids":[0-9]*')
+	[ -n "$a" ] && [ "$a" = "$b" ]
+	ok $? "$fam: kvtok --bench --cache encodes as many ids as without ($a, $b)"
+done
 tap_done

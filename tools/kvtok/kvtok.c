@@ -8,8 +8,10 @@
  *       {"messages": [...], "add_generation_prompt": true, "chat_template_kwargs": {...}}
  *                              -> {"ids": [...]}   (chat template, then tokenized)
  *     a line that cannot be handled gets {"error": "..."} (and the exit status is 1 at the end).
- *   build/kvtok --tokenizer PATH --bench FILE [--runs N]
- *     encodes FILE's bytes repeatedly and prints the median microseconds per encode. */
+ *   build/kvtok --tokenizer PATH --bench FILE [--runs N] [--cache]
+ *     encodes FILE's bytes repeatedly and prints the median microseconds per encode. --cache:
+ *     each encode through a new tok_cache of the router's size (freed after it), as the daemon
+ *     meets a text it has not seen: the pieces the text repeats are merged once. */
 #include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
@@ -27,6 +29,7 @@
 #include "prompt/chat.h"
 #include "core/json.h"
 #include "prompt/tokenizer.h"
+#include "route/router.h"
 
 /* tokenizer_config.json beside --tokenizer: its chat_template must be the one userspace/prompt/chat
  * renders before {"messages": ...} lines are answered. */
@@ -36,7 +39,8 @@ static const char *chat_template; /* --chat-template FILE, or NULL */
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: kvtok --tokenizer PATH [--chat-template FILE] [--bench FILE [--runs N]]\n"
+		"usage: kvtok --tokenizer PATH [--chat-template FILE] [--bench FILE [--runs N] "
+		"[--cache]]\n"
 		"  reads JSONL on stdin: {\"text\": ...} or {\"messages\": [...], ...} per line;\n"
 		"  writes {\"ids\": [...]} (or {\"error\": ...}) per line, in order.\n");
 }
@@ -380,8 +384,24 @@ static size_t rss_bytes(void)
 	return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/* One encode of the bench: plain, or through a new cache (cache_bytes > 0). */
+static int bench_encode(const struct tokenizer *tok, const struct buf *text, size_t cache_bytes,
+			struct tok_ids *ids)
+{
+	struct tok_cache *c;
+	int rc;
+
+	if (!cache_bytes)
+		return tokenizer_encode(tok, text->data ? text->data : "", text->len, ids);
+	if (!(c = tok_cache_new(cache_bytes)))
+		return -ENOMEM;
+	rc = tokenizer_encode_cached(tok, c, text->data ? text->data : "", text->len, ids);
+	tok_cache_free(c);
+	return rc;
+}
+
 static int bench(const struct tokenizer *tok, const char *file, int runs, size_t rss_load,
-		 double load_ms)
+		 double load_ms, size_t cache_bytes)
 {
 	FILE *f = fopen(file, "rb");
 	struct buf text = {0};
@@ -402,14 +422,14 @@ static int bench(const struct tokenizer *tok, const char *file, int runs, size_t
 		goto cleanup;
 	for (int i = 0; i < runs / 10 + 1; i++) { /* warm up */
 		ids.n = 0;
-		tokenizer_encode(tok, text.data ? text.data : "", text.len, &ids);
+		bench_encode(tok, &text, cache_bytes, &ids);
 	}
 	cpu0 = cpu_us();
 	for (int i = 0; i < runs; i++) {
 		double t0;
 		ids.n = 0;
 		t0 = now_us();
-		if (tokenizer_encode(tok, text.data ? text.data : "", text.len, &ids))
+		if (bench_encode(tok, &text, cache_bytes, &ids))
 			goto cleanup;
 		t[i] = now_us() - t0;
 		n_ids = ids.n;
@@ -419,9 +439,9 @@ static int bench(const struct tokenizer *tok, const char *file, int runs, size_t
 	printf("{\"bytes\":%zu,\"ids\":%zu,\"runs\":%d,\"median_us\":%.2f,\"min_us\":%.2f,\"p90_"
 	       "us\":%.2f,"
 	       "\"cpu_mean_us\":%.2f,\"tokenizer_bytes\":%zu,\"load_rss_bytes\":%zu,\"load_ms\":%."
-	       "1f}\n",
+	       "1f,\"cache\":%s}\n",
 	       text.len, n_ids, runs, t[runs / 2], t[0], t[runs * 9 / 10], cpu0,
-	       tokenizer_memory(tok), rss_load, load_ms);
+	       tokenizer_memory(tok), rss_load, load_ms, cache_bytes ? "true" : "false");
 	rc = 0;
 cleanup:
 	free(t);
@@ -437,6 +457,7 @@ int main(int argc, char **argv)
 	    {"bench", required_argument, NULL, 'b'},
 	    {"chat-template", required_argument, NULL, 'c'},
 	    {"runs", required_argument, NULL, 'n'},
+	    {"cache", no_argument, NULL, 'C'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
@@ -447,6 +468,7 @@ int main(int argc, char **argv)
 	size_t cap = 0;
 	ssize_t n;
 	int c, runs = 1000, bad = 0;
+	size_t cache_bytes = 0;
 	struct buf out = {0};
 	size_t rss0;
 	double t0;
@@ -464,6 +486,9 @@ int main(int argc, char **argv)
 			break;
 		case 'n':
 			runs = atoi(optarg);
+			break;
+		case 'C':
+			cache_bytes = ROUTER_TOKCACHE_BYTES;
 			break;
 		case 'h':
 			usage(stdout);
@@ -496,7 +521,7 @@ int main(int argc, char **argv)
 	if (bench_file) {
 		double load_ms = (now_us() - t0) / 1e3;
 		malloc_trim(0); /* hand the parser's freed memory back, so RSS shows what stays */
-		c = bench(tok, bench_file, runs, rss_bytes() - rss0, load_ms);
+		c = bench(tok, bench_file, runs, rss_bytes() - rss0, load_ms, cache_bytes);
 		tokenizer_free(tok);
 		return c;
 	}
