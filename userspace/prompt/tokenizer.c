@@ -1107,7 +1107,8 @@ static size_t split_general(const uint8_t *s, size_t n, size_t i, int nd)
  * tried in the regex's order, each with the backtracking the regex engine would do.
  * Here the cases of ASCII that decide from s[i] and s[i + 1] alone (a word, a space or other
  * character before a word, a digit, punctuation); the rest, split_general. */
-static inline size_t split_next(const uint8_t *s, size_t n, size_t i, int nd)
+static inline __attribute__((always_inline)) size_t split_next(const uint8_t *s, size_t n, size_t i,
+							       int nd)
 {
 	uint8_t c = s[i], c2;
 	size_t e, last_nl = 0;
@@ -1251,7 +1252,7 @@ static inline size_t o_word_head(const uint8_t *s, size_t n, size_t j)
  *   [^\r\n\p{L}\p{N}]?[OU]*[OW]+C? | [^\r\n\p{L}\p{N}]?[OU]+[OW]*C? | \p{N}{1,3} (\p{N}) |
  *    ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+
  * where C is (?i:'s|'t|'re|'ve|'m|'ll|'d), kind 4 only. Every character starts some match. */
-static size_t split_o200k(const uint8_t *s, size_t n, size_t i, int kind)
+__attribute__((noinline)) static size_t split_o200k(const uint8_t *s, size_t n, size_t i, int kind)
 {
 	size_t l, l2, e, j, last_nl = 0;
 	unsigned k = o_at(s, n, i, &l);
@@ -1423,7 +1424,8 @@ static size_t d_b3(const uint8_t *s, size_t e, size_t i)
 	return j;
 }
 
-static size_t split_deepseek(const uint8_t *s, size_t n, size_t i, struct tok_split_state *st)
+__attribute__((noinline)) static size_t split_deepseek(const uint8_t *s, size_t n, size_t i,
+						       struct tok_split_state *st)
 {
 	uint32_t c0, c;
 	size_t l0, l, j, e;
@@ -1473,9 +1475,9 @@ static size_t split_deepseek(const uint8_t *s, size_t n, size_t i, struct tok_sp
 static inline size_t split_fast(const uint8_t *s, size_t n, size_t i, int kind,
 				struct tok_split_state *st)
 {
-	if (kind == 6)
-		return split_deepseek(s, n, i, st);
-	return kind >= 4 ? split_o200k(s, n, i, kind) : split_next(s, n, i, kind);
+	if (__builtin_expect(kind <= 3, 1))
+		return split_next(s, n, i, kind);
+	return kind == 6 ? split_deepseek(s, n, i, st) : split_o200k(s, n, i, kind);
 }
 
 size_t tok_split_fast(int kind, const uint8_t *s, size_t n, size_t i, struct tok_split_state *st)
@@ -1712,12 +1714,12 @@ static bool segment_needs_norm(bool nfc, const uint8_t *s, size_t n)
  * Each piece is cut by split_next over the whole segment (its lookahead reads past the piece), so
  * going on from *at in a later call, with the same s and n, gives the ids going on now would.
  * The stop costs a compare a piece: this is the loop every encode runs. Returns 0 or -ENOMEM. */
-static int encode_pieces(const struct tokenizer *t, const uint8_t *s, size_t n, size_t *at,
-			 size_t stop, struct tok_ids *out, struct tok_work *w)
+static inline __attribute__((always_inline)) int
+encode_pieces_with(const struct tokenizer *t, const uint8_t *s, size_t n, size_t *at, size_t stop,
+		   struct tok_ids *out, struct tok_work *w, const bool qwen2)
 {
-	int err;
-
 	struct tok_split_state st = {0};
+	int err;
 
 	for (size_t i = *at; i < n;) {
 		struct piece p[TOK_AHEAD];
@@ -1725,7 +1727,9 @@ static int encode_pieces(const struct tokenizer *t, const uint8_t *s, size_t n, 
 
 		/* cut up to TOK_AHEAD pieces, starting the read of each one's vocab slot */
 		for (; np < TOK_AHEAD && i < n; np++) {
-			size_t e = split_fast(s, n, i, t->fast_split, &st);
+			size_t e = qwen2		? split_next(s, n, i, t->fast_split)
+				   : t->fast_split == 6 ? split_deepseek(s, n, i, &st)
+							: split_o200k(s, n, i, t->fast_split);
 			p[np].off = i;
 			p[np].len = e - i;
 			if (p[np].len >= 2 && p[np].len <= t->max_tok_len) {
@@ -1760,6 +1764,30 @@ static int encode_pieces(const struct tokenizer *t, const uint8_t *s, size_t n, 
 	}
 	*at = n;
 	return 0;
+}
+
+/* The loop twice over: Qwen2's and Llama 3's machine inlined alone (the one most encodes run, kept
+ * as lean as before the other machines came), and the others through split_fast. */
+__attribute__((noinline, hot)) static int
+encode_pieces_qwen2(const struct tokenizer *t, const uint8_t *s, size_t n, size_t *at, size_t stop,
+		    struct tok_ids *out, struct tok_work *w)
+{
+	return encode_pieces_with(t, s, n, at, stop, out, w, true);
+}
+
+__attribute__((noinline)) static int encode_pieces_other(const struct tokenizer *t,
+							 const uint8_t *s, size_t n, size_t *at,
+							 size_t stop, struct tok_ids *out,
+							 struct tok_work *w)
+{
+	return encode_pieces_with(t, s, n, at, stop, out, w, false);
+}
+
+static inline int encode_pieces(const struct tokenizer *t, const uint8_t *s, size_t n, size_t *at,
+				size_t stop, struct tok_ids *out, struct tok_work *w)
+{
+	return t->fast_split <= 3 ? encode_pieces_qwen2(t, s, n, at, stop, out, w)
+				  : encode_pieces_other(t, s, n, at, stop, out, w);
 }
 
 /* --- added tokens --------------------------------------------------------------------------- */
