@@ -1165,24 +1165,36 @@ static bool is_auto(const cJSON *v)
 	return cJSON_IsString(v) && strcmp(v->valuestring, "auto") == 0;
 }
 
+/* The index of reasoning_effort value x among vLLM's values ("none" is 0), or -1. */
+static int effort_index(const cJSON *x)
+{
+	static const char *const efforts[] = {"none", "minimal", "low", "medium",
+					      "high", "xhigh",	 "max"};
+
+	for (size_t i = 0; cJSON_IsString(x) && i < sizeof(efforts) / sizeof(efforts[0]); i++)
+		if (strcmp(x->valuestring, efforts[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* What vLLM answers (400) to a request's own chat_template unless started with
+ * --trust-request-chat-template. */
+#define UNTRUSTED_TEMPLATE                                                                         \
+	"Chat template is passed with request, but --trust-request-chat-template is not set"
+
 /* Resolves the template's enable_thinking: *think_off is true when it is a JSON false. */
 static int thinking_resolve(const cJSON *req, const cJSON *user_kw, const cJSON *server_kw,
 			    bool *think_off, const char **why)
 {
-	static const char *const efforts[] = {"none", "minimal", "low", "medium",
-					      "high", "xhigh",	 "max"};
 	const cJSON *user = json_get(user_kw, "enable_thinking");
 	const cJSON *server = json_get(server_kw, "enable_thinking");
 	const cJSON *effort = json_get(req, "reasoning_effort");
 	const cJSON *v;
-	size_t i;
+	int i;
 
 	*think_off = false;
 	if (!is_null_or_absent(effort)) {
-		for (i = 0; i < sizeof(efforts) / sizeof(efforts[0]); i++)
-			if (cJSON_IsString(effort) && strcmp(effort->valuestring, efforts[i]) == 0)
-				break;
-		if (i == sizeof(efforts) / sizeof(efforts[0])) {
+		if ((i = effort_index(effort)) < 0) {
 			*why = "reasoning_effort is not a known value";
 			return CHAT_INVALID;
 		}
@@ -1259,8 +1271,7 @@ static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_pro
 			return CHAT_INVALID;
 		}
 		/* vLLM without --trust-request-chat-template answers 400, whatever the template */
-		*why = "Chat template is passed with request, but --trust-request-chat-template is "
-		       "not set";
+		*why = UNTRUSTED_TEMPLATE;
 		return CHAT_INVALID;
 	}
 	kw = json_get(req, "chat_template_kwargs");
@@ -2082,8 +2093,6 @@ static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct 
 		      const cJSON *server_kw, struct buf *v, bool *tools_given, bool *cont,
 		      struct buf *final, const char **why)
 {
-	static const char *const efforts[] = {"none", "minimal", "low", "medium",
-					      "high", "xhigh",	 "max"};
 	const cJSON *messages = json_get(req, "messages"), *msg, *x, *kw;
 	const struct pj *pmsgs = pj_member(raw, "messages"), *pm, *ptools, *docs;
 	struct buf scratch = {0};
@@ -2118,18 +2127,12 @@ static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct 
 	}
 	if (!is_null_or_absent(json_get(req, "chat_template"))) {
 		/* vLLM without --trust-request-chat-template answers 400 */
-		*why = "Chat template is passed with request, but --trust-request-chat-template is "
-		       "not set";
+		*why = UNTRUSTED_TEMPLATE;
 		return CHAT_INVALID;
 	}
 	x = json_get(req, "reasoning_effort");
 	if (!is_null_or_absent(x)) {
-		size_t i;
-
-		for (i = 0; i < sizeof(efforts) / sizeof(efforts[0]); i++)
-			if (cJSON_IsString(x) && strcmp(x->valuestring, efforts[i]) == 0)
-				break;
-		if (i == sizeof(efforts) / sizeof(efforts[0])) {
+		if (effort_index(x) < 0) {
 			*why = "reasoning_effort is not a known value";
 			return CHAT_INVALID;
 		}
