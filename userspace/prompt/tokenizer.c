@@ -2712,6 +2712,27 @@ cleanup:
 	return -1;
 }
 
+/* Is a a Split step of regex re, Isolated, not inverted? */
+static bool split_isolated(const cJSON *a, const char *re)
+{
+	const cJSON *r = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(a, "pattern"), "Regex");
+	const cJSON *beh = cJSON_GetObjectItemCaseSensitive(a, "behavior");
+
+	return type_is(a, "Split") && cJSON_IsString(r) && cJSON_IsString(beh) &&
+	       strcmp(beh->valuestring, "Isolated") == 0 &&
+	       is_false(cJSON_GetObjectItemCaseSensitive(a, "invert")) &&
+	       strcmp(r->valuestring, re) == 0;
+}
+
+/* Is b a ByteLevel step without a prefix space or a regex of its own? */
+static bool byte_level_plain(const cJSON *b)
+{
+	return type_is(b, "ByteLevel") &&
+	       is_false(cJSON_GetObjectItemCaseSensitive(b, "add_prefix_space")) &&
+	       is_false(cJSON_GetObjectItemCaseSensitive(b, "use_regex"));
+}
+
 static int parse_pre_tokenizer(struct tokenizer *t, const cJSON *j, char *err, size_t errlen)
 {
 	const cJSON *list = NULL, *it;
@@ -2729,57 +2750,29 @@ static int parse_pre_tokenizer(struct tokenizer *t, const cJSON *j, char *err, s
 		REFUSE("pre_tokenizer: more than %d steps are not supported", TOK_MAX_SPLITS);
 	if (n && !(t->split = calloc((size_t)n, sizeof(*t->split))))
 		REFUSE("out of memory");
-	/* the state machine's pipeline: [Split(Qwen2 or Llama 3 regex, Isolated), ByteLevel] */
-	if (list && n == 2) {
-		const cJSON *a = cJSON_GetArrayItem(list, 0), *b = cJSON_GetArrayItem(list, 1);
-		const cJSON *re = cJSON_GetObjectItemCaseSensitive(
-		    cJSON_GetObjectItemCaseSensitive(a, "pattern"), "Regex");
-		const cJSON *beh = cJSON_GetObjectItemCaseSensitive(a, "behavior");
-		if (type_is(a, "Split") && cJSON_IsString(re) && cJSON_IsString(beh) &&
-		    strcmp(beh->valuestring, "Isolated") == 0 &&
-		    is_false(cJSON_GetObjectItemCaseSensitive(a, "invert")) &&
-		    type_is(b, "ByteLevel") &&
-		    is_false(cJSON_GetObjectItemCaseSensitive(b, "add_prefix_space")) &&
-		    is_false(cJSON_GetObjectItemCaseSensitive(b, "use_regex"))) {
-			if (strcmp(re->valuestring, QWEN2_SPLIT_REGEX) == 0)
-				t->fast_split = 1;
-			else if (strcmp(re->valuestring, LLAMA3_SPLIT_REGEX) == 0)
-				t->fast_split = 3;
-			else if (strcmp(re->valuestring, GPTOSS_SPLIT_REGEX) == 0)
-				t->fast_split = 4;
-			else if (strcmp(re->valuestring, NEMO_SPLIT_REGEX) == 0)
-				t->fast_split = 5;
-			if (t->fast_split) {
-				t->byte_level = true;
-				return 0;
-			}
-		}
+	/* a state machine's pipeline: [Split(its regex, Isolated), ByteLevel], or DeepSeek V3's
+	 * [Split(B1), Split(B2), Split(B3), ByteLevel] */
+	if (list && n == 2 && byte_level_plain(cJSON_GetArrayItem(list, 1))) {
+		static const struct {
+			const char *re;
+			int kind;
+		} one[] = {{QWEN2_SPLIT_REGEX, 1},
+			   {LLAMA3_SPLIT_REGEX, 3},
+			   {GPTOSS_SPLIT_REGEX, 4},
+			   {NEMO_SPLIT_REGEX, 5}};
+
+		for (size_t k = 0; k < sizeof(one) / sizeof(one[0]) && !t->fast_split; k++)
+			if (split_isolated(cJSON_GetArrayItem(list, 0), one[k].re))
+				t->fast_split = one[k].kind;
 	}
-	/* DeepSeek V3's: [Split(B1), Split(B2), Split(B3), ByteLevel], each Split Isolated */
-	if (list && n == 4) {
-		static const char *const ds[3] = {DEEPSEEK_B1_REGEX, DEEPSEEK_B2_REGEX,
-						  DEEPSEEK_B3_REGEX};
-		const cJSON *b = cJSON_GetArrayItem(list, 3);
-		bool same = type_is(b, "ByteLevel") &&
-			    is_false(cJSON_GetObjectItemCaseSensitive(b, "add_prefix_space")) &&
-			    is_false(cJSON_GetObjectItemCaseSensitive(b, "use_regex"));
-
-		for (int k = 0; k < 3 && same; k++) {
-			const cJSON *a = cJSON_GetArrayItem(list, k);
-			const cJSON *re = cJSON_GetObjectItemCaseSensitive(
-			    cJSON_GetObjectItemCaseSensitive(a, "pattern"), "Regex");
-			const cJSON *beh = cJSON_GetObjectItemCaseSensitive(a, "behavior");
-
-			same = type_is(a, "Split") && cJSON_IsString(re) && cJSON_IsString(beh) &&
-			       strcmp(beh->valuestring, "Isolated") == 0 &&
-			       is_false(cJSON_GetObjectItemCaseSensitive(a, "invert")) &&
-			       strcmp(re->valuestring, ds[k]) == 0;
-		}
-		if (same) {
-			t->fast_split = 6;
-			t->byte_level = true;
-			return 0;
-		}
+	if (list && n == 4 && byte_level_plain(cJSON_GetArrayItem(list, 3)) &&
+	    split_isolated(cJSON_GetArrayItem(list, 0), DEEPSEEK_B1_REGEX) &&
+	    split_isolated(cJSON_GetArrayItem(list, 1), DEEPSEEK_B2_REGEX) &&
+	    split_isolated(cJSON_GetArrayItem(list, 2), DEEPSEEK_B3_REGEX))
+		t->fast_split = 6;
+	if (t->fast_split) {
+		t->byte_level = true;
+		return 0;
 	}
 	if (list) {
 		cJSON_ArrayForEach(it,
