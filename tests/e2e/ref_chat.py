@@ -121,12 +121,21 @@ def template_kwargs(req):
     return user | {k: v for k, v in extra.items() if v not in (None, "auto")}
 
 
-def request_check(req):
-    """What vLLM refuses (400) before the template: an untrusted request chat_template, documents
-    that are not a list of string maps, continue_final_message with add_generation_prompt."""
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def request_check(req, trust=False):
+    """What vLLM refuses (400) before the template: a request chat_template (unless trusted, then
+    a non-string one), documents that are not a list of string maps, an unknown reasoning_effort,
+    continue_final_message with add_generation_prompt."""
     if req.get("chat_template") is not None:
-        raise ValueError("Chat template is passed with request, but "
-                         "--trust-request-chat-template is not set")
+        if not trust:
+            raise ValueError("Chat template is passed with request, but "
+                             "--trust-request-chat-template is not set")
+        if not isinstance(req["chat_template"], str):
+            raise ValueError("chat_template is not a string")
+    if req.get("reasoning_effort") is not None and req["reasoning_effort"] not in EFFORTS:
+        raise ValueError("reasoning_effort is not a known value")
     docs = req.get("documents")
     if docs is not None and not (isinstance(docs, list) and all(
             isinstance(d, dict) and all(isinstance(v, str) for v in d.values()) for d in docs)):
@@ -173,6 +182,9 @@ def make_env():
 
 def main():
     dump = None
+    trust = "--trust-request-chat-template" in sys.argv
+    if trust:
+        sys.argv.remove("--trust-request-chat-template")
     if "--dump-vars" in sys.argv:
         k = sys.argv.index("--dump-vars")
         dump = open(sys.argv[k + 1], "w", encoding="utf-8")
@@ -206,13 +218,17 @@ def main():
         given = None
         try:
             req = json.loads(line)
-            request_check(req)
+            request_check(req, trust)
             kw = template_kwargs(req)
-            conv = conversation(req["messages"], openai_format)
+            own = req.get("chat_template") if trust else None
+            # vLLM: the request's template replaces the model's, with its own content format
+            fmt = loops_over_content(own) if own is not None else openai_format
+            conv = conversation(req["messages"], fmt)
             postprocess_tool_calls(conv)
             tools = tool_dicts(req.get("tools"))
-            tm = tool_template if tools else template
-            given = {"template": "tool_use" if tools and "tool_use" in named else "default",
+            tm = env.from_string(own) if own is not None else tool_template if tools else template
+            given = {"template": "request" if own is not None else
+                     "tool_use" if tools and "tool_use" in named else "default",
                      "vars": dict(messages=conv, tools=tools, documents=req.get("documents"),
                                   **(special | kw)),
                      "cut": bool(req.get("continue_final_message"))}

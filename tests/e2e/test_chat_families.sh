@@ -16,7 +16,7 @@ seed=${CHAT_SEED:-20261202}
 count=${CHAT_COUNT:-150}
 families=${CHAT_FAMILIES:-qwen3 qwen2_5 llama3_2 deepseek_v3 gemma3 mistral_nemo}
 tmp=$(mktemp -d /tmp/kvs-chat-families.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
 if [ ! -x build/kvtok ]; then
 	echo "not ok - build/kvtok missing (make)"
@@ -76,6 +76,54 @@ for pair in llama2:tests/e2e/templates/llama2_chat.jinja llama3_2:tests/e2e/temp
 	[ "$n_ok" -gt 0 ] && [ "$n_inst" = "$n_ok" ]
 	ok $? "$f --chat-template: the file's template rendered ($n_inst of $n_ok prompts have [INST])"
 done
+# vLLM's --trust-request-chat-template: each request carries its own template (the families'
+# templates in turn, Gemma 3's in the openai content format, and a few that do not compile),
+# rendered in place of the model's, with the model's special tokens.
+python3 - "$tmp/requests.jsonl" "$tmp/own.jsonl" models/*/tokenizer_config.json <<'PY'
+import json, sys
+src, dst, cfgs = sys.argv[1], sys.argv[2], sys.argv[3:]
+tmpls = []
+for c in cfgs:
+    t = json.load(open(c, encoding="utf-8")).get("chat_template")
+    if isinstance(t, str):
+        tmpls.append(t)
+tmpls += ["{% for m in messages %}{{ m.content }}", "{% filter upper %}x{% endfilter %}", 7]
+with open(dst, "w", encoding="utf-8") as out:
+    for i, line in enumerate(open(src, encoding="utf-8")):
+        req = json.loads(line)
+        if isinstance(req, dict):
+            req["chat_template"] = tmpls[i % len(tmpls)]
+        out.write(json.dumps(req, ensure_ascii=False) + "\n")
+PY
+for f in qwen3 llama3_2; do
+	[ -f "models/$f/tokenizer_config.json" ] || continue
+	python3 tests/e2e/ref_chat.py --trust-request-chat-template "models/$f/tokenizer_config.json" \
+		<"$tmp/own.jsonl" >"$tmp/py_own_$f.jsonl"
+	python3 -c '
+import json, sys
+for l in open(sys.argv[1], encoding="utf-8"):
+    p = json.loads(l)
+    if p["status"] == "ok":
+        print(json.dumps({"text": p["text"]}, ensure_ascii=False))' "$tmp/py_own_$f.jsonl" >"$tmp/t_own_$f.jsonl"
+	node tests/js/ref_tokenize.mjs --tokenizer "models/$f/tokenizer.json" "$tmp/t_own_$f.jsonl" \
+		>"$tmp/r_own_$f.jsonl"
+	build/kvtok --tokenizer "models/$f" --trust-request-chat-template <"$tmp/own.jsonl" \
+		>"$tmp/c_own_$f.jsonl" 2>/dev/null
+	python3 tests/e2e/chat_family_check.py "$f --trust-request-chat-template" \
+		"$tmp/py_own_$f.jsonl" "$tmp/r_own_$f.jsonl" "$tmp/c_own_$f.jsonl"
+	TAP_FAILED=$((TAP_FAILED + $?))
+	# equal ids are the requests' templates rendered (the model's would differ); most of what
+	# the reference renders is rendered (not: the filter statement, refused at compile)
+	n_c=$(grep -c '"ids"' "$tmp/c_own_$f.jsonl")
+	n_ref=$(wc -l <"$tmp/t_own_$f.jsonl")
+	n_filter=$(grep -c "the request's chat_template: unsupported" "$tmp/c_own_$f.jsonl")
+	[ "$n_c" -gt $((n_ref * 2 / 3)) ] && [ "$n_filter" -gt 0 ]
+	ok $? "$f --trust-request-chat-template: $n_c of the reference's $n_ref prompts rendered ($n_filter with a template the interpreter refuses)"
+done
+out=$(build/kvtok --tokenizer models/qwen3 <"$tmp/own.jsonl" 2>/dev/null | grep -c 'trust-request-chat-template is not set')
+[ "$out" -gt $((count / 2)) ]
+ok $? "without --trust-request-chat-template a request's template is vLLM's 400 ($out lines)"
+
 out=$(printf '%s\n' '{"messages":[{"role":"user","content":"hi"}]}' |
 	build/kvtok --tokenizer models/llama3_2 --chat-template /nonexistent/t.jinja 2>/dev/null)
 [[ $out == '{"error":'*"cannot read the chat template"* ]]

@@ -222,9 +222,8 @@ function generate(seed, count) {
 		else if (k < 0.55) req.chat_template_kwargs = {};
 		else if (k < 0.6) req.chat_template_kwargs = { enable_thinking: pick([0, "false", "auto", [], {}]) };
 		if (chance(0.25)) req.add_generation_prompt = chance(0.5);
-		if (chance(0.05)) req.reasoning_effort = "medium";
-		if (req.reasoning_effort && !(req.chat_template_kwargs && "enable_thinking" in req.chat_template_kwargs))
-			req.chat_template_kwargs = { ...(req.chat_template_kwargs ?? {}), enable_thinking: chance(0.5) };
+		// reasoning_effort: enable_thinking derived from it unless the kwargs name it
+		if (chance(0.1)) req.reasoning_effort = pick(["none", "minimal", "low", "medium", "high", "max", null]);
 		return req;
 	};
 	const conversationOf = (kind) => {
@@ -263,12 +262,13 @@ function generate(seed, count) {
 		if (k === 1) base.messages[0].content = [{ type: "text", text: "t", uuid: "u" }];
 		if (k === 2) base.messages[0].content = [{ type: "text", text: "see" }, { type: "image_url", image_url: { url: "data:," } }];
 		if (k === 3) { base.continue_final_message = true; base.add_generation_prompt = false; }
-		if (k === 4) base.reasoning_effort = "none";
+		if (k === 4) base.messages.unshift({ role: "system", content: "x-anthropic-billing-header: cch=1\nS" });
 		if (k === 5) base.messages[0].content = "nul\u0000inside";
 		return base;
 	};
 	const invalid = () => {
-		const k = Math.floor(r() * 4);
+		const k = Math.floor(r() * 5);
+		if (k === 4) return { messages: [{ role: "user", content: "u" }], reasoning_effort: "huge" };
 		if (k === 0) return { messages: [] };
 		if (k === 1) return { messages: [{ content: "no role" }] };
 		if (k === 2) return { messages: [{ role: "user", content: 7 }] };

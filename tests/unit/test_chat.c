@@ -282,8 +282,6 @@ static void test_refused(void)
 		  CHAT_UNSUPPORTED);
 	expect_rc("tools in chat_template_kwargs",
 		  REQ("{%s,\"chat_template_kwargs\":{\"tools\":[]}}", u), CHAT_UNSUPPORTED);
-	expect_rc("reasoning_effort none without enable_thinking",
-		  REQ("{%s,\"reasoning_effort\":\"none\"}", u), CHAT_UNSUPPORTED);
 	expect_rc("system text with the billing header",
 		  "{\"messages\":[{\"role\":\"system\",\"content\":\"x-anthropic-billing-header: "
 		  "cch=1\\nS\"},{\"role\":\"user\",\"content\":\"u\"}]}",
@@ -495,7 +493,21 @@ static void test_server_kwargs(void)
 	buf_reset(&out);
 	snprintf(req, sizeof(req), "{\"messages\":[%s],\"reasoning_effort\":\"low\"}", base);
 	rc = chat_render_json(req, strlen(req), def, &out, &why);
-	CHECK(rc == CHAT_UNSUPPORTED, "reasoning_effort against a server default: versions differ");
+	CHECK(rc == CHAT_OK && !strstr(out.data, NOTHINK),
+	      "reasoning_effort low: enable_thinking true over the server's false");
+	buf_reset(&out);
+	snprintf(req, sizeof(req), "{\"messages\":[%s],\"reasoning_effort\":\"none\"}", base);
+	rc = chat_render_json(req, strlen(req), NULL, &out, &why);
+	CHECK(rc == CHAT_OK && strstr(out.data, NOTHINK),
+	      "reasoning_effort none: enable_thinking false (build_chat_params)");
+	buf_reset(&out);
+	snprintf(req, sizeof(req),
+		 "{\"messages\":[%s],\"reasoning_effort\":\"none\",\"chat_template_kwargs\":"
+		 "{\"enable_thinking\":null}}",
+		 base);
+	rc = chat_render_json(req, strlen(req), NULL, &out, &why);
+	CHECK(rc == CHAT_OK && !strstr(out.data, NOTHINK),
+	      "reasoning_effort none with enable_thinking named (null) in the kwargs: not derived");
 	buf_free(&out);
 	cJSON_Delete(def);
 }
@@ -570,7 +582,7 @@ static void tmpl_expect(const struct chat_tmpl *t, const char *what, const char 
  * interpreter's path; each expected string follows by hand from transformers' rule. */
 static void test_interpreter_requests(void)
 {
-	struct tmpl_case keep, trim, drop, docs, kw, think, qwen;
+	struct tmpl_case keep, trim, drop, docs, kw, think, effort, qwen;
 	cJSON *server;
 	char err[256];
 
@@ -584,7 +596,8 @@ static void test_interpreter_requests(void)
 			     "{{ messages[0].content }}") ||
 	    tmpl_open(&kw, "{{ foo }}|{{ bar }}|{{ baz is defined }}") ||
 	    tmpl_open(&think,
-		      "{{ messages[0].content }}{% if enable_thinking is false %}!{% endif %}")) {
+		      "{{ messages[0].content }}{% if enable_thinking is false %}!{% endif %}") ||
+	    tmpl_open(&effort, "{{ reasoning_effort }}|{{ enable_thinking is defined }}")) {
 		CHECK(0, "the test templates load");
 		return;
 	}
@@ -646,9 +659,36 @@ static void test_interpreter_requests(void)
 	    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"reasoning_effort\":\"x\"}",
 	    NULL, CHAT_INVALID, NULL);
 	tmpl_expect(
-	    think.t, "reasoning_effort with a template that reads enable_thinking",
+	    think.t, "reasoning_effort low: enable_thinking true",
 	    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"reasoning_effort\":\"low\"}",
-	    NULL, CHAT_UNSUPPORTED, NULL);
+	    NULL, CHAT_OK, "q");
+	tmpl_expect(
+	    think.t, "reasoning_effort none: enable_thinking false",
+	    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"reasoning_effort\":\"none\"}",
+	    NULL, CHAT_OK, "q!");
+	tmpl_expect(think.t,
+		    "reasoning_effort high under kwargs enable_thinking false: not derived",
+		    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"reasoning_effort\":"
+		    "\"high\",\"chat_template_kwargs\":{\"enable_thinking\":false}}",
+		    NULL, CHAT_OK, "q!");
+	tmpl_expect(effort.t, "reasoning_effort reaches the template, over a kwarg of that name",
+		    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"reasoning_effort\":"
+		    "\"max\",\"chat_template_kwargs\":{\"reasoning_effort\":\"low\"}}",
+		    NULL, CHAT_OK, "max|True");
+	tmpl_expect(effort.t, "without reasoning_effort, the kwarg of that name",
+		    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+		    "\"chat_template_kwargs\":{\"reasoning_effort\":\"low\"}}",
+		    NULL, CHAT_OK, "low|False");
+	server = cJSON_Parse("{\"foo\":\"S\"}");
+	tmpl_expect(kw.t, "with server kwargs, a null request value is dropped (with_defaults)",
+		    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+		    "\"chat_template_kwargs\":{\"baz\":null}}",
+		    server, CHAT_OK, "S||False");
+	cJSON_Delete(server);
+	tmpl_expect(kw.t, "without server kwargs, a null request value reaches the template",
+		    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+		    "\"chat_template_kwargs\":{\"baz\":null}}",
+		    NULL, CHAT_OK, "||True");
 	if (CHECK(chat_tmpl_load("models/qwen3/tokenizer_config.json", &qwen.t, err, sizeof(err)) ==
 		      0,
 		  "models/qwen3 loads")) {
@@ -667,6 +707,87 @@ static void test_interpreter_requests(void)
 	chat_tmpl_free(docs.t);
 	chat_tmpl_free(kw.t);
 	chat_tmpl_free(think.t);
+	chat_tmpl_free(effort.t);
+}
+
+/* --trust-request-chat-template: a request's own template rendered instead of the model's,
+ * compiled once and kept among the last few. */
+static void test_request_templates(void)
+{
+	struct tmpl_case base, qwen = {0};
+	struct chat_req_tmpl_stats st0, st;
+	char err[256], req[512];
+	const char *text, *why;
+	int rc;
+
+	if (!CHECK(tmpl_open(&base, "{{ bos_token }}<model>{{ messages[0].content }}") == 0,
+		   "the model's template loads"))
+		return;
+#define RT(tmpl) "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"chat_template\":" tmpl "}"
+	tmpl_expect(base.t, "untrusted: a request template is vLLM's 400",
+		    RT("\"<req>{{ messages[0].content }}\""), NULL, CHAT_INVALID, NULL);
+	CHECK(chat_server_configure(NULL, true, err, sizeof(err)) == 0, "trust request templates");
+	chat_req_tmpl_clear();
+	chat_req_tmpl_stats(&st0);
+	tmpl_expect(base.t, "trusted: the request's template replaces the model's",
+		    RT("\"<req>{{ messages[0].content }}{{ add_generation_prompt }}\""), NULL,
+		    CHAT_OK, "<req>qTrue");
+	tmpl_expect(base.t, "trusted: the same template again",
+		    RT("\"<req>{{ messages[0].content }}{{ add_generation_prompt }}\""), NULL,
+		    CHAT_OK, "<req>qTrue");
+	chat_req_tmpl_stats(&st);
+	CHECK(st.compiles - st0.compiles == 1 && st.hits - st0.hits == 1,
+	      "compiled once, found the second time (%llu compiles, %llu hits)",
+	      (unsigned long long)(st.compiles - st0.compiles),
+	      (unsigned long long)(st.hits - st0.hits));
+	tmpl_expect(
+	    base.t, "trusted: its content format is its own (openai: it loops over content)",
+	    RT("\"{% for p in messages[0].content %}{{ p.type }}:{{ p.text }}{% endfor %}\""), NULL,
+	    CHAT_OK, "text:q");
+	tmpl_expect(base.t, "trusted: a null chat_template is the model's", RT("null"), NULL,
+		    CHAT_OK, "None<model>q");
+	tmpl_expect(base.t, "trusted: a template with a syntax error is vLLM's 400",
+		    RT("\"{% for m in messages %}\""), NULL, CHAT_INVALID, NULL);
+	tmpl_expect(base.t, "trusted: a chat_template that is not a string", RT("7"), NULL,
+		    CHAT_INVALID, NULL);
+	tmpl_expect(base.t, "trusted: a template that raises",
+		    RT("\"{{ raise_exception('no') }}\""), NULL, CHAT_INVALID, NULL);
+	tmpl_expect(base.t, "trusted: valid Jinja the interpreter does not implement",
+		    RT("\"{% filter upper %}x{% endfilter %}\""), NULL, CHAT_UNSUPPORTED, NULL);
+	tmpl_expect(base.t, "trusted: a template that runs past the step bound",
+		    RT("\"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+		       "{% endfor %}\""),
+		    NULL, CHAT_UNSUPPORTED, NULL);
+	/* 20 templates through 16 slots: the oldest are compiled again, the newest found */
+	chat_req_tmpl_clear();
+	chat_req_tmpl_stats(&st0);
+	for (int i = 0; i < 20; i++) {
+		snprintf(req, sizeof(req), RT("\"t%d\""), i);
+		rc = tmpl_run(base.t, req, NULL, &text, &why);
+		CHECK(rc == CHAT_OK && atoi(text + 1) == i, "template %d rendered", i);
+	}
+	snprintf(req, sizeof(req), RT("\"t%d\""), 19);
+	rc = tmpl_run(base.t, req, NULL, &text, &why);
+	snprintf(req, sizeof(req), RT("\"t%d\""), 0);
+	rc |= tmpl_run(base.t, req, NULL, &text, &why);
+	chat_req_tmpl_stats(&st);
+	CHECK(rc == CHAT_OK && st.compiles - st0.compiles == 21 && st.hits - st0.hits == 1,
+	      "least recently used out: t19 found, t0 compiled again (%llu compiles, %llu hits)",
+	      (unsigned long long)(st.compiles - st0.compiles),
+	      (unsigned long long)(st.hits - st0.hits));
+	if (CHECK(chat_tmpl_load("models/qwen3/tokenizer_config.json", &qwen.t, err, sizeof(err)) ==
+		      0,
+		  "models/qwen3 loads"))
+		tmpl_expect(qwen.t, "trusted: Qwen3's model renders a request's template too",
+			    RT("\"{{ eos_token }}{{ messages[0].content }}\""), NULL, CHAT_OK,
+			    "<|im_end|>q");
+#undef RT
+	chat_tmpl_free(qwen.t);
+	chat_tmpl_free(base.t);
+	chat_req_tmpl_clear();
+	CHECK(chat_server_configure("[1]", false, err, sizeof(err)) == -EINVAL,
+	      "server kwargs that are not an object: refused (%s)", err);
+	CHECK(chat_server_configure(NULL, false, err, sizeof(err)) == 0, "back to untrusted");
 }
 
 static void test_template_check(void)
@@ -717,5 +838,6 @@ int main(int argc, char **argv)
 	test_server_kwargs();
 	test_template_check();
 	test_interpreter_requests();
+	test_request_templates();
 	return tap_done();
 }

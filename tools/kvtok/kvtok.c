@@ -38,11 +38,14 @@ static const char *chat_template; /* --chat-template FILE, or NULL */
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: kvtok --tokenizer PATH [--chat-template FILE] [--bench FILE [--runs N] "
-		"[--cache]]\n"
-		"  reads JSONL on stdin: {\"text\": ...} or {\"messages\": [...], ...} per line;\n"
-		"  writes {\"ids\": [...]} (or {\"error\": ...}) per line, in order.\n");
+	fprintf(
+	    f,
+	    "usage: kvtok --tokenizer PATH [--chat-template FILE] [--trust-request-chat-template]\n"
+	    "             [--default-chat-template-kwargs JSON] [--bench FILE [--runs N] "
+	    "[--cache]]\n"
+	    "  (the chat options as the workers' vLLM was started)\n"
+	    "  reads JSONL on stdin: {\"text\": ...} or {\"messages\": [...], ...} per line;\n"
+	    "  writes {\"ids\": [...]} (or {\"error\": ...}) per line, in order.\n");
 }
 
 /* --- exact JSON string bytes ------------------------------------------------------------------
@@ -458,10 +461,13 @@ int main(int argc, char **argv)
 	    {"chat-template", required_argument, NULL, 'c'},
 	    {"runs", required_argument, NULL, 'n'},
 	    {"cache", no_argument, NULL, 'C'},
+	    {"trust-request-chat-template", no_argument, NULL, 'T'},
+	    {"default-chat-template-kwargs", required_argument, NULL, 'K'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	const char *path = NULL, *bench_file = NULL;
+	const char *path = NULL, *bench_file = NULL, *server_kw = NULL;
+	bool trust = false;
 	struct tokenizer *tok;
 	char err[512];
 	char *line = NULL;
@@ -490,6 +496,12 @@ int main(int argc, char **argv)
 		case 'C':
 			cache_bytes = ROUTER_TOKCACHE_BYTES;
 			break;
+		case 'T':
+			trust = true;
+			break;
+		case 'K':
+			server_kw = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -500,6 +512,10 @@ int main(int argc, char **argv)
 	}
 	if (!path || optind != argc || runs < 1) {
 		usage(stderr);
+		return 2;
+	}
+	if (chat_server_configure(server_kw, trust, err, sizeof(err))) {
+		fprintf(stderr, "kvtok: %s\n", err);
 		return 2;
 	}
 	rss0 = rss_bytes();

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "core/log.h"
 #include "kv/approx.h"
 #include "kv/blockhash.h"
@@ -141,6 +143,19 @@ static int check_router(const char *arg)
 	return OPT_SAID;
 }
 
+/* --default-chat-template-kwargs: a JSON object, as vLLM takes it. */
+static int check_chat_kwargs(const char *arg)
+{
+	cJSON *j = cJSON_Parse(arg);
+	bool ok = cJSON_IsObject(j);
+
+	cJSON_Delete(j);
+	if (ok)
+		return 0;
+	fprintf(stderr, "kvsplice: --default-chat-template-kwargs %s: not a JSON object\n", arg);
+	return OPT_SAID;
+}
+
 static int check_node_address(const char *arg)
 {
 	struct in_addr a;
@@ -236,6 +251,15 @@ static const struct opt daemon_opts[] = {
      "chat template file of served model NAME (without NAME=: of --tokenizer's), as the "
      "workers' vLLM --chat-template: it replaces tokenizer_config.json's; repeatable",
      OPT_NO_DEFAULT, .parse = parse_chat_tmpl, .show = show_chat_tmpl},
+    {"default-chat-template-kwargs", OPT_STR, F(chat_kwargs), "JSON", 0, 0,
+     "the workers' vLLM --default-chat-template-kwargs: kwargs every chat template gets, under "
+     "each request's chat_template_kwargs (numbers in it make chat requests fallbacks: their "
+     "spelling is not kept)",
+     .dflt = "none", .check = check_chat_kwargs},
+    {"trust-request-chat-template", OPT_FLAG, F(trust_request_tmpl), NULL, 0, 0,
+     "the workers' vLLM runs with --trust-request-chat-template: a request's own chat_template "
+     "is rendered (compiled once, the last 16 kept; bounded like every template) rather than "
+     "routed as vLLM's 400"},
     {"tokenizer-root", OPT_STR, F(tokenizer_root), "DIR", 0, 0,
      "directory of the tokenizers Services name (kvsplice.io/model-tokenizers: NAME=DIR, DIR "
      "under it holding tokenizer.json and tokenizer_config.json), loaded off the serving thread",

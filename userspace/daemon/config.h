@@ -58,6 +58,8 @@ struct daemon_cfg {
 	size_t nmodel_tok;
 	const char *chat_tmpl[DAEMON_MAX_MODEL_TOKENIZERS + 1]; /* "[NAME=]FILE" */
 	size_t nchat_tmpl;
+	const char *chat_kwargs; /* --default-chat-template-kwargs JSON, or NULL */
+	bool trust_request_tmpl; /* --trust-request-chat-template */
 	bool no_tokenizer;
 	size_t tokcache; /* 0: off */
 	bool whole_prompt;

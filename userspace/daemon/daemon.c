@@ -32,6 +32,7 @@
 #include "node/keeper.h"
 #include "node/nodesetup.h"
 #include "node/supervisor.h"
+#include "prompt/chat.h"
 #include "prompt/models.h"
 #include "proxy/proxy.h"
 #include "route/policy.h"
@@ -646,6 +647,15 @@ static int load_models(struct daemon *d)
 
 	if (check_chat_templates(c, tokenizer != NULL))
 		return 2;
+	{
+		char err[128];
+
+		if (chat_server_configure(c->chat_kwargs, c->trust_request_tmpl, err,
+					  sizeof(err))) {
+			fprintf(stderr, "kvsplice: %s\n", err);
+			return 2;
+		}
+	}
 
 	for (size_t i = 0; i <= c->nmodel_tok; i++) {
 		char err[256], name[256];

@@ -34,16 +34,18 @@
  *   surrogates -> UNSUPPORTED. [] or null render nothing.
  * - continue_final_message true -> UNSUPPORTED here; chat_tmpl_render hands such requests (and
  *   documents) to the interpreter. A request "chat_template" -> INVALID: vLLM refuses it unless
- *   started with --trust-request-chat-template.
+ *   started with --trust-request-chat-template (chat_server_configure), and then the
+ *   interpreter renders the request's template.
  * - Roles: user/system/assistant/tool are rendered as the template does; any other role string
  *   (e.g. "developer") is accepted by vLLM and the template renders nothing for it, so neither
  *   do we.
  * - Kwargs: add_generation_prompt is the request field (default true). enable_thinking comes
- *   from chat_template_kwargs, else (newest vLLM) from reasoning_effort (!= "none"), else from
- *   the server's --default-chat-template-kwargs; only a JSON false adds "<think>\n\n</think>\n\n"
- *   (jinja's "is false" is an identity test). Where vLLM versions disagree (reasoning_effort
- *   "none", kwargs that shadow request fields) -> UNSUPPORTED. Other kwargs the template does not
- *   read have no effect.
+ *   from chat_template_kwargs, else from reasoning_effort (!= "none"; vLLM's build_chat_params,
+ *   whose releases before it ignored reasoning_effort), else from the server's
+ *   --default-chat-template-kwargs; only a JSON false adds "<think>\n\n</think>\n\n" (jinja's
+ *   "is false" is an identity test). Kwargs that shadow request fields -> UNSUPPORTED. Other
+ *   kwargs the template does not read have no effect. The interpreter's templates get
+ *   reasoning_effort itself too.
  * - JSON objects with a repeated key: Python keeps the LAST value, so every lookup here does too.
  * - String methods follow Python: strip('\n') strips only '\n' (note: @huggingface/jinja 0.5.11
  *   ignores the argument and strips all whitespace; tests/js/ref_chat.mjs corrects that).
@@ -51,6 +53,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +63,7 @@
 
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
+#include <xxhash.h>
 
 #include "core/ascii.h"
 #include "prompt/chat.h"
@@ -1199,14 +1203,10 @@ static int thinking_resolve(const cJSON *req, const cJSON *user_kw, const cJSON 
 			return CHAT_INVALID;
 		}
 		if (!user) {
-			/* Newest vLLM derives enable_thinking from it, older ones ignore it. */
-			if (i == 0 || (server && cJSON_IsFalse(server))) {
-				*why =
-				    "reasoning_effort without chat_template_kwargs.enable_thinking "
-				    "(vLLM versions differ)";
-				return CHAT_UNSUPPORTED;
-			}
-			return CHAT_OK; /* true or the server's non-false default: no suffix */
+			/* build_chat_params derives enable_thinking = effort != "none", over the
+			 * server's default (releases before it ignored reasoning_effort) */
+			*think_off = i == 0;
+			return CHAT_OK;
 		}
 	}
 	/* merge_kwargs: the server default is overridden unless the request value is null/"auto".
@@ -1631,7 +1631,7 @@ struct chat_tmpl {
 	char *special[4]; /* bos, eos, unk, pad token strings, or NULL */
 	bool openai;	  /* content format "openai": the template loops over content */
 	bool qwen3;	  /* the template the hand-written renderer reproduces */
-	bool thinks;	  /* the template names reasoning_effort or enable_thinking */
+	bool trusted;	  /* a request's own template (chat_server_configure) */
 };
 
 static const char *const special_names[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
@@ -1687,14 +1687,6 @@ static bool loops_over_content(const char *src)
 		p = end;
 	}
 	return false;
-}
-
-/* Does template src (or NULL) name reasoning_effort or enable_thinking anywhere? If it does not,
- * no vLLM version's handling of reasoning_effort can change its rendering (kwargs a template does
- * not read have no effect). A mention inside a string literal counts too: that only refuses. */
-static bool names_thinking(const char *src)
-{
-	return src && (strstr(src, "reasoning_effort") || strstr(src, "enable_thinking"));
 }
 
 static int tmpl_compile(const char *src, struct jinja_template **out, char *err, size_t errlen)
@@ -1810,7 +1802,6 @@ int chat_tmpl_load_with(const char *config_path, const char *template_path, stru
 	}
 	t->qwen3 = def && !tool && chat_template_check(def, strlen(def)) == 0;
 	t->openai = loops_over_content(def ? def : tool);
-	t->thinks = names_thinking(def) || names_thinking(tool);
 	/* Qwen3's template is compiled too: the interpreter renders what the hand-written renderer
 	 * does not (continue_final_message, documents) */
 	if ((def && (rc = tmpl_compile(def, &t->def, err, errlen))) ||
@@ -2040,13 +2031,16 @@ static int vars_kwargs_merged(struct buf *v, const struct pj *kw, const cJSON *s
 			return crc;
 	}
 	for (m = kw ? kw->child : NULL; m; m = m->next) {
-		if (server && memchr(m->k, 0, m->kn) == NULL) {
+		/* with server kwargs, ChatParams.with_defaults drops every unset request value,
+		 * whether the server names that key or not; without, the request's kwargs reach
+		 * the template as they are (a null as None) */
+		if (server && server->child && memchr(m->k, 0, m->kn) == NULL) {
 			char key[256];
 
 			if (m->kn < sizeof(key)) {
 				memcpy(key, m->k, m->kn);
 				key[m->kn] = '\0';
-				if (json_get(server, key) && pj_unset(pj_member(kw, key)))
+				if (pj_unset(pj_member(kw, key))) /* the last of repeated keys */
 					continue;
 			}
 		}
@@ -2093,8 +2087,8 @@ static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct 
 		      const cJSON *server_kw, struct buf *v, bool *tools_given, bool *cont,
 		      struct buf *final, const char **why)
 {
-	const cJSON *messages = json_get(req, "messages"), *msg, *x, *kw;
-	const struct pj *pmsgs = pj_member(raw, "messages"), *pm, *ptools, *docs;
+	const cJSON *messages = json_get(req, "messages"), *msg, *x, *kw, *effort;
+	const struct pj *pmsgs = pj_member(raw, "messages"), *pm, *ptools, *docs, *pkw;
 	struct buf scratch = {0};
 	bool gen_prompt = true, first = true, gen_given = false;
 	int rc = 0;
@@ -2125,23 +2119,17 @@ static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct 
 			   : "continue_final_message and add_generation_prompt are not compatible";
 		return CHAT_INVALID;
 	}
-	if (!is_null_or_absent(json_get(req, "chat_template"))) {
+	if (!t->trusted && !is_null_or_absent(json_get(req, "chat_template"))) {
 		/* vLLM without --trust-request-chat-template answers 400 */
 		*why = UNTRUSTED_TEMPLATE;
 		return CHAT_INVALID;
 	}
-	x = json_get(req, "reasoning_effort");
-	if (!is_null_or_absent(x)) {
-		if (effort_index(x) < 0) {
-			*why = "reasoning_effort is not a known value";
-			return CHAT_INVALID;
-		}
-		if (t->thinks) {
-			*why =
-			    "reasoning_effort with a template that reads it (vLLM versions hand it "
-			    "to templates differently)";
-			return CHAT_UNSUPPORTED;
-		}
+	effort = json_get(req, "reasoning_effort");
+	if (is_null_or_absent(effort)) {
+		effort = NULL;
+	} else if (effort_index(effort) < 0) {
+		*why = "reasoning_effort is not a known value";
+		return CHAT_INVALID;
 	}
 	docs = pj_member(raw, "documents");
 	if ((rc = documents_check(docs, why)) != CHAT_OK)
@@ -2277,10 +2265,21 @@ static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct 
 		rc = -ENOMEM;
 		goto out;
 	}
-	if ((rc = vars_kwargs_merged(v, pj_member(raw, "chat_template_kwargs"), server_kw, why)) !=
-	    CHAT_OK)
+	pkw = pj_member(raw, "chat_template_kwargs");
+	if ((rc = vars_kwargs_merged(v, pkw, server_kw, why)) != CHAT_OK)
 		goto out;
-	rc = buf_puts(v, "}") ? -ENOMEM : CHAT_OK;
+	if (effort) {
+		/* build_chat_params: reasoning_effort reaches the template, and unless the
+		 * request's chat_template_kwargs names enable_thinking, enable_thinking = effort !=
+		 * "none"; both override the kwargs (the last of repeated keys wins) */
+		rc |= buf_puts(v, ", \"reasoning_effort\": ");
+		rc |= buf_json_str(v, effort->valuestring, strlen(effort->valuestring));
+		if (!(pkw && pkw->t == PJ_OBJ && pj_member(pkw, "enable_thinking")))
+			rc |= buf_printf(v, ", \"enable_thinking\": %s",
+					 effort_index(effort) ? "true" : "false");
+	}
+	rc |= buf_puts(v, "}");
+	rc = rc ? -ENOMEM : CHAT_OK;
 out:
 	buf_free(&scratch);
 	return rc;
@@ -2345,6 +2344,163 @@ static int continue_final(struct buf *out, size_t base, const struct buf *final,
 	return CHAT_OK;
 }
 
+/* --- what the workers' vLLM was started with (chat_server_configure) ------------------------ */
+
+static cJSON *server_kwargs_cfg;     /* --default-chat-template-kwargs, or NULL */
+static bool trust_request_templates; /* --trust-request-chat-template */
+
+int chat_server_configure(const char *default_kwargs_json, bool trust_request_chat_template,
+			  char *err, size_t errlen)
+{
+	cJSON *kw = NULL;
+
+	if (default_kwargs_json) {
+		kw = cJSON_Parse(default_kwargs_json);
+		if (!cJSON_IsObject(kw)) {
+			cJSON_Delete(kw);
+			snprintf(err, errlen,
+				 "--default-chat-template-kwargs is not a JSON object");
+			return -EINVAL;
+		}
+	}
+	cJSON_Delete(server_kwargs_cfg);
+	server_kwargs_cfg = kw;
+	trust_request_templates = trust_request_chat_template;
+	return 0;
+}
+
+/* --- a request's own chat_template, compiled once -------------------------------------------- */
+
+/* Compiled request templates, shared by every thread: clients that send a template send the
+ * same one with every request, and compiling costs more than rendering. A few, least recently
+ * used out; an entry lives while the cache or a render holds it. */
+#define REQ_TMPL_SLOTS 16
+
+struct req_tmpl {
+	char *src;
+	size_t len;
+	uint64_t h;
+	struct jinja_template *tm;
+	bool openai; /* its content format */
+	unsigned refs;
+	uint64_t used;
+};
+
+static pthread_mutex_t req_tmpl_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct req_tmpl *req_tmpl_slot[REQ_TMPL_SLOTS];
+static uint64_t req_tmpl_tick;
+static struct chat_req_tmpl_stats req_tmpl_st;
+
+static void req_tmpl_unref_locked(struct req_tmpl *r)
+{
+	if (r && --r->refs == 0) {
+		jinja_free(r->tm);
+		free(r->src);
+		free(r);
+	}
+}
+
+static void req_tmpl_put(struct req_tmpl *r)
+{
+	pthread_mutex_lock(&req_tmpl_lock);
+	req_tmpl_unref_locked(r);
+	pthread_mutex_unlock(&req_tmpl_lock);
+}
+
+void chat_req_tmpl_stats(struct chat_req_tmpl_stats *st)
+{
+	pthread_mutex_lock(&req_tmpl_lock);
+	*st = req_tmpl_st;
+	pthread_mutex_unlock(&req_tmpl_lock);
+}
+
+void chat_req_tmpl_clear(void)
+{
+	pthread_mutex_lock(&req_tmpl_lock);
+	for (int i = 0; i < REQ_TMPL_SLOTS; i++) {
+		req_tmpl_unref_locked(req_tmpl_slot[i]);
+		req_tmpl_slot[i] = NULL;
+	}
+	pthread_mutex_unlock(&req_tmpl_lock);
+}
+
+/* The compiled template of src[0..len) (held: req_tmpl_put it), from the cache or compiled
+ * now. Returns CHAT_OK, CHAT_INVALID (a syntax error: jinja2's TemplateSyntaxError, vLLM's 400),
+ * CHAT_UNSUPPORTED (valid Jinja the interpreter refuses) with *why, or -ENOMEM. */
+static int req_tmpl_get(const char *src, size_t len, struct req_tmpl **out, const char **why)
+{
+	uint64_t h = XXH3_64bits(src, len);
+	struct req_tmpl *r = NULL, **slot = NULL;
+	struct jinja_error je;
+	int rc;
+
+	pthread_mutex_lock(&req_tmpl_lock);
+	for (int i = 0; i < REQ_TMPL_SLOTS; i++) {
+		struct req_tmpl *e = req_tmpl_slot[i];
+
+		if (e && e->h == h && e->len == len && memcmp(e->src, src, len) == 0) {
+			e->refs++;
+			e->used = ++req_tmpl_tick;
+			req_tmpl_st.hits++;
+			pthread_mutex_unlock(&req_tmpl_lock);
+			*out = e;
+			return CHAT_OK;
+		}
+	}
+	pthread_mutex_unlock(&req_tmpl_lock);
+
+	/* compiled outside the lock: another thread may compile the same text meanwhile; the
+	 * later one to finish replaces nothing but a slot */
+	if (memchr(src, 0, len)) {
+		pthread_mutex_lock(&req_tmpl_lock);
+		req_tmpl_st.refused++;
+		pthread_mutex_unlock(&req_tmpl_lock);
+		*why = "chat_template holds a NUL character";
+		return CHAT_UNSUPPORTED;
+	}
+	if (!(r = calloc(1, sizeof(*r))) || !(r->src = malloc(len + 1))) {
+		free(r);
+		return -ENOMEM;
+	}
+	memcpy(r->src, src, len);
+	r->src[len] = '\0';
+	r->len = len;
+	r->h = h;
+	rc = jinja_load(r->src, len, &r->tm, &je);
+	if (rc) {
+		free(r->src);
+		free(r);
+		if (rc == -ENOMEM)
+			return rc;
+		pthread_mutex_lock(&req_tmpl_lock);
+		req_tmpl_st.refused++;
+		pthread_mutex_unlock(&req_tmpl_lock);
+		snprintf(raised_msg, sizeof(raised_msg),
+			 "the request's chat_template: %s (line %d): %s", jinja_status_name(rc),
+			 je.line, je.msg);
+		*why = raised_msg;
+		return rc == JINJA_SYNTAX ? CHAT_INVALID : CHAT_UNSUPPORTED;
+	}
+	r->openai = loops_over_content(r->src);
+	r->refs = 2; /* the cache's and the caller's */
+	pthread_mutex_lock(&req_tmpl_lock);
+	req_tmpl_st.compiles++;
+	for (int i = 0; i < REQ_TMPL_SLOTS; i++) {
+		if (!req_tmpl_slot[i]) {
+			slot = &req_tmpl_slot[i];
+			break;
+		}
+		if (!slot || req_tmpl_slot[i]->used < (*slot)->used)
+			slot = &req_tmpl_slot[i];
+	}
+	req_tmpl_unref_locked(*slot);
+	*slot = r;
+	r->used = ++req_tmpl_tick;
+	pthread_mutex_unlock(&req_tmpl_lock);
+	*out = r;
+	return CHAT_OK;
+}
+
 int chat_tmpl_render(const struct chat_tmpl *t, const cJSON *req, const char *json, size_t len,
 		     const cJSON *server_kwargs, struct buf *out, const char **why)
 {
@@ -2352,6 +2508,9 @@ int chat_tmpl_render(const struct chat_tmpl *t, const cJSON *req, const char *js
 	struct pj *raw = NULL;
 	struct jinja_error je;
 	const struct jinja_template *tm;
+	const cJSON *own;
+	struct req_tmpl *rt = NULL;
+	struct chat_tmpl view;
 	bool tools_given = false, cont = false;
 	size_t base = out->len;
 	const char *dummy;
@@ -2359,20 +2518,47 @@ int chat_tmpl_render(const struct chat_tmpl *t, const cJSON *req, const char *js
 
 	if (!why)
 		why = &dummy;
+	if (!server_kwargs)
+		server_kwargs = server_kwargs_cfg;
+	own = json_get(req, "chat_template");
+	if (is_null_or_absent(own) || !trust_request_templates) {
+		own = NULL;
+	} else if (!cJSON_IsString(own)) {
+		*why = "chat_template is not a string";
+		return CHAT_INVALID;
+	} else if (!t) {
+		*why = "a request's chat_template for a model without tokenizer_config.json (its "
+		       "special tokens are not known)";
+		return CHAT_UNSUPPORTED;
+	}
 	if (!t)
 		return chat_render_parsed(req, json, len, server_kwargs, out, why);
 	/* the hand-written Qwen3 renderer, unless the request asks for what only the interpreter
 	 * renders */
-	if (t->qwen3 && !cJSON_IsTrue(json_get(req, "continue_final_message")) &&
+	if (t->qwen3 && !own && !cJSON_IsTrue(json_get(req, "continue_final_message")) &&
 	    is_null_or_absent(json_get(req, "documents")))
 		return chat_render_parsed(req, json, len, server_kwargs, out, why);
 	if (!cJSON_IsObject(req)) {
 		*why = "request is not a JSON object";
 		return CHAT_INVALID;
 	}
+	if (own) {
+		/* vLLM's --trust-request-chat-template: the request's template replaces the model's
+		 * (no tool_use choice), with its own content format; the special tokens stay */
+		rc = req_tmpl_get(own->valuestring, strlen(own->valuestring), &rt, why);
+		if (rc != CHAT_OK)
+			return rc;
+		view = *t;
+		view.def = rt->tm;
+		view.tool_use = NULL;
+		view.openai = rt->openai;
+		view.qwen3 = false;
+		view.trusted = true;
+		t = &view;
+	}
 	rc = pj_parse(json, len, &raw, why);
 	if (rc != CHAT_OK)
-		return rc;
+		goto out;
 	rc = vars_build(t, req, raw, server_kwargs, &vars, &tools_given, &cont, &final, why);
 	if (rc != CHAT_OK)
 		goto out;
@@ -2407,5 +2593,7 @@ out:
 	buf_free(&vars);
 	buf_free(&final);
 	pj_free(raw);
+	if (rt)
+		req_tmpl_put(rt);
 	return rc;
 }

@@ -7,7 +7,9 @@
 #ifndef KVS_CHAT_H
 #define KVS_CHAT_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
@@ -83,6 +85,26 @@ int chat_tmpl_load(const char *config_path, struct chat_tmpl **out, char *err, s
 int chat_tmpl_load_with(const char *config_path, const char *template_path, struct chat_tmpl **out,
 			char *err, size_t errlen);
 void chat_tmpl_free(struct chat_tmpl *t);
+
+/* The flags the workers' vLLM was started with that change the rendering, for every model of
+ * this process (call before rendering starts; not thread-safe):
+ * - default_kwargs_json (NULL: none): --default-chat-template-kwargs, a JSON object, under each
+ *   request's chat_template_kwargs; chat_tmpl_render uses it when given no server_kwargs;
+ * - trust_request_chat_template: --trust-request-chat-template: a request's own chat_template is
+ *   rendered (compiled once, a few kept; bounded by the interpreter's limits like any template)
+ *   instead of being vLLM's 400.
+ * Returns 0, or -EINVAL with err. */
+int chat_server_configure(const char *default_kwargs_json, bool trust_request_chat_template,
+			  char *err, size_t errlen);
+
+/* Request templates seen (--trust-request-chat-template): found compiled, compiled now, refused
+ * (not compiled: a syntax error, Jinja the interpreter does not implement, a NUL). */
+struct chat_req_tmpl_stats {
+	uint64_t hits, compiles, refused;
+};
+void chat_req_tmpl_stats(struct chat_req_tmpl_stats *st);
+/* Drops the compiled request templates (held ones live until their render ends). */
+void chat_req_tmpl_clear(void);
 
 /* Renders request req (whose text is json[0..len), already checked by chat_raw_check) with t
  * (NULL: the Qwen3 renderer) and appends the prompt to out. Returns a chat_status or -ENOMEM;

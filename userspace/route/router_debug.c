@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/metrics.h"
 #include "kv/approx.h"
+#include "prompt/chat.h"
 #include "prompt/tokenizer.h"
 #include "route/router_int.h"
 #include "route/workers.h"
@@ -52,6 +53,7 @@ enum {
 	RF_APPROX_LIMIT,
 	RF_TOKCACHE,
 	RF_TOKCACHE_BYTES,
+	RF_REQ_TMPL,
 	RF_COUNT
 };
 const struct metrics_family router_families[RF_COUNT] = {
@@ -133,6 +135,12 @@ const struct metrics_family router_families[RF_COUNT] = {
 		     "tokenizer,kind,result"},
     [RF_TOKCACHE_BYTES] = {"kvsplice_tokenizer_cache_bytes", METRICS_GAUGE,
 			   "Bytes held by the encoding caches.", NULL},
+    [RF_REQ_TMPL] =
+	{"kvsplice_request_chat_templates_total", METRICS_COUNTER,
+	 "Requests carrying their own chat_template (--trust-request-chat-template), by "
+	 "result: found compiled, compiled, refused (a syntax error or Jinja the "
+	 "interpreter does not implement: the request is a fallback).",
+	 "result"},
 };
 const size_t router_nfamilies = RF_COUNT;
 
@@ -342,6 +350,18 @@ static void worker_collector(struct buf *out, void *arg)
 	metrics_head(out, &router_families[RF_TOKCACHE_BYTES]);
 	buf_printf(out, "%s %llu\n", router_families[RF_TOKCACHE_BYTES].name,
 		   (unsigned long long)tc_bytes);
+	{
+		struct chat_req_tmpl_stats rt;
+
+		chat_req_tmpl_stats(&rt);
+		metrics_head(out, &router_families[RF_REQ_TMPL]);
+		buf_printf(out,
+			   "%s{result=\"hit\"} %llu\n%s{result=\"compiled\"} %llu\n"
+			   "%s{result=\"refused\"} %llu\n",
+			   router_families[RF_REQ_TMPL].name, (unsigned long long)rt.hits,
+			   router_families[RF_REQ_TMPL].name, (unsigned long long)rt.compiles,
+			   router_families[RF_REQ_TMPL].name, (unsigned long long)rt.refused);
+	}
 }
 
 /* --- /debug --------------------------------------------------------------------------------- */
