@@ -1218,6 +1218,29 @@ static int thinking_resolve(const cJSON *req, const cJSON *user_kw, const cJSON 
 	return CHAT_OK;
 }
 
+/* vLLM's documents: null, or a list of objects whose values are strings (its pydantic type;
+ * anything else is a 400). Both renderers check them here; the interpreter's variables dump
+ * them from the request's text. */
+static int documents_check(const cJSON *v, const char **why)
+{
+	const cJSON *d, *f;
+
+	if (is_null_or_absent(v))
+		return CHAT_OK;
+	if (!cJSON_IsArray(v))
+		goto bad;
+	cJSON_ArrayForEach(d, v)
+	{
+		if (!cJSON_IsObject(d))
+			goto bad;
+		cJSON_ArrayForEach(f, d) if (!cJSON_IsString(f)) goto bad;
+	}
+	return CHAT_OK;
+bad:
+	*why = "documents is not a list of objects of strings";
+	return CHAT_INVALID;
+}
+
 /* Request-level fields. Returns a chat_status; *gen_prompt, *think_off set on CHAT_OK. */
 static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_prompt,
 			 bool *think_off, const char **why)
@@ -1244,19 +1267,8 @@ static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_pro
 		*why = "continue_final_message";
 		return cJSON_IsNull(v) ? CHAT_INVALID : CHAT_UNSUPPORTED;
 	}
-	v = json_get(req, "documents");
-	if (!is_null_or_absent(v)) {
-		const cJSON *d, *f;
-
-		if (!cJSON_IsArray(v))
-			goto bad_documents;
-		cJSON_ArrayForEach(d, v)
-		{
-			if (!cJSON_IsObject(d))
-				goto bad_documents;
-			cJSON_ArrayForEach(f, d) if (!cJSON_IsString(f)) goto bad_documents;
-		}
-	}
+	if ((rc = documents_check(json_get(req, "documents"), why)) != CHAT_OK)
+		return rc;
 	v = json_get(req, "tools");
 	if (!is_null_or_absent(v)) {
 		if (!cJSON_IsArray(v)) {
@@ -1289,9 +1301,6 @@ static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_pro
 	if (rc != CHAT_OK)
 		return rc;
 	return thinking_resolve(req, kw, server_kw, think_off, why);
-bad_documents:
-	*why = "documents is not a list of objects of strings";
-	return CHAT_INVALID;
 }
 
 /* The template's assistant branch for message i. Returns a chat_status or -ENOMEM. */
@@ -1944,29 +1953,6 @@ static int vars_tools(struct buf *v, const struct pj *tools, const char **why)
 	return rc ? -ENOMEM : CHAT_OK;
 }
 
-/* vLLM's documents: null, or a list of objects whose values are strings (its pydantic type;
- * anything else is a 400). */
-static int documents_check(const struct pj *d, const char **why)
-{
-	const struct pj *x, *m;
-
-	if (!d || d->t == PJ_NULL)
-		return CHAT_OK;
-	if (d->t != PJ_ARR)
-		goto bad;
-	for (x = d->child; x; x = x->next) {
-		if (x->t != PJ_OBJ)
-			goto bad;
-		for (m = x->child; m; m = m->next)
-			if (m->t != PJ_STR)
-				goto bad;
-	}
-	return CHAT_OK;
-bad:
-	*why = "documents is not a list of objects of strings";
-	return CHAT_INVALID;
-}
-
 /* json.dumps of a cJSON value (the server's --default-chat-template-kwargs). Numbers are refused:
  * cJSON does not keep their spelling (1 and 1.0 print differently in Python). */
 static int cjson_dump(struct buf *v, const cJSON *x, const char **why)
@@ -2131,9 +2117,9 @@ static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct 
 		*why = "reasoning_effort is not a known value";
 		return CHAT_INVALID;
 	}
-	docs = pj_member(raw, "documents");
-	if ((rc = documents_check(docs, why)) != CHAT_OK)
+	if ((rc = documents_check(json_get(req, "documents"), why)) != CHAT_OK)
 		return rc;
+	docs = pj_member(raw, "documents");
 	kw = json_get(req, "chat_template_kwargs");
 	if (!is_null_or_absent(kw) && !cJSON_IsObject(kw)) {
 		*why = "chat_template_kwargs is not an object";
@@ -2288,29 +2274,6 @@ out:
 /* Per thread: the message of the last template that raised, for *why. */
 static __thread char raised_msg[600];
 
-/* Python's s.strip() (lstrip, rstrip) of UTF-8 s[0..n): sets [*b, *e). */
-static void py_strip(const char *s, size_t n, bool left, bool right, size_t *b, size_t *e)
-{
-	size_t i = 0, j = n, l;
-	uint32_t cp;
-
-	while (left && i < n && (l = utf8_get((const uint8_t *)s + i, n - i, &cp)) &&
-	       py_isspace(cp))
-		i += l;
-	while (right && j > i) {
-		size_t k = j - 1;
-
-		while (k > i && ((unsigned char)s[k] & 0xC0) == 0x80)
-			k--;
-		utf8_get((const uint8_t *)s + k, j - k, &cp);
-		if (!py_isspace(cp))
-			break;
-		j = k;
-	}
-	*b = i;
-	*e = j;
-}
-
 /* transformers' continue_final_message: the rendering ends where the final message's text does
  * (the last place its stripped text occurs), so the model continues it. out[base..) is the
  * rendering; the final text must appear in it, else transformers raises (vLLM: 400). */
@@ -2320,8 +2283,8 @@ static int continue_final(struct buf *out, size_t base, const struct buf *final,
 	size_t fn = final->len, rn = out->len - base, sb, se, lb, le, loc = 0, keep;
 	bool found = false;
 
-	py_strip(f, fn, true, true, &sb, &se);
-	py_strip(f, fn, true, false, &lb, &le);
+	py_strip(f, fn, NULL, 0, true, true, &sb, &se);
+	py_strip(f, fn, NULL, 0, true, false, &lb, &le);
 	for (size_t i = rn >= se - sb ? rn - (se - sb) + 1 : 0; i-- > 0;) {
 		if (!memcmp(r + i, f + sb, se - sb)) {
 			loc = i;

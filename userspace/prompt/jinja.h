@@ -94,4 +94,9 @@ const char *jinja_status_name(int status);
 /* Python's str.isspace() of code point c (what str.strip() removes). */
 bool py_isspace(uint32_t c);
 
+/* Python's s.strip(chars) (left: lstrip, right: rstrip) of UTF-8 s[0..n): sets [*b, *e).
+ * chars NULL: white space (py_isspace); else the code points of chars[0..nchars). */
+void py_strip(const char *s, size_t n, const char *chars, size_t nchars, bool left, bool right,
+	      size_t *b, size_t *e);
+
 #endif

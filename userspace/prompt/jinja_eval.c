@@ -425,42 +425,12 @@ static int str_case(struct rctx *r, const struct jv *s, int how, struct jv *out)
 	return 0;
 }
 
-/* chars: NULL for white space. */
-static bool in_chars(uint32_t cp, const struct jv *chars)
-{
-	if (!chars)
-		return py_isspace(cp);
-	for (size_t i = 0; i < chars->n;) {
-		size_t l;
-		if (utf8_next(chars->s + i, chars->n - i, &l) == cp)
-			return true;
-		i += l;
-	}
-	return false;
-}
-
 static void str_strip(const struct jv *s, const struct jv *chars, bool left, bool right,
 		      struct jv *out)
 {
-	size_t b = 0, e = s->n;
+	size_t b, e;
 
-	if (left)
-		while (b < e) {
-			size_t l;
-			uint32_t cp = utf8_next(s->s + b, e - b, &l);
-			if (!in_chars(cp, chars))
-				break;
-			b += l;
-		}
-	if (right)
-		while (e > b) {
-			size_t st = e - 1, l;
-			while (st > b && ((unsigned char)s->s[st] & 0xC0) == 0x80)
-				st--;
-			if (!in_chars(utf8_next(s->s + st, e - st, &l), chars))
-				break;
-			e = st;
-		}
+	py_strip(s->s, s->n, chars ? chars->s : NULL, chars ? chars->n : 0, left, right, &b, &e);
 	*out = jv_str(s->s + b, e - b);
 }
 

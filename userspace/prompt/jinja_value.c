@@ -351,6 +351,36 @@ bool py_isspace(uint32_t c)
 	return (unicode_cls(c) & UCLS_MASK) == UCLS_SPACE;
 }
 
+static bool strip_in(uint32_t cp, const char *chars, size_t nchars)
+{
+	if (!chars)
+		return py_isspace(cp);
+	for (size_t i = 0, l; i < nchars; i += l)
+		if (utf8_next(chars + i, nchars - i, &l) == cp)
+			return true;
+	return false;
+}
+
+void py_strip(const char *s, size_t n, const char *chars, size_t nchars, bool left, bool right,
+	      size_t *b, size_t *e)
+{
+	size_t i = 0, j = n, l;
+
+	while (left && i < j && strip_in(utf8_next(s + i, j - i, &l), chars, nchars))
+		i += l;
+	while (right && j > i) {
+		size_t k = j - 1;
+
+		while (k > i && ((unsigned char)s[k] & 0xC0) == 0x80)
+			k--;
+		if (!strip_in(utf8_next(s + k, j - k, &l), chars, nchars))
+			break;
+		j = k;
+	}
+	*b = i;
+	*e = j;
+}
+
 /* Python's str.isprintable() for one code point: not Cc, Cf, Cs, Co, Cn, Zl, Zp, Zs (but space).
  * Beyond ASCII this knows the separators, the format characters in use and the private-use
  * areas; an unassigned code point counts as printable (Python would escape it). */
