@@ -141,7 +141,7 @@ $(BUILD)/kvsplice: $(BUILD)/obj/userspace/daemon/main.o $(LIB)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
 # kvref prints the flags reference from kvbench's and kvsim's option tables too.
-TOOL_EXTRA_kvref := $(BUILD)/obj/tools/kvbench/opts.o $(BUILD)/obj/tools/kvsim/opts.o
+TOOL_EXTRA_kvref := $(BUILD)/obj/tools/kvbench/opts.o $(BUILD)/obj/tools/kvbench/convo.o $(BUILD)/obj/tools/kvbench/trace.o $(BUILD)/obj/tools/kvsim/opts.o
 define tool_rule
 $(BUILD)/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/$(1)/*.c)) $(TOOL_EXTRA_$(1)) $(LIB)
 	$$(call msg,LD,$$@)

@@ -45,6 +45,7 @@
 #include "route/scrape.h"
 #include "prompt/tokenizer.h"
 #include "opts.h"
+#include "convo.h"
 #include "trace.h"
 #include "workload.h"
 
@@ -105,7 +106,16 @@ struct run_stats {
 struct bench {
 	struct kvbench_opts o;
 	struct workload wl;
-	struct trace tr;	  /* --trace: the replayed rows */
+	bool replay;		  /* --trace or --workload sessions|agent: rows replayed */
+	struct trace tr;	  /* the replayed rows */
+	struct convo_dep *deps;	  /* --workload: each row's turn before (NULL: --trace) */
+	size_t *succ;		  /* --workload: each row's next turn (SIZE_MAX: none) */
+	size_t *heap;		  /* replay: the rows whose send time is known, soonest first */
+	size_t nheap;
+	double *due;		  /* replay: each row's send time, s after the run's start (wall) */
+	uint8_t *queued;	  /* replay: the row went into the heap this run */
+	double t_start;		  /* replay: the run's start (now_s() clock) */
+	char source[512];	  /* replay: the trace file, or the workload and its knobs */
 	double *offset;		  /* trace: each row's send time, s after the run's start (wall) */
 	uint32_t *scratch;	  /* trace: room for the longest prompt's token ids */
 	struct trace_reuse ideal; /* trace: its own reuse with an infinite cache */
@@ -380,7 +390,7 @@ static void request_start(struct bench *b, struct cconn *c, long k)
 	struct epoll_event e = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
 	const struct kvbench_target *t;
 
-	if (k >= 0 && b->o.trace) {
+	if (k >= 0 && b->replay) {
 		if (trace_body(b, (size_t)k, &b->tbody)) {
 			c->k = k;
 			c->t0 = c->t_first = now_s();
@@ -506,7 +516,7 @@ static bool response_feed(struct bench *b, struct cconn *c, bool eof)
 									: sizeof(c->worker) - 1;
 			memcpy(c->worker, h->value, l);
 			c->worker[l] = '\0';
-		} else if (b->o.trace) {
+		} else if (b->replay) {
 			/* not kvsim: a trace's per-worker counts go by the URL it was sent to */
 			snprintf(c->worker, sizeof(c->worker), "%s", b->o.t[c->target].hostport);
 		}
@@ -553,6 +563,8 @@ static bool response_feed(struct bench *b, struct cconn *c, bool eof)
 
 static void slot_next(struct bench *b, struct cconn *reuse);
 
+static void replay_answered(struct bench *b, size_t k, double t);
+
 static void request_end(struct bench *b, struct cconn *c, bool ok)
 {
 	double t = now_s();
@@ -569,13 +581,13 @@ static void request_end(struct bench *b, struct cconn *c, bool ok)
 	}
 	/* (a request left over from a run that timed out may end in the next: not counted past the
 	 * results' room) */
-	if (c->k >= 0 && b->nres < (b->o.trace ? b->tr.n : b->wl.o.requests)) {
+	if (c->k >= 0 && b->nres < (b->replay ? b->tr.n : b->wl.o.requests)) {
 		struct result *r = &b->res[b->nres++];
 
 		r->k = c->k;
-		r->prefix = b->o.trace ? 0 : b->wl.reqs[c->k].prefix;
-		r->lag_ms = b->o.trace ? (c->t0 - c->t_sched) * 1000 : 0;
-		r->expect = b->o.trace
+		r->prefix = b->replay ? 0 : b->wl.reqs[c->k].prefix;
+		r->lag_ms = b->replay ? (c->t0 - c->t_sched) * 1000 : 0;
+		r->expect = b->replay
 				? (long)trace_prompt_len(&b->tr.rows[c->k], b->o.trace_bt, NULL)
 				: -1;
 		r->ok = ok;
@@ -586,6 +598,8 @@ static void request_end(struct bench *b, struct cconn *c, bool ok)
 		r->prompt = c->prompt;
 		r->worker = worker_index(b, c->worker);
 	}
+	if (c->k >= 0 && b->replay)
+		replay_answered(b, (size_t)c->k, t);
 	b->ndone++;
 	bool keep = ok && b->o.keep_alive && c->server_keep_alive && buf_unread(&c->in) == 0;
 	if (!keep && c->fd >= 0) {
@@ -600,7 +614,7 @@ static void request_end(struct bench *b, struct cconn *c, bool ok)
  * trace's requests are started by its schedule (drive_trace), so c is freed. */
 static void slot_next(struct bench *b, struct cconn *c)
 {
-	if (!b->o.trace && b->next < b->wl.o.requests && c->k >= 0) {
+	if (!b->replay && b->next < b->wl.o.requests && c->k >= 0) {
 		request_start(b, c, (long)b->next++);
 		return;
 	}
@@ -696,21 +710,88 @@ static void progress(struct bench *b, size_t total, double t_start, size_t *last
 	*last_print = t;
 }
 
-/* Open loop: sends each trace row when its time comes (b->offset after the start), whatever is
- * still in flight, and waits for every answer. The timerfd wakes the loop at the next row's time,
- * so the send lag is what the machine adds, not a poll interval. Gives up --timeout seconds after
- * the last row's time. */
+/* The replay's schedule: a min-heap of rows by send time (b->due). A trace's rows are all in it
+ * from the start; a conversation's next turn goes in when the turn before it is answered. */
+static bool heap_less(const struct bench *b, size_t x, size_t y)
+{
+	return b->due[x] < b->due[y] || (b->due[x] == b->due[y] && x < y);
+}
+
+static void heap_push(struct bench *b, size_t row)
+{
+	size_t i;
+
+	if (b->queued[row])
+		return; /* (a leftover of a timed-out run answering late) */
+	b->queued[row] = 1;
+	i = b->nheap++;
+	b->heap[i] = row;
+	while (i && heap_less(b, b->heap[i], b->heap[(i - 1) / 2])) {
+		size_t p = (i - 1) / 2, t = b->heap[p];
+
+		b->heap[p] = b->heap[i];
+		b->heap[i] = t;
+		i = p;
+	}
+}
+
+static size_t heap_pop(struct bench *b)
+{
+	size_t top = b->heap[0], i = 0;
+
+	b->heap[0] = b->heap[--b->nheap];
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i, t;
+
+		if (l < b->nheap && heap_less(b, b->heap[l], b->heap[m]))
+			m = l;
+		if (r < b->nheap && heap_less(b, b->heap[r], b->heap[m]))
+			m = r;
+		if (m == i)
+			break;
+		t = b->heap[m];
+		b->heap[m] = b->heap[i];
+		b->heap[i] = t;
+		i = m;
+	}
+	return top;
+}
+
+/* A conversation's row k was answered (or failed) at t: its next turn is due a think time later
+ * (model ms, played --time-scale and --trace-speedup faster like a trace's schedule). */
+static void replay_answered(struct bench *b, size_t k, double t)
+{
+	size_t s;
+
+	if (!b->succ || (s = b->succ[k]) == SIZE_MAX)
+		return;
+	b->due[s] = t - b->t_start + b->deps[s].gap_ms / 1000.0 / b->o.time_scale /
+					 b->o.trace_speedup;
+	heap_push(b, s);
+}
+
+/* Replay: sends each row when its time comes (a trace's timestamp; a conversation's next turn a
+ * think time after the answer before it), whether or not other rows are still in flight, and
+ * waits for every answer. The timerfd wakes the loop at the next row's time, so the send lag is
+ * what the machine adds, not a poll interval. Gives up --timeout seconds after the last send time
+ * known. */
 static void drive_trace(struct bench *b, volatile bool *stop)
 {
 	size_t total = b->tr.n, last_pct = 0;
-	double t_start, last_print, t_end;
+	double t_start, last_print, t_end = 0;
 
 	/* glibc merges its fast bins (the tokenizer's many small frees) on the first allocation
 	 * above them, which took ~15 ms here: done before the clock starts, not on row 0's time. */
 	malloc_trim(0);
-	t_start = now_s();
+	t_start = b->t_start = now_s();
 	last_print = t_start;
-	t_end = t_start + (total ? b->offset[total - 1] : 0);
+	b->nheap = 0;
+	memset(b->queued, 0, total);
+	for (size_t k = 0; k < total; k++) {
+		b->due[k] = b->offset[k];
+		if (!b->deps || b->deps[k].prev == SIZE_MAX)
+			heap_push(b, k);
+	}
 
 	b->ndone = 0;
 	b->next = 0;
@@ -719,7 +800,8 @@ static void drive_trace(struct bench *b, volatile bool *stop)
 		double t = now_s();
 		int n;
 
-		while (b->next < total && t_start + b->offset[b->next] <= t && !*stop) {
+		while (b->nheap && t_start + b->due[b->heap[0]] <= t && !*stop) {
+			size_t k = heap_pop(b);
 			struct cconn *c = calloc(1, sizeof(*c));
 
 			if (!c) {
@@ -728,12 +810,15 @@ static void drive_trace(struct bench *b, volatile bool *stop)
 				break;
 			}
 			c->fd = -1;
-			c->t_sched = t_start + b->offset[b->next];
-			request_start(b, c, (long)b->next++);
+			c->t_sched = t_start + b->due[k];
+			b->next++;
+			if (b->due[k] > t_end)
+				t_end = b->due[k];
+			request_start(b, c, (long)k);
 			t = now_s();
 		}
-		if (b->next < total) {
-			double due = t_start + b->offset[b->next];
+		if (b->nheap) {
+			double due = t_start + b->due[b->heap[0]];
 			struct itimerspec its = {
 			    .it_value = {.tv_sec = (time_t)due,
 					 .tv_nsec = (long)((due - floor(due)) * 1e9)}};
@@ -744,8 +829,8 @@ static void drive_trace(struct bench *b, volatile bool *stop)
 		for (int k = 0; k < n; k++)
 			dispatch_ev(b, &evs[k]);
 		progress(b, total, t_start, &last_pct, &last_print);
-		if (now_s() - t_end > b->o.timeout_s) {
-			fprintf(stderr, "kvbench: run timed out %.0f s after the last row's time\n",
+		if (now_s() - (t_start + t_end) > b->o.timeout_s) {
+			fprintf(stderr, "kvbench: run timed out %.0f s after the last send time\n",
 				b->o.timeout_s);
 			break;
 		}
@@ -834,10 +919,19 @@ static int write_request_log(struct bench *b, uint32_t run)
 			f,
 			"{\"run\":%u,\"k\":%ld,\"prefix\":%u,\"worker\":\"%s\",\"start_ms\":%.3f,"
 			"\"ttft_ms\":%.3f,\"total_ms\":%.3f,\"cached\":%ld,\"prompt\":%ld,"
-			"\"ok\":%s}\n",
+			"\"ok\":%s",
 			run + 1, r->k, r->prefix, r->worker >= 0 ? b->wnames[r->worker] : "",
 			r->start_ms * s, r->ttft_ms * s, r->total_ms * s, r->cached, r->prompt,
 			r->ok ? "true" : "false") < 0)
+			rc = -1;
+		/* a conversation's rows: which one, its turn, and the row it waited for */
+		if (b->deps && r->k >= 0 &&
+		    fprintf(f, ",\"conv\":%u,\"turn\":%u,\"after\":%ld,\"gap_ms\":%.3f",
+			    b->deps[r->k].conv, b->deps[r->k].turn,
+			    b->deps[r->k].prev == SIZE_MAX ? -1L : (long)b->deps[r->k].prev,
+			    b->deps[r->k].gap_ms) < 0)
+			rc = -1;
+		if (fputs("}\n", f) < 0)
 			rc = -1;
 	}
 	if (fclose(f) != 0)
@@ -857,7 +951,7 @@ static void compute_stats(struct bench *b, struct run_stats *st, double wall)
 	       *lag = calloc(b->nres + 1, sizeof(double));
 	size_t na = 0, nh = 0, nm = 0, nl = 0;
 	double cached = 0, prompt = 0, wmax = 0, wsum = 0;
-	uint32_t P = b->o.trace ? 0 : b->wl.o.prefix_types;
+	uint32_t P = b->replay ? 0 : b->wl.o.prefix_types;
 	uint8_t *seen = P ? calloc((size_t)P * MAX_WORKERS, 1) : NULL;
 	size_t used_prefixes = 0, pairs = 0;
 	int nworkers = b->nw > b->o.nt ? b->nw : b->o.nt;
@@ -866,14 +960,14 @@ static void compute_stats(struct bench *b, struct run_stats *st, double wall)
 	if (!all || !hit || !miss || !e2e || !lag)
 		goto cleanup;
 	st->requests = b->nres;
-	if (b->o.trace && b->tr.n > b->nres) {
+	if (b->replay && b->tr.n > b->nres) {
 		st->requests = b->tr.n;
 		st->errors = b->tr.n - b->nres;
 	}
 	for (size_t i = 0; i < b->nres; i++) {
 		const struct result *r = &b->res[i];
 
-		if (b->o.trace)
+		if (b->replay)
 			lag[nl++] = r->lag_ms;
 		if (r->worker >= 0)
 			st->per_worker[r->worker]++;
@@ -1102,9 +1196,23 @@ static int trace_prepare(struct bench *b)
 	uint64_t longest = 0;
 	char err[512];
 	double t0;
-	int rc = trace_load(o->trace, o->trace_start, o->trace_limit, &b->tr, err, sizeof(err));
+	int rc;
 
-	if (rc) {
+	if (o->workload != CONVO_NONE) {
+		rc = convo_build(&o->convo, o->trace_bt, &b->tr, &b->deps, err, sizeof(err));
+		if (rc) {
+			fprintf(stderr, "kvbench: --workload %s: %s\n", convo_name(o->workload), err);
+			return rc == -ENOMEM ? 1 : 2;
+		}
+		if (!(b->succ = malloc(b->tr.n * sizeof(*b->succ))))
+			return 1;
+		for (size_t k = 0; k < b->tr.n; k++)
+			b->succ[k] = SIZE_MAX;
+		for (size_t k = 0; k < b->tr.n; k++)
+			if (b->deps[k].prev != SIZE_MAX)
+				b->succ[b->deps[k].prev] = k;
+	} else if ((rc = trace_load(o->trace, o->trace_start, o->trace_limit, &b->tr, err,
+				    sizeof(err)))) {
 		fprintf(stderr, "kvbench: --trace %s\n", err);
 		return rc == -ENOMEM ? 1 : 2;
 	}
@@ -1131,11 +1239,14 @@ static int trace_prepare(struct bench *b)
 		longest = len > longest ? len : longest;
 	}
 	b->offset = calloc(b->tr.n, sizeof(*b->offset));
+	b->due = calloc(b->tr.n, sizeof(*b->due));
+	b->heap = calloc(b->tr.n, sizeof(*b->heap));
+	b->queued = calloc(b->tr.n, 1);
 	b->scratch = calloc(longest, sizeof(*b->scratch));
 	b->res = calloc(b->tr.n, sizeof(*b->res));
-	if (!b->offset || !b->scratch || !b->res ||
+	if (!b->offset || !b->due || !b->heap || !b->queued || !b->scratch || !b->res ||
 	    trace_ideal(&b->tr, o->trace_bt, KVBENCH_KV_BLOCK, &b->ideal, NULL)) {
-		fprintf(stderr, "kvbench: --trace %s: out of memory\n", o->trace);
+		fprintf(stderr, "kvbench: replay: out of memory\n");
 		return 1;
 	}
 	t0 = b->tr.rows[0].t_ms;
@@ -1204,7 +1315,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, on_sig);
 	signal(SIGTERM, on_sig);
-	if (o->trace) {
+	b.replay = o->trace || o->workload != CONVO_NONE;
+	if (b.replay) {
 		o->warmup = false;
 		o->wl.requests = 0;
 		o->wl.prefix_types = 0;
@@ -1218,15 +1330,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvbench: tokenizer %s: %s\n", o->tokenizer, err);
 		goto cleanup;
 	}
-	if (o->trace && tokenizer_vocab_size(tok) < TRACE_TOKEN_FIRST + TRACE_TOKEN_COUNT) {
+	if (b.replay && tokenizer_vocab_size(tok) < TRACE_TOKEN_FIRST + TRACE_TOKEN_COUNT) {
 		fprintf(stderr,
-			"kvbench: --trace prompts use token ids up to %u, beyond the %zu of %s\n",
+			"kvbench: replayed prompts use token ids up to %u, beyond the %zu of %s\n",
 			TRACE_TOKEN_FIRST + TRACE_TOKEN_COUNT - 1, tokenizer_vocab_size(tok),
 			o->tokenizer);
 		rc = 2;
 		goto cleanup;
 	}
-	if (!o->trace) {
+	if (!b.replay) {
 		if (wl_build(&b.wl, &o->wl, tok, err, sizeof(err))) {
 			fprintf(stderr, "kvbench: workload: %s\n", err);
 			goto cleanup;
@@ -1243,17 +1355,17 @@ int main(int argc, char **argv)
 			if (!(b.wbodies[i] = make_body(o, &b.wl.warm[i])))
 				goto cleanup;
 	}
-	if (!o->trace || o->spread == SPREAD_ROUTER) {
+	if (!b.replay || o->spread == SPREAD_ROUTER) {
 		if (models_new(&b.models) < 0 ||
 		    models_add(b.models, NULL, o->tokenizer, err, sizeof(err)) < 0) {
 			fprintf(stderr, "kvbench: tokenizer %s: %s\n", o->tokenizer, err);
 			goto cleanup;
 		}
 	}
-	if (!o->trace && (b.opening = opening_tokens(&b)) < 0)
+	if (!b.replay && (b.opening = opening_tokens(&b)) < 0)
 		goto cleanup;
 	b.ep = epoll_create1(EPOLL_CLOEXEC);
-	if (o->trace) {
+	if (b.replay) {
 		struct epoll_event e = {.events = EPOLLIN, .data.ptr = &g_timer_tag};
 
 		b.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -1300,13 +1412,35 @@ int main(int argc, char **argv)
 		epoll_ctl(b.ep, EPOLL_CTL_ADD, events_fd(b.ev), &e);
 		usleep(300000); /* ZMQ slow joiner: let the subscriptions reach the workers */
 	}
-	if (!o->quiet && o->trace)
+	if (b.replay && !o->trace) {
+		const struct convo_opts *cv = &o->convo;
+
+		if (o->workload == CONVO_AGENT)
+			snprintf(b.source, sizeof(b.source),
+				 "workload agent: %u agents at %g/s, %zu steps, mean %g steps, "
+				 "%u shared system tokens, %u task tokens (shared %g), tokens %g "
+				 "request + %g call + %g tool output a step, %g ms between, seed "
+				 "%" PRIu64,
+				 cv->count, cv->rate, b.tr.n, cv->turns, cv->system_tokens,
+				 cv->task_tokens, cv->task_share, cv->user_tokens, cv->call_tokens,
+				 cv->output_tokens, cv->think_ms, cv->seed);
+		else
+			snprintf(b.source, sizeof(b.source),
+				 "workload sessions: %u sessions at %g/s, %zu turns, mean %g turns, "
+				 "tokens %g user + %g answer a turn, think %g ms, %u shared system "
+				 "tokens, seed %" PRIu64,
+				 cv->count, cv->rate, b.tr.n, cv->turns, cv->user_tokens,
+				 cv->answer_tokens, cv->think_ms, cv->system_tokens, cv->seed);
+	} else if (b.replay) {
+		snprintf(b.source, sizeof(b.source), "trace %s", o->trace);
+	}
+	if (!o->quiet && b.replay)
 		fprintf(stderr,
-			"kvbench: %d URL(s), spread %s, trace %s rows %zu..%zu (lines %u..%u), %u "
+			"kvbench: %d URL(s), spread %s, %s rows %zu..%zu (lines %u..%u), %u "
 			"tokens per hash id, span %.1f s (model time), offered %.2f req/s, ideal "
 			"cached ratio %.3f, %zu row(s) whose lengths do not fit their hash ids, "
 			"%u run(s)\n",
-			o->nt, (o->nt > 1 ? kvbench_spread_name(o) : "none"), o->trace,
+			o->nt, (o->nt > 1 ? kvbench_spread_name(o) : "none"), b.source,
 			o->trace_start, o->trace_start + b.tr.n - 1, b.tr.rows[0].line,
 			b.tr.rows[b.tr.n - 1].line, o->trace_bt, trace_span_s(&b),
 			trace_offered(&b), b.ideal.ratio, b.clamped, o->runs);
@@ -1354,7 +1488,7 @@ int main(int argc, char **argv)
 		mok = o->nm && metrics_snapshot(&b, &q0, &h0, true) == 0;
 		b.nres = 0;
 		t0 = b.run_t0 = now_s();
-		if (o->trace)
+		if (b.replay)
 			drive_trace(&b, &g_stop);
 		else
 			drive(&b, false, o->concurrency, &g_stop);
@@ -1436,15 +1570,34 @@ int main(int argc, char **argv)
 		med.errors = (size_t)pct(e, nr, 50);
 		med.requests = (size_t)pct(q, nr, 50);
 	}
-	if (o->trace && o->json) {
+	if (b.replay && o->json) {
 		root = cJSON_CreateObject();
-		cJSON_AddStringToObject(root, "mode", "trace");
+		cJSON_AddStringToObject(root, "mode", o->trace ? "trace" : convo_name(o->workload));
 		cJSON_AddStringToObject(root, "label", o->label ? o->label : "");
 		cJSON_AddStringToObject(root, "spread",
 					(o->nt > 1 ? kvbench_spread_name(o) : "none"));
 		cJSON_AddBoolToObject(root, "kv_events", o->nev > 0);
 		cJSON_AddNumberToObject(root, "urls", o->nt);
-		cJSON_AddStringToObject(root, "trace", o->trace);
+		cJSON_AddStringToObject(root, "trace", o->trace ? o->trace : b.source);
+		if (!o->trace) {
+			cJSON *w = cJSON_AddObjectToObject(root, "workload");
+			const struct convo_opts *cv = &o->convo;
+
+			cJSON_AddStringToObject(w, "kind", convo_name(o->workload));
+			cJSON_AddNumberToObject(w, "conversations", cv->count);
+			cJSON_AddNumberToObject(w, "rate", cv->rate);
+			cJSON_AddNumberToObject(w, "turns", cv->turns);
+			cJSON_AddNumberToObject(w, "user_tokens", cv->user_tokens);
+			cJSON_AddNumberToObject(w, "answer_tokens", cv->answer_tokens);
+			cJSON_AddNumberToObject(w, "call_tokens", cv->call_tokens);
+			cJSON_AddNumberToObject(w, "tool_output_tokens", cv->output_tokens);
+			cJSON_AddNumberToObject(w, "think_ms", cv->think_ms);
+			cJSON_AddNumberToObject(w, "system_tokens", cv->system_tokens);
+			cJSON_AddNumberToObject(w, "task_tokens", cv->task_tokens);
+			cJSON_AddNumberToObject(w, "task_share", cv->task_share);
+			cJSON_AddNumberToObject(w, "max_tokens", (double)cv->max_tokens);
+			cJSON_AddNumberToObject(w, "seed", (double)cv->seed);
+		}
 		cJSON_AddNumberToObject(root, "trace_start", (double)o->trace_start);
 		cJSON_AddNumberToObject(root, "trace_rows", (double)b.tr.n);
 		cJSON_AddNumberToObject(root, "trace_block_tokens", o->trace_bt);
@@ -1472,11 +1625,11 @@ int main(int argc, char **argv)
 		char *s = cJSON_PrintUnformatted(root);
 		printf("%s\n", s ? s : "{}");
 		free(s);
-	} else if (o->trace) {
+	} else if (b.replay) {
 		printf(
-		    "kvbench: %d URL(s) spread %s, trace %s, rows %zu..%zu, %u tokens per hash id, "
+		    "kvbench: %d URL(s) spread %s, %s, rows %zu..%zu, %u tokens per hash id, "
 		    "speedup %g%s%s\n",
-		    o->nt, (o->nt > 1 ? kvbench_spread_name(o) : "none"), o->trace, o->trace_start,
+		    o->nt, (o->nt > 1 ? kvbench_spread_name(o) : "none"), b.source, o->trace_start,
 		    o->trace_start + b.tr.n - 1, o->trace_bt, o->trace_speedup,
 		    o->label ? ", " : "", o->label ? o->label : "");
 		printf("trace: %zu rows over %.1f s (model time), offered %.2f req/s, %" PRIu64

@@ -32,6 +32,7 @@ void kvbench_opts_default(struct kvbench_opts *o)
 	policy_kv_defaults(&o->kv);
 	o->trace_bt = TRACE_FORMAT_BLOCK;
 	o->trace_speedup = 1;
+	o->cv = (struct kvbench_convo_cli){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
 }
 
 const char *kvbench_spread_name(const struct kvbench_opts *o)
@@ -41,9 +42,59 @@ const char *kvbench_spread_name(const struct kvbench_opts *o)
 					    : "random";
 }
 
+/* The workload's defaults, overridden by the knobs given. */
+static int convo_finish(struct kvbench_opts *o)
+{
+	struct convo_opts *c = &o->convo;
+	const struct kvbench_convo_cli *v = &o->cv;
+
+	convo_defaults(c, o->workload);
+	c->seed = o->wl.seed;
+	if (v->count >= 0)
+		c->count = (uint32_t)v->count;
+	if (v->rate >= 0)
+		c->rate = v->rate;
+	if (v->turns >= 0)
+		c->turns = v->turns;
+	if (v->user >= 0)
+		c->user_tokens = v->user;
+	if (v->answer >= 0)
+		c->answer_tokens = v->answer;
+	if (v->call >= 0)
+		c->call_tokens = v->call;
+	if (v->output >= 0)
+		c->output_tokens = v->output;
+	if (v->think >= 0)
+		c->think_ms = v->think;
+	if (v->system >= 0)
+		c->system_tokens = (uint32_t)v->system;
+	if (v->task >= 0)
+		c->task_tokens = (uint32_t)v->task;
+	if (v->share >= 0)
+		c->task_share = v->share;
+	if (v->max >= 0)
+		c->max_tokens = (uint64_t)v->max;
+	if (o->trace) {
+		fprintf(stderr, "kvbench: --workload %s and --trace: one or the other\n",
+			convo_name(o->workload));
+		return -1;
+	}
+	return 0;
+}
+
 int kvbench_opts_finish(struct kvbench_opts *o)
 {
-	if (o->trace) {
+	bool knob = false;
+
+	for (size_t i = 0; i < sizeof(o->cv) / sizeof(double); i++)
+		knob |= ((const double *)&o->cv)[i] >= 0;
+	if (o->workload != CONVO_NONE && convo_finish(o))
+		return -1;
+	if (o->workload == CONVO_NONE && knob) {
+		fprintf(stderr, "kvbench: the conversation options need --workload sessions|agent\n");
+		return -1;
+	}
+	if (o->trace || o->workload != CONVO_NONE) {
 		const char *bad =
 		    o->api == API_CHAT ? "--api chat (a token-id prompt needs /v1/completions)"
 		    : o->keep_alive    ? "--keep-alive (each row opens its own connection)"
@@ -51,7 +102,8 @@ int kvbench_opts_finish(struct kvbench_opts *o)
 				       : NULL;
 
 		if (bad) {
-			fprintf(stderr, "kvbench: --trace does not take %s\n", bad);
+			fprintf(stderr, "kvbench: %s does not take %s\n",
+				o->trace ? "--trace" : "--workload", bad);
 			return -1;
 		}
 	}
@@ -334,6 +386,41 @@ static int show_trace_speedup(const void *cfg, char *buf, size_t n)
 }
 
 static const char *const api_names[] = {"completions", "chat", NULL};
+/* --workload, in enum convo_kind's order */
+static const char *const workload_names[] = {"seeds", "sessions", "agent", NULL};
+
+/* The --workload knobs: a number >= 0 each, unset (< 0) until given. */
+#define CONVO_KNOB(field)                                                                          \
+	static int parse_cv_##field(void *cfg, const char *arg)                                    \
+	{                                                                                          \
+		char *end;                                                                         \
+		double v = strtod(arg, &end);                                                      \
+		if (end == arg || *end || !(v >= 0) || v > 1e12)                                   \
+			return -1;                                                                 \
+		((struct kvbench_opts *)cfg)->cv.field = v;                                        \
+		return 0;                                                                          \
+	}                                                                                          \
+	static int show_cv_##field(const void *cfg, char *buf, size_t n)                           \
+	{                                                                                          \
+		double v = ((const struct kvbench_opts *)cfg)->cv.field;                           \
+		snprintf(buf, n, "%g", v);                                                         \
+		return v >= 0;                                                                     \
+	}
+CONVO_KNOB(count)
+CONVO_KNOB(rate)
+CONVO_KNOB(turns)
+CONVO_KNOB(user)
+CONVO_KNOB(answer)
+CONVO_KNOB(call)
+CONVO_KNOB(output)
+CONVO_KNOB(think)
+CONVO_KNOB(system)
+CONVO_KNOB(task)
+CONVO_KNOB(share)
+CONVO_KNOB(max)
+#define CV_OPT(name, field, arg, help, dfl)                                                        \
+	{name, OPT_FUNC, 0, arg, 0, 0, help, .parse = parse_cv_##field, .show = show_cv_##field,   \
+	 .dflt = dfl}
 
 #define F(f) offsetof(struct kvbench_opts, f)
 #define COUNT_MAX 1e9 /* counts without a bound of their own */
@@ -431,6 +518,38 @@ static const struct opt kvbench_flags[] = {
     {"max-prompt-tokens", OPT_U64, F(max_prompt_tokens), "N", 0, 0,
      "refuse, before sending anything, a trace with a prompt longer than N tokens after "
      "scaling (0: no limit)"},
+
+    {"Generated conversations (--workload sessions | agent: replayed as a trace, each next turn "
+     "sent a think time after the answer before it; the trace-replay options apply)",
+     OPT_SECTION},
+    {"workload", OPT_CHOICE, F(workload), NULL, 0, 0,
+     "seeds: the seeds' workload (or --trace); sessions: multi-turn chat, each turn the "
+     "conversation so far + the answer + a new message; agent: agents sharing a system prompt "
+     "with tools, each step adding a tool call and its output",
+     .choices = workload_names},
+    CV_OPT("conversations", count, "N", "sessions or agents", "sessions 200, agent 40"),
+    CV_OPT("convo-rate", rate, "R", "conversations starting a second (Poisson, model time)",
+	   "sessions 2, agent 0.5"),
+    CV_OPT("turns", turns, "T", "mean turns per session, steps per agent (geometric, >= 1)",
+	   "sessions 2.0 (LMSYS-Chat-1M), agent 10"),
+    CV_OPT("user-tokens", user, "N",
+	   "mean tokens of a user message (sessions) or an agent's first request (lognormal)",
+	   "sessions 69.5 (LMSYS-Chat-1M), agent 256"),
+    CV_OPT("answer-tokens", answer, "N", "sessions: mean tokens of an answer (max_tokens)",
+	   "214.5 (LMSYS-Chat-1M)"),
+    CV_OPT("call-tokens", call, "N", "agent: mean tokens of a tool call (max_tokens)", "64"),
+    CV_OPT("tool-output-tokens", output, "N", "agent: mean tokens of a tool's output", "512"),
+    CV_OPT("think-ms", think, "MS",
+	   "mean pause after an answer before the next turn (exponential, model ms)",
+	   "sessions 5000, agent 200"),
+    CV_OPT("system-tokens", system, "N",
+	   "a system prompt (agent: with its tools) every conversation shares, whole blocks",
+	   "sessions 0, agent 4096"),
+    CV_OPT("task-tokens", task, "N", "agent: a task prefix, whole blocks", "256"),
+    CV_OPT("task-share", share, "P",
+	   "agent: probability that an agent works on the task of the agent before it", "0.5"),
+    CV_OPT("convo-max-tokens", max, "N", "a conversation ends before a prompt longer than N",
+	   "32768"),
 };
 
 static void defaults(void *cfg)

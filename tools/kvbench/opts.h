@@ -16,6 +16,7 @@
 
 #include "core/options.h"
 #include "route/policy.h"
+#include "convo.h"
 #include "workload.h"
 
 #define KVBENCH_MAX_TARGETS 64
@@ -74,6 +75,14 @@ struct kvbench_opts {
 	double trace_speedup;	    /* --trace-speedup: the schedule runs this much faster */
 	uint64_t max_prompt_tokens; /* --max-prompt-tokens: refuse longer prompts (0: no limit) */
 	uint32_t trace_max_output;  /* --trace-max-output: max_tokens cap (0: none) */
+	/* --workload sessions | agent: generated conversations replayed like a trace (convo.h);
+	 * the knobs below are < 0 when not given (the workload's default, convo_defaults) */
+	int workload; /* enum convo_kind (CONVO_NONE: the seeds' workload or --trace) */
+	struct kvbench_convo_cli {
+		double count, rate, turns, user, answer, call, output, think, system, task, share,
+		    max;
+	} cv;
+	struct convo_opts convo; /* filled by kvbench_opts_finish */
 };
 
 /* Fills o with every default. */
