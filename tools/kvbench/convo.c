@@ -54,7 +54,7 @@ void convo_defaults(struct convo_opts *o, int kind)
 	}
 }
 
-static uint64_t mix64(uint64_t x)
+static uint64_t convo_mix(uint64_t x)
 {
 	x += 0x9e3779b97f4a7c15ull;
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -64,7 +64,7 @@ static uint64_t mix64(uint64_t x)
 
 static double unif(uint64_t *s) /* (0, 1) */
 {
-	*s = mix64(*s);
+	*s = convo_mix(*s);
 	return ((double)(*s >> 11) + 0.5) / 9007199254740992.0;
 }
 
@@ -97,7 +97,7 @@ static uint32_t turns(uint64_t *s, double mean)
  * c's own blocks (tag 3). */
 static uint64_t stream_id(uint64_t seed, unsigned tag, uint64_t owner, uint64_t i)
 {
-	return mix64(seed ^ mix64(((uint64_t)tag << 60) ^ (owner << 30) ^ i));
+	return convo_mix(seed ^ convo_mix(((uint64_t)tag << 60) ^ (owner << 30) ^ i));
 }
 
 struct pend {
@@ -127,7 +127,7 @@ static int cmp_pend(const void *a, const void *b)
 int convo_build(const struct convo_opts *o, uint32_t bt, struct trace *t, struct convo_dep **deps,
 		char *err, size_t errlen)
 {
-	uint64_t rng = mix64(o->seed ^ 0xc0ffee), task = 0;
+	uint64_t rng = convo_mix(o->seed ^ 0xc0ffee), task = 0;
 	struct pend *p = NULL;
 	struct conv *cv = NULL;
 	size_t np = 0, cap = 0, total_ids = 0, *where = NULL;
@@ -177,7 +177,8 @@ int convo_build(const struct convo_opts *o, uint32_t bt, struct trace *t, struct
 		for (uint32_t j = 0; j < n && len <= o->max_tokens; j++) {
 			double gap = 0;
 
-			out = tokens(&rng, o->kind == CONVO_AGENT ? o->call_tokens : o->answer_tokens);
+			out = tokens(&rng,
+				     o->kind == CONVO_AGENT ? o->call_tokens : o->answer_tokens);
 			if (np == cap) {
 				size_t nc = cap ? cap * 2 : 1024;
 				struct pend *q = realloc(p, nc * sizeof(*p));
@@ -233,10 +234,10 @@ int convo_build(const struct convo_opts *o, uint32_t bt, struct trace *t, struct
 		r->nids = nb;
 		r->line = (uint32_t)(i + 1);
 		for (uint64_t b = 0; b < nb; b++)
-			t->ids[t->nids++] =
-			    b < c->sys_blocks	   ? stream_id(o->seed, 1, 0, b)
-			    : b < c->shared_blocks ? stream_id(o->seed, 2, c->task, b - c->sys_blocks)
-						   : stream_id(o->seed, 3, p[i].conv, b);
+			t->ids[t->nids++] = b < c->sys_blocks ? stream_id(o->seed, 1, 0, b)
+					    : b < c->shared_blocks
+						? stream_id(o->seed, 2, c->task, b - c->sys_blocks)
+						: stream_id(o->seed, 3, p[i].conv, b);
 		(*deps)[i] = (struct convo_dep){.prev = where[p[i].conv],
 						.gap_ms = p[i].gap_ms,
 						.conv = p[i].conv,

@@ -38,20 +38,21 @@
 enum convo_kind { CONVO_NONE = 0, CONVO_SESSIONS, CONVO_AGENT };
 
 struct convo_opts {
-	int kind;		/* enum convo_kind */
-	uint64_t seed;		/* the workload seed */
-	uint32_t count;		/* sessions or agents */
-	double rate;		/* conversations arriving a second, model time (> 0) */
-	double turns;		/* mean turns (sessions) or steps (agent), >= 1 */
-	double user_tokens;	/* sessions: mean tokens of a user message */
-	double answer_tokens;	/* sessions: mean tokens of an answer (max_tokens) */
-	double call_tokens;	/* agent: mean tokens of a tool call (the answer, max_tokens) */
-	double output_tokens;	/* agent: mean tokens of a tool's output */
-	double think_ms;	/* mean pause after an answer before the next turn, model ms */
-	uint32_t system_tokens; /* the shared system prompt (and tools), rounded up to whole blocks */
-	uint32_t task_tokens;	/* agent: a task prefix, rounded up to whole blocks */
-	double task_share;	/* agent: probability an agent takes the previous agent's task */
-	uint64_t max_tokens;	/* no prompt longer than this */
+	int kind;	      /* enum convo_kind */
+	uint64_t seed;	      /* the workload seed */
+	uint32_t count;	      /* sessions or agents */
+	double rate;	      /* conversations arriving a second, model time (> 0) */
+	double turns;	      /* mean turns (sessions) or steps (agent), >= 1 */
+	double user_tokens;   /* sessions: mean tokens of a user message */
+	double answer_tokens; /* sessions: mean tokens of an answer (max_tokens) */
+	double call_tokens;   /* agent: mean tokens of a tool call (the answer, max_tokens) */
+	double output_tokens; /* agent: mean tokens of a tool's output */
+	double think_ms;      /* mean pause after an answer before the next turn, model ms */
+	uint32_t
+	    system_tokens;    /* the shared system prompt (and tools), rounded up to whole blocks */
+	uint32_t task_tokens; /* agent: a task prefix, rounded up to whole blocks */
+	double task_share;    /* agent: probability an agent takes the previous agent's task */
+	uint64_t max_tokens;  /* no prompt longer than this */
 };
 
 /* The defaults of kind (sessions or agent), with their sources in convo.c. */

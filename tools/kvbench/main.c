@@ -106,11 +106,11 @@ struct run_stats {
 struct bench {
 	struct kvbench_opts o;
 	struct workload wl;
-	bool replay;		  /* --trace or --workload sessions|agent: rows replayed */
-	struct trace tr;	  /* the replayed rows */
-	struct convo_dep *deps;	  /* --workload: each row's turn before (NULL: --trace) */
-	size_t *succ;		  /* --workload: each row's next turn (SIZE_MAX: none) */
-	size_t *heap;		  /* replay: the rows whose send time is known, soonest first */
+	bool replay;		/* --trace or --workload sessions|agent: rows replayed */
+	struct trace tr;	/* the replayed rows */
+	struct convo_dep *deps; /* --workload: each row's turn before (NULL: --trace) */
+	size_t *succ;		/* --workload: each row's next turn (SIZE_MAX: none) */
+	size_t *heap;		/* replay: the rows whose send time is known, soonest first */
 	size_t nheap;
 	double *due;		  /* replay: each row's send time, s after the run's start (wall) */
 	uint8_t *queued;	  /* replay: the row went into the heap this run */
@@ -587,9 +587,8 @@ static void request_end(struct bench *b, struct cconn *c, bool ok)
 		r->k = c->k;
 		r->prefix = b->replay ? 0 : b->wl.reqs[c->k].prefix;
 		r->lag_ms = b->replay ? (c->t0 - c->t_sched) * 1000 : 0;
-		r->expect = b->replay
-				? (long)trace_prompt_len(&b->tr.rows[c->k], b->o.trace_bt, NULL)
-				: -1;
+		r->expect =
+		    b->replay ? (long)trace_prompt_len(&b->tr.rows[c->k], b->o.trace_bt, NULL) : -1;
 		r->ok = ok;
 		r->ttft_ms = c->t_first > 0 ? (c->t_first - c->t0) * 1000 : 0;
 		r->total_ms = (t - c->t0) * 1000;
@@ -765,8 +764,8 @@ static void replay_answered(struct bench *b, size_t k, double t)
 
 	if (!b->succ || (s = b->succ[k]) == SIZE_MAX)
 		return;
-	b->due[s] = t - b->t_start + b->deps[s].gap_ms / 1000.0 / b->o.time_scale /
-					 b->o.trace_speedup;
+	b->due[s] =
+	    t - b->t_start + b->deps[s].gap_ms / 1000.0 / b->o.time_scale / b->o.trace_speedup;
 	heap_push(b, s);
 }
 
@@ -1201,7 +1200,8 @@ static int trace_prepare(struct bench *b)
 	if (o->workload != CONVO_NONE) {
 		rc = convo_build(&o->convo, o->trace_bt, &b->tr, &b->deps, err, sizeof(err));
 		if (rc) {
-			fprintf(stderr, "kvbench: --workload %s: %s\n", convo_name(o->workload), err);
+			fprintf(stderr, "kvbench: --workload %s: %s\n", convo_name(o->workload),
+				err);
 			return rc == -ENOMEM ? 1 : 2;
 		}
 		if (!(b->succ = malloc(b->tr.n * sizeof(*b->succ))))
@@ -1425,12 +1425,13 @@ int main(int argc, char **argv)
 				 cv->task_tokens, cv->task_share, cv->user_tokens, cv->call_tokens,
 				 cv->output_tokens, cv->think_ms, cv->seed);
 		else
-			snprintf(b.source, sizeof(b.source),
-				 "workload sessions: %u sessions at %g/s, %zu turns, mean %g turns, "
-				 "tokens %g user + %g answer a turn, think %g ms, %u shared system "
-				 "tokens, seed %" PRIu64,
-				 cv->count, cv->rate, b.tr.n, cv->turns, cv->user_tokens,
-				 cv->answer_tokens, cv->think_ms, cv->system_tokens, cv->seed);
+			snprintf(
+			    b.source, sizeof(b.source),
+			    "workload sessions: %u sessions at %g/s, %zu turns, mean %g turns, "
+			    "tokens %g user + %g answer a turn, think %g ms, %u shared system "
+			    "tokens, seed %" PRIu64,
+			    cv->count, cv->rate, b.tr.n, cv->turns, cv->user_tokens,
+			    cv->answer_tokens, cv->think_ms, cv->system_tokens, cv->seed);
 	} else if (b.replay) {
 		snprintf(b.source, sizeof(b.source), "trace %s", o->trace);
 	}
@@ -1626,12 +1627,11 @@ int main(int argc, char **argv)
 		printf("%s\n", s ? s : "{}");
 		free(s);
 	} else if (b.replay) {
-		printf(
-		    "kvbench: %d URL(s) spread %s, %s, rows %zu..%zu, %u tokens per hash id, "
-		    "speedup %g%s%s\n",
-		    o->nt, (o->nt > 1 ? kvbench_spread_name(o) : "none"), b.source, o->trace_start,
-		    o->trace_start + b.tr.n - 1, o->trace_bt, o->trace_speedup,
-		    o->label ? ", " : "", o->label ? o->label : "");
+		printf("kvbench: %d URL(s) spread %s, %s, rows %zu..%zu, %u tokens per hash id, "
+		       "speedup %g%s%s\n",
+		       o->nt, (o->nt > 1 ? kvbench_spread_name(o) : "none"), b.source,
+		       o->trace_start, o->trace_start + b.tr.n - 1, o->trace_bt, o->trace_speedup,
+		       o->label ? ", " : "", o->label ? o->label : "");
 		printf("trace: %zu rows over %.1f s (model time), offered %.2f req/s, %" PRIu64
 		       " prompt tokens, ideal cached ratio %.3f (%zu rows hit), %zu clamped\n",
 		       b.tr.n, trace_span_s(&b), trace_offered(&b), b.ideal.prompt_tokens,

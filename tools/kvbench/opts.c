@@ -91,7 +91,8 @@ int kvbench_opts_finish(struct kvbench_opts *o)
 	if (o->workload != CONVO_NONE && convo_finish(o))
 		return -1;
 	if (o->workload == CONVO_NONE && knob) {
-		fprintf(stderr, "kvbench: the conversation options need --workload sessions|agent\n");
+		fprintf(stderr,
+			"kvbench: the conversation options need --workload sessions|agent\n");
 		return -1;
 	}
 	if (o->trace || o->workload != CONVO_NONE) {
@@ -419,8 +420,10 @@ CONVO_KNOB(task)
 CONVO_KNOB(share)
 CONVO_KNOB(max)
 #define CV_OPT(name, field, arg, help, dfl)                                                        \
-	{name, OPT_FUNC, 0, arg, 0, 0, help, .parse = parse_cv_##field, .show = show_cv_##field,   \
-	 .dflt = dfl}
+	{                                                                                          \
+		name, OPT_FUNC, 0, arg, 0, 0, help, .parse = parse_cv_##field,                     \
+						    .show = show_cv_##field, .dflt = dfl           \
+	}
 
 #define F(f) offsetof(struct kvbench_opts, f)
 #define COUNT_MAX 1e9 /* counts without a bound of their own */
