@@ -13,6 +13,9 @@
 #      rows replayed, 0 = all), TRACE_SPEEDUP (the schedule runs this much faster), TRACE_TS (4:
 #      the workers' time scale), TRACE_VARIANTS ("service round-robin dynamo kv"),
 #      TRACE_OUT (bench/out/trace).
+#      TRACE_WORKLOAD (sessions | agent): kvbench's generated conversations instead of the
+#      trace file (TRACE_LIMITS then only names the run), with TRACE_WORKLOAD_ARGS (extra
+#      kvbench flags: --conversations, --convo-rate, --turns, ...).
 set -euo pipefail
 export KVS_TESTBED_ID=${KVS_TESTBED_ID:-benchtrace}
 source "$(dirname "$0")/../tests/node/lib.sh"
@@ -54,8 +57,15 @@ for limit in ${TRACE_LIMITS:-1200 0}; do
 			kvs_start_kvsplice
 		b0=$(busy)
 		t0=$(date +%s.%N)
-		tests/node/client.sh build/kvbench --url "http://$SVC_IP:$SVC_PORT" --trace "$trace" \
-			--trace-block-tokens "$B" --trace-limit "$limit" --trace-speedup "$speedup" \
+		if [ -n "${TRACE_WORKLOAD:-}" ]; then
+			# shellcheck disable=SC2086
+			src=(--workload "$TRACE_WORKLOAD" --convo-max-tokens $((mml - 2048))
+				${TRACE_WORKLOAD_ARGS:-})
+		else
+			src=(--trace "$trace" --trace-limit "$limit")
+		fi
+		tests/node/client.sh build/kvbench --url "http://$SVC_IP:$SVC_PORT" "${src[@]}" \
+			--trace-block-tokens "$B" --trace-speedup "$speedup" \
 			--time-scale "$ts" --metrics-urls "$pods" --reset --max-prompt-tokens $((mml - 512)) \
 			--label "$tag" --json --quiet >"$out/$tag.json" || true
 		t1=$(date +%s.%N)
