@@ -28,7 +28,7 @@ print(v)' "$1" "$2"
 
 # --- refused before anything is sent ------------------------------------------------------------
 for bad in "--workload sessions --trace tests/kvsim/traces/small.jsonl" "--turns 3" \
-	"--workload sessions --api chat" "--workload agent --trace-block-tokens 24"; do
+	"--workload sessions --keep-alive" "--workload agent --trace-block-tokens 24"; do
 	# shellcheck disable=SC2086
 	out=$("$KVBENCH" --url "$W0" --tokenizer "$TOK" $bad --quiet 2>&1)
 	expect_eq "refused: $bad (exit 2)" 2 $?
@@ -81,6 +81,20 @@ expect_eq "the same seed: the same prompt tokens" "$(field "$j" trace_prompt_tok
 	"$(field "$j2" trace_prompt_tokens)"
 [ "$(field "$j" trace_prompt_tokens)" != "$(field "$j3" trace_prompt_tokens)" ]
 ok $? "another seed: other prompts ($(field "$j3" trace_prompt_tokens) tokens)"
+
+# --- chat requests (the template path): the ideal of the rendered prompts, reached on one worker -
+for w in sessions agent; do
+	j=$("$KVBENCH" --url "$W0" --api chat --workload $w --conversations 16 --convo-rate 8 \
+		--turns 3 --think-ms 300 --convo-max-tokens 12000 --trace-block-tokens 16 \
+		--time-scale 20 --tokenizer models/qwen3 --reset --json --quiet)
+	ok $? "$w as chat requests, 1 URL: exits 0" || continue
+	expect_eq "$w chat: no errors, every prompt the length kvbench rendered" "0 0" \
+		"$(field "$j" errors) $(field "$j" prompt_mismatches)"
+	expect_eq "$w chat: cached tokens equal the ideal of the rendered prompts" \
+		"$(field "$j" ideal_cached_tokens)" "$(field "$j" usage_cached_tokens)"
+	$PY -c 'import json,sys; sys.exit(0 if json.loads(sys.argv[1])["ideal_cached_ratio"] > 0.3 else 1)' "$j"
+	ok $? "$w chat: the conversation's context is reused (ideal $(field "$j" ideal_cached_ratio))"
+done
 
 # --- agents on two workers: the shared system prompt is reused ----------------------------------
 j=$("$KVBENCH" --url "$KVSIM_URLS" --spread kv --workload agent --conversations 12 --convo-rate 4 \

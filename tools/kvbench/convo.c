@@ -104,6 +104,7 @@ struct pend {
 	double t_ms;
 	uint32_t conv, turn;
 	uint64_t len, out; /* prompt and answer tokens */
+	uint64_t fresh;	   /* the new message's tokens */
 	double gap_ms;	   /* after the turn before's answer */
 };
 
@@ -161,7 +162,7 @@ int convo_build(const struct convo_opts *o, uint32_t bt, struct trace *t, struct
 	for (uint32_t c = 0; c < o->count; c++) {
 		uint64_t sys = ((uint64_t)o->system_tokens + bt - 1) / bt;
 		uint64_t tb = o->kind == CONVO_AGENT ? ((uint64_t)o->task_tokens + bt - 1) / bt : 0;
-		uint64_t len, out;
+		uint64_t len, out, fresh;
 		uint32_t n;
 		double t_ms;
 
@@ -172,7 +173,8 @@ int convo_build(const struct convo_opts *o, uint32_t bt, struct trace *t, struct
 		cv[c].shared_blocks = sys + tb;
 		cv[c].task = task;
 		n = turns(&rng, o->turns);
-		len = (sys + tb) * bt + tokens(&rng, o->user_tokens);
+		fresh = tokens(&rng, o->user_tokens);
+		len = (sys + tb) * bt + fresh;
 		t_ms = t_arr;
 		for (uint32_t j = 0; j < n && len <= o->max_tokens; j++) {
 			double gap = 0;
@@ -196,11 +198,13 @@ int convo_build(const struct convo_opts *o, uint32_t bt, struct trace *t, struct
 					      .turn = j,
 					      .len = len,
 					      .out = out,
+					      .fresh = fresh,
 					      .gap_ms = gap};
 			np++;
 			total_ids += (len + bt - 1) / bt;
-			len += out + tokens(&rng, o->kind == CONVO_AGENT ? o->output_tokens
-									 : o->user_tokens);
+			fresh = tokens(&rng,
+				       o->kind == CONVO_AGENT ? o->output_tokens : o->user_tokens);
+			len += out + fresh;
 		}
 	}
 	if (!np) {
@@ -238,10 +242,13 @@ int convo_build(const struct convo_opts *o, uint32_t bt, struct trace *t, struct
 					    : b < c->shared_blocks
 						? stream_id(o->seed, 2, c->task, b - c->sys_blocks)
 						: stream_id(o->seed, 3, p[i].conv, b);
-		(*deps)[i] = (struct convo_dep){.prev = where[p[i].conv],
-						.gap_ms = p[i].gap_ms,
-						.conv = p[i].conv,
-						.turn = p[i].turn};
+		(*deps)[i] =
+		    (struct convo_dep){.prev = where[p[i].conv],
+				       .gap_ms = p[i].gap_ms,
+				       .conv = p[i].conv,
+				       .turn = p[i].turn,
+				       .group = o->kind == CONVO_AGENT ? (uint32_t)c->task : 0,
+				       .fresh = p[i].fresh};
 		where[p[i].conv] = i;
 	}
 	t->n = np;

@@ -63,8 +63,11 @@ void convo_defaults(struct convo_opts *o, int kind);
 struct convo_dep {
 	size_t prev;
 	double gap_ms;
-	uint32_t conv; /* its conversation */
-	uint32_t turn; /* 0 for the first */
+	uint32_t conv;	/* its conversation */
+	uint32_t turn;	/* 0 for the first */
+	uint32_t group; /* agent: its task (agents of one task share it); sessions: 0 */
+	uint64_t fresh; /* tokens new in this turn: the first message, or the new message (the
+			 * answer before it is the turn before's max_tokens) */
 };
 
 /* Builds the rows of o with bt tokens per hash id (a divisor of 512) into *t (zeroed here; free

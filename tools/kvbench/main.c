@@ -30,6 +30,7 @@
 #include <arpa/inet.h>
 
 #include <cjson/cJSON.h>
+#include <xxhash.h>
 
 #include "core/buf.h"
 #include "kv/blockhash.h"
@@ -112,10 +113,16 @@ struct bench {
 	size_t *succ;		/* --workload: each row's next turn (SIZE_MAX: none) */
 	size_t *heap;		/* replay: the rows whose send time is known, soonest first */
 	size_t nheap;
-	double *due;		  /* replay: each row's send time, s after the run's start (wall) */
-	uint8_t *queued;	  /* replay: the row went into the heap this run */
-	double t_start;		  /* replay: the run's start (now_s() clock) */
-	char source[512];	  /* replay: the trace file, or the workload and its knobs */
+	double *due;	  /* replay: each row's send time, s after the run's start (wall) */
+	uint8_t *queued;  /* replay: the row went into the heap this run */
+	double t_start;	  /* replay: the run's start (now_s() clock) */
+	char source[512]; /* replay: the trace file, or the workload and its knobs */
+	/* --workload with --api chat: each row's new user message and its answer as message
+	 * objects, the system message, each row's rendered prompt length */
+	char **umsg, **amsg;
+	char *sysmsg;
+	size_t *chat_len;
+	size_t *chain;		  /* scratch: a row's turns before it, oldest first */
 	double *offset;		  /* trace: each row's send time, s after the run's start (wall) */
 	uint32_t *scratch;	  /* trace: room for the longest prompt's token ids */
 	struct trace_reuse ideal; /* trace: its own reuse with an infinite cache */
@@ -298,11 +305,15 @@ static size_t put_u32(char *out, uint32_t v)
  * of token ids (trace.h), max_tokens from its output_length, streamed with usage. Built when the
  * row is sent rather than up front, since a whole trace's bodies can take gigabytes; the ids are
  * written by hand because printf per id would add to the send lag. Returns 0 or -ENOMEM. */
+static int convo_chat_body(struct bench *b, size_t k, struct buf *out);
+
 static int trace_body(struct bench *b, size_t k, struct buf *out)
 {
 	const struct trace_row *r = &b->tr.rows[k];
 	uint64_t n = trace_prompt_len(r, b->o.trace_bt, NULL);
 
+	if (b->umsg)
+		return convo_chat_body(b, k, out);
 	buf_reset(out);
 	trace_prompt(&b->tr, r, b->o.trace_bt, b->scratch);
 	if (buf_puts(out, "{\"model\":") || buf_json_str(out, b->o.model, strlen(b->o.model)) ||
@@ -318,6 +329,192 @@ static int trace_body(struct bench *b, size_t k, struct buf *out)
 			  "],\"max_tokens\":%u,\"temperature\":0,\"ignore_eos\":true,"
 			  "\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
 			  trace_max_tokens(r, b->o.trace_bt, b->o.trace_max_output));
+}
+
+/* Builds the /v1/chat/completions body of conversation row k into out (emptied first): the
+ * system message, every earlier turn's user message and answer, then its own message. */
+static int convo_chat_body(struct bench *b, size_t k, struct buf *out)
+{
+	size_t n = 0;
+	int rc = 0;
+
+	buf_reset(out);
+	for (size_t p = b->deps[k].prev; p != SIZE_MAX; p = b->deps[p].prev)
+		b->chain[n++] = p;
+	rc |= buf_puts(out, "{\"model\":");
+	rc |= buf_json_str(out, b->o.model, strlen(b->o.model));
+	rc |= buf_puts(out, ",\"messages\":[");
+	if (b->sysmsg) {
+		rc |= buf_puts(out, b->sysmsg);
+		rc |= buf_puts(out, ",");
+	}
+	while (n--) {
+		rc |= buf_puts(out, b->umsg[b->chain[n]]);
+		rc |= buf_puts(out, ",");
+		rc |= buf_puts(out, b->amsg[b->chain[n]]);
+		rc |= buf_puts(out, ",");
+	}
+	rc |= buf_puts(out, b->umsg[k]);
+	rc |= buf_printf(out,
+			 "],\"max_tokens\":%u,\"temperature\":0,\"ignore_eos\":true,"
+			 "\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+			 trace_max_tokens(&b->tr.rows[k], b->o.trace_bt, b->o.trace_max_output));
+	return rc ? -ENOMEM : 0;
+}
+
+/* One message object {"role": role, "content": prefix + n words chosen by seed}. */
+static char *convo_message(const struct wl_words *w, const char *role, const struct buf *prefix,
+			   uint64_t seed, uint64_t n)
+{
+	struct buf text = {0}, m = {0};
+	int rc = 0;
+
+	if (prefix)
+		rc |= buf_append(&text, prefix->data, prefix->len);
+	rc |= wl_words_add(w, seed, (uint32_t)n, &text);
+	rc |= buf_printf(&m, "{\"role\":\"%s\",\"content\":", role);
+	rc |= buf_json_str(&m, text.data ? text.data : "", text.len);
+	rc |= buf_puts(&m, "}");
+	buf_free(&text);
+	if (rc) {
+		buf_free(&m);
+		return NULL;
+	}
+	return m.data;
+}
+
+/* Adds hash h to the open-addressing set (mask + 1 slots, never more than half full: the caller
+ * grows it first). Returns whether it was there. */
+static bool hset_add(uint64_t *set, uint64_t mask, uint64_t h)
+{
+	uint64_t j;
+
+	for (j = h & mask; set[j] && set[j] != h; j = (j + 1) & mask)
+		;
+	if (set[j])
+		return true;
+	set[j] = h;
+	return false;
+}
+
+/* --workload with --api chat: the messages of every row (words of one token each, chosen by the
+ * workload seed), then the ideal reuse of the prompts the model's chat template renders from
+ * them: an infinite cache on one worker, whole KVBENCH_KV_BLOCK-token blocks found by their
+ * chained hashes as vLLM finds them, at most prompt - 1 tokens. The sessions' user messages and
+ * the agents' tool outputs go as user messages (every template renders those). Returns 0, 1. */
+static int convo_chat_prepare(struct bench *b, const struct tokenizer *tok)
+{
+	const struct convo_opts *cv = &b->o.convo;
+	const struct model_tok *mt = models_find(b->models, NULL);
+	struct wl_words *w = NULL;
+	struct buf body = {0}, task = {0};
+	uint64_t *set = NULL, mask = 0, seed = cv->seed * 0x9e3779b97f4a7c15ull;
+	size_t nset = 0;
+	int rc = 1;
+
+	if (!mt || !mt->chat_ok) {
+		fprintf(stderr, "kvbench: %s: no chat template rendered exactly (%s)\n",
+			b->o.tokenizer, mt && mt->chat_why ? mt->chat_why : "none");
+		return 1;
+	}
+	if (wl_words_new(tok, &w)) {
+		fprintf(stderr, "kvbench: %s: too few one-token words for chat messages\n",
+			b->o.tokenizer);
+		return 1;
+	}
+	b->umsg = calloc(b->tr.n, sizeof(*b->umsg));
+	b->amsg = calloc(b->tr.n, sizeof(*b->amsg));
+	b->chat_len = calloc(b->tr.n, sizeof(*b->chat_len));
+	b->chain = calloc(b->tr.n, sizeof(*b->chain));
+	if (!b->umsg || !b->amsg || !b->chat_len || !b->chain)
+		goto out;
+	if (cv->system_tokens &&
+	    !(b->sysmsg = convo_message(w, "system", NULL, seed ^ 1, cv->system_tokens)))
+		goto out;
+	for (size_t k = 0; k < b->tr.n; k++) {
+		const struct convo_dep *d = &b->deps[k];
+		uint64_t rs = seed ^ ((uint64_t)d->conv << 32) ^ ((uint64_t)d->turn << 8);
+
+		buf_reset(&task);
+		if (b->o.workload == CONVO_AGENT && d->turn == 0 && cv->task_tokens &&
+		    wl_words_add(w, seed ^ 2 ^ ((uint64_t)d->group << 40), cv->task_tokens, &task))
+			goto out;
+		if (!(b->umsg[k] =
+			  convo_message(w, "user", task.len ? &task : NULL, rs ^ 3, d->fresh)) ||
+		    !(b->amsg[k] = convo_message(
+			  w, "assistant", NULL, rs ^ 4,
+			  trace_max_tokens(&b->tr.rows[k], b->o.trace_bt, b->o.trace_max_output))))
+			goto out;
+	}
+	/* the ideal, on the rendered prompts */
+	memset(&b->ideal, 0, sizeof(b->ideal));
+	for (size_t k = 0; k < b->tr.n; k++) {
+		struct openai_req r = {0};
+		const char *why = NULL;
+		uint64_t h = 0;
+		size_t nb, hit = 0;
+		bool miss = false;
+		int st;
+
+		if (convo_chat_body(b, k, &body))
+			goto out;
+		st = openai_parse_with(mt->tok, mt->chat, NULL, false, OPENAI_CHAT, body.data,
+				       body.len, &r, &why);
+		if (st != OPENAI_OK) {
+			fprintf(stderr, "kvbench: --workload --api chat: row %zu: %s\n", k,
+				why ? why : "not rendered");
+			openai_req_free(&r);
+			goto out;
+		}
+		b->chat_len[k] = r.prompt.n;
+		nb = r.prompt.n / KVBENCH_KV_BLOCK;
+		if ((nset + nb) * 2 > mask) {
+			/* grow the set of block hashes seen, and rehash */
+			uint64_t nm = mask ? mask + 1 : 1024, *ns;
+
+			while ((nset + nb) * 2 > nm - 1)
+				nm <<= 1;
+			if (!(ns = calloc(nm, sizeof(*ns)))) {
+				openai_req_free(&r);
+				goto out;
+			}
+			for (uint64_t i = 0; set && i <= mask; i++)
+				if (set[i])
+					hset_add(ns, nm - 1, set[i]);
+			free(set);
+			set = ns;
+			mask = nm - 1;
+		}
+		for (size_t i = 0; i < nb; i++) {
+			bool seen;
+
+			h = XXH3_64bits_withSeed(r.prompt.v + i * KVBENCH_KV_BLOCK,
+						 KVBENCH_KV_BLOCK * sizeof(uint32_t), h) |
+			    1;
+			seen = hset_add(set, mask, h);
+			nset += !seen;
+			if (seen && !miss && (i + 1) * KVBENCH_KV_BLOCK <= r.prompt.n - 1)
+				hit++;
+			else
+				miss = true;
+		}
+		b->ideal.prompt_tokens += r.prompt.n;
+		b->ideal.cached_tokens += hit * KVBENCH_KV_BLOCK;
+		b->ideal.hit_rows += hit > 0;
+		openai_req_free(&r);
+	}
+	b->ideal.ratio = b->ideal.prompt_tokens
+			     ? (double)b->ideal.cached_tokens / (double)b->ideal.prompt_tokens
+			     : 0;
+	rc = 0;
+out:
+	if (rc)
+		fprintf(stderr, "kvbench: --workload --api chat: cannot build the messages\n");
+	buf_free(&body);
+	buf_free(&task);
+	free(set);
+	wl_words_free(w);
+	return rc;
 }
 
 /* The index of the URL a new connection for body (blen bytes) goes to, by --spread; a policy
@@ -587,8 +784,10 @@ static void request_end(struct bench *b, struct cconn *c, bool ok)
 		r->k = c->k;
 		r->prefix = b->replay ? 0 : b->wl.reqs[c->k].prefix;
 		r->lag_ms = b->replay ? (c->t0 - c->t_sched) * 1000 : 0;
-		r->expect =
-		    b->replay ? (long)trace_prompt_len(&b->tr.rows[c->k], b->o.trace_bt, NULL) : -1;
+		r->expect = b->chat_len ? (long)b->chat_len[c->k]
+			    : b->replay
+				? (long)trace_prompt_len(&b->tr.rows[c->k], b->o.trace_bt, NULL)
+				: -1;
 		r->ok = ok;
 		r->ttft_ms = c->t_first > 0 ? (c->t_first - c->t0) * 1000 : 0;
 		r->total_ms = (t - c->t0) * 1000;
@@ -1330,7 +1529,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvbench: tokenizer %s: %s\n", o->tokenizer, err);
 		goto cleanup;
 	}
-	if (b.replay && tokenizer_vocab_size(tok) < TRACE_TOKEN_FIRST + TRACE_TOKEN_COUNT) {
+	if (b.replay && o->api != API_CHAT &&
+	    tokenizer_vocab_size(tok) < TRACE_TOKEN_FIRST + TRACE_TOKEN_COUNT) {
 		fprintf(stderr,
 			"kvbench: replayed prompts use token ids up to %u, beyond the %zu of %s\n",
 			TRACE_TOKEN_FIRST + TRACE_TOKEN_COUNT - 1, tokenizer_vocab_size(tok),
@@ -1355,13 +1555,15 @@ int main(int argc, char **argv)
 			if (!(b.wbodies[i] = make_body(o, &b.wl.warm[i])))
 				goto cleanup;
 	}
-	if (!b.replay || o->spread == SPREAD_ROUTER) {
+	if (!b.replay || o->spread == SPREAD_ROUTER || o->api == API_CHAT) {
 		if (models_new(&b.models) < 0 ||
 		    models_add(b.models, NULL, o->tokenizer, err, sizeof(err)) < 0) {
 			fprintf(stderr, "kvbench: tokenizer %s: %s\n", o->tokenizer, err);
 			goto cleanup;
 		}
 	}
+	if (b.replay && o->api == API_CHAT && convo_chat_prepare(&b, tok))
+		goto cleanup;
 	if (!b.replay && (b.opening = opening_tokens(&b)) < 0)
 		goto cleanup;
 	b.ep = epoll_create1(EPOLL_CLOEXEC);

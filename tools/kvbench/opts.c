@@ -96,11 +96,12 @@ int kvbench_opts_finish(struct kvbench_opts *o)
 		return -1;
 	}
 	if (o->trace || o->workload != CONVO_NONE) {
-		const char *bad =
-		    o->api == API_CHAT ? "--api chat (a token-id prompt needs /v1/completions)"
-		    : o->keep_alive    ? "--keep-alive (each row opens its own connection)"
-		    : o->requests_set  ? "--requests (use --trace-limit)"
-				       : NULL;
+		const char *bad = o->api == API_CHAT && o->trace
+				      ? "--api chat (a token-id prompt needs /v1/completions)"
+				  : o->keep_alive
+				      ? "--keep-alive (each row opens its own connection)"
+				  : o->requests_set ? "--requests (use --trace-limit)"
+						    : NULL;
 
 		if (bad) {
 			fprintf(stderr, "kvbench: %s does not take %s\n",

@@ -228,3 +228,38 @@ void wl_free(struct workload *w)
 	free(w->reqs);
 	w->warm = w->reqs = NULL;
 }
+
+struct wl_words {
+	struct pool pool;
+};
+
+int wl_words_new(const struct tokenizer *t, struct wl_words **out)
+{
+	struct wl_words *w = calloc(1, sizeof(*w));
+	int rc;
+
+	*out = NULL;
+	if (!w)
+		return -ENOMEM;
+	if ((rc = pool_build(&w->pool, t))) {
+		free(w->pool.w);
+		free(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+void wl_words_free(struct wl_words *w)
+{
+	if (w)
+		free(w->pool.w);
+	free(w);
+}
+
+int wl_words_add(const struct wl_words *w, uint64_t seed, uint32_t n, struct buf *out)
+{
+	uint64_t rng = seed;
+
+	return add_words(out, &w->pool, &rng, n);
+}

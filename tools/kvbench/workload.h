@@ -46,4 +46,12 @@ int wl_build(struct workload *w, const struct wl_opts *o, const struct tokenizer
 	     size_t errlen);
 void wl_free(struct workload *w);
 
+/* The one-token words of tokenizer t, for other generated texts (the conversations' chat
+ * messages): wl_words_add appends n of them (" word" each), chosen by seed. -EINVAL when the
+ * tokenizer has too few such words. */
+struct wl_words;
+int wl_words_new(const struct tokenizer *t, struct wl_words **out);
+void wl_words_free(struct wl_words *w);
+int wl_words_add(const struct wl_words *w, uint64_t seed, uint32_t n, struct buf *out);
+
 #endif
