@@ -40,9 +40,13 @@
  *     a. the first near holder in rendezvous order that is balanced and not pressed -> HOME when
  *        it is the first near holder, else REPLICA (a replica is used only while the home is
  *        busy, so it ages out of the LRU when the prefix cools);
- *     b. else a new replica where it is cheap: the least loaded candidate with room, not
+ *     b. else, when the key is in demand (this router's requests in flight compute it on some
+ *        worker), a new replica where it is cheap: the least loaded candidate with room, not
  *        pressed, replica_gap requests below the least loaded holder -> SPILL (a hot prefix
- *        gets as many workers as its traffic needs, one gap at a time). An idle worker (no
+ *        gets as many workers as its traffic needs, one gap at a time). A key with nothing in
+ *        flight gains nothing from a copy, which costs a miss of all it holds: a
+ *        conversation's next turn, whose context is its own, stays with its holder (c) (the
+ *        sessions workload: 91 -> 99 % of the ideal, docs/benchmarks.md). An idle worker (no
  *        request from anyone) needs a gap of only 1 while the cluster's caches are mostly empty
  *        of prefixes (all candidates' keys, one more, times this request's blocks, within
  *        replica_room of their summed capacity: few prefix types on many workers): a copy then
@@ -50,7 +54,8 @@
  *        idle while the holders queue (the seeds' Dynamo lost throughput at P=2 that way);
  *        Rich caches (every candidate could hold every prefix the cluster holds at the key's
  *        position, this request's size each, within replica_all of its cache: few prefix types)
- *        change a and b: b comes first and takes any worker 1 request below the holders, and a
+ *        change a and b: b (for a key in demand) comes first and takes any worker 1 request
+ *        below the holders, and a
  *        takes the least loaded balanced near holder; a copy then costs one miss and evicts
  *        nothing, and the cluster ends with every worker holding every prefix, as round-robin
  *        does, and balanced like it (P=2 on 6 workers: docs/journal/routing.md);
@@ -304,7 +309,7 @@ static long pick_policy_held(const struct policy_kv_opts *o, const struct policy
 	long first = -1, pick = -1;
 	double min_hold, sum = 0, remote = 0, gap;
 	bool rich = rich_caches(o, v);
-	bool cheap = false;
+	bool cheap = false, hot = false;
 
 	/* A holder short of free blocks would queue the request for a moment, then hit. Sending it
 	 * elsewhere is a miss, and where no cache has room for the prefix it also evicts another
@@ -329,11 +334,17 @@ static long pick_policy_held(const struct policy_kv_opts *o, const struct policy
 		t->pr[i] = t->back[i] || (lighter && t->pr[i]);
 	}
 	min_hold = min_holder_load(v, t);
+	/* A new replica serves a key in demand: one that this router's requests are computing on
+	 * some worker right now. A key with none in flight (a conversation's next turn: its context
+	 * is its own, the turn before has finished) gains nothing from a second copy, and the copy
+	 * is a miss of all it holds: it goes to a holder (c) unless every holder is pressed. */
+	for (size_t i = 0; i < v->n && !hot; i++)
+		hot = v->c[i].flight > v->key_pos;
 	/* rich caches: a copy evicts nothing and costs one miss, less than a request more on a
 	 * worker for a whole decode, so a lighter worker takes one before a balanced holder is
 	 * used (otherwise a worker that holds only the other prefixes sits a request or two below
 	 * the rest for the whole run: docs/journal/routing.md, P=2 at C=16 through the daemon) */
-	if (rich && (pick = new_replica(o, v, t, rich, min_hold)) >= 0) {
+	if (rich && hot && (pick = new_replica(o, v, t, rich, min_hold)) >= 0) {
 		*why = POLICY_SPILL;
 		return pick;
 	}
@@ -355,7 +366,7 @@ static long pick_policy_held(const struct policy_kv_opts *o, const struct policy
 		return pick;
 	}
 	/* b. a new replica where the cache has room for it and the load is clearly lower */
-	if (!rich && (pick = new_replica(o, v, t, rich, min_hold)) >= 0) {
+	if (!rich && hot && (pick = new_replica(o, v, t, rich, min_hold)) >= 0) {
 		*why = POLICY_SPILL;
 		return pick;
 	}
