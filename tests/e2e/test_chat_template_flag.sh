@@ -5,7 +5,8 @@
 # same file). With the file, kvsplice renders and tokenizes the chat exactly (its prompt length is
 # the worker's, and the second request's predicted cache is what the worker reports); without it,
 # the chat is a counted fallback; a file that cannot be read, or a NAME no --model-tokenizer names,
-# stops the daemon at start with a message.
+# stops the daemon at start with a message. --trust-request-chat-template the same way, with the
+# template sent in the request.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh
@@ -48,8 +49,8 @@ start_kvs() { # extra flags...
 	[ -n "${aport:-}" ]
 }
 
-check() { # expect: exact | fallback
-	timeout 60 $PY - "$lport" "$aport" "$model" "$1" <<'PYEOF'
+check() { # expect: exact | fallback [TEMPLATE: sent as the request's own chat_template]
+	timeout 60 $PY - "$lport" "$aport" "$model" "$@" <<'PYEOF'
 import json, sys, time, urllib.error, urllib.request
 
 lport, aport, model, expect = sys.argv[1:5]
@@ -66,8 +67,13 @@ def get(path):
     return urllib.request.urlopen("http://127.0.0.1:%s%s" % (aport, path), timeout=10).read()
 
 
+own = open(sys.argv[5]).read() if len(sys.argv) > 5 else None
+
+
 def chat(msgs):
     body = {"model": model, "messages": msgs, "max_tokens": 2}
+    if own is not None:
+        body["chat_template"] = own  # the request's own (--trust-request-chat-template)
     req = urllib.request.Request("http://127.0.0.1:%s/v1/chat/completions" % lport,
                                  data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
@@ -81,8 +87,9 @@ st, u = chat(msgs)
 r = json.loads(get("/debug/route"))["routes"][0]
 if expect == "exact":
     ok(st == 200 and r["fallback"] is None and r["prompt_tokens"] == u["prompt_tokens"],
-       "rendered with the file's template: %s prompt tokens, as the worker (%s), no fallback (%s)"
-       % (r["prompt_tokens"], u["prompt_tokens"], r["fallback"]))
+       "rendered with %s: %s prompt tokens, as the worker (%s), no fallback (%s)"
+       % ("the request's own template" if own else "the file's template", r["prompt_tokens"],
+          u["prompt_tokens"], r["fallback"]))
     time.sleep(0.4)  # the worker's KV events reach the index
     msgs2 = msgs[:1] + [{"role": "user", "content": "Name another prime."}]
     st, u = chat(msgs2)
@@ -97,8 +104,8 @@ else:
     n = [l for l in m.splitlines()
          if l.startswith("kvsplice_route_fallbacks_total{") and not l.endswith(" 0")]
     ok(st == 200 and r["fallback"] is not None and n,
-       "without --chat-template: the worker answers, kvsplice routes it as a counted fallback "
-       "(%s; %s)" % (r["fallback"], n))
+       "without %s: the worker answers, kvsplice routes it as a counted fallback (%s; %s)"
+       % ("--trust-request-chat-template" if own else "--chat-template", r["fallback"], n))
 sys.exit(1 if failed else 0)
 PYEOF
 	TAP_FAILED=$((TAP_FAILED + $?))
@@ -109,6 +116,25 @@ ok $? "kvsplice --chat-template $tmpl started" && check exact
 stop_kvs
 start_kvs
 ok $? "kvsplice without --chat-template started" && check fallback
+stop_kvs
+
+# --trust-request-chat-template: workers (kvsim here) that render a request's own template, and
+# kvsplice given the same flag renders it too (Qwen3's tokenizer, a template of the test's own sent
+# in the request); without the flag kvsplice counts the request as vLLM's 400 would be (`invalid`).
+kvsim_stop
+KVSIM_LOGDIR=$dir KVSIM_WITH_EVENTS=1 kvsim_start 1 --num-blocks 256 --max-model-len 2048 \
+	--time-scale 50 --model "$model" --trust-request-chat-template ||
+	{ echo "not ok - kvsim --trust-request-chat-template"; exit 1; }
+ep="{\"name\":\"w0\",\"ip\":\"127.0.0.1\",\"port\":${KVSIM_URLS##*:},\"events_port\":${KVSIM_EVENTS##*:},\"replay_port\":${KVSIM_REPLAYS##*:}}"
+echo "{\"services\":[{\"name\":\"l2\",\"cluster_ip\":\"10.96.0.61\",\"port\":8000,\"endpoints\":[$ep]}]}" \
+	>"$dir/services.json"
+own=$dir/own.jinja
+printf '%s' '{% for m in messages %}<|im_start|>{{ m.role }} says:{{ "\n" }}{{ m.content }}<|im_end|>{{ "\n" }}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant{{ "\n" }}{% endif %}' >"$own"
+start_kvs --tokenizer models/qwen3 --trust-request-chat-template
+ok $? "kvsplice --trust-request-chat-template started" && check exact "$own"
+stop_kvs
+start_kvs --tokenizer models/qwen3
+ok $? "kvsplice without --trust-request-chat-template started" && check fallback "$own"
 stop_kvs
 
 "${KVS:-build/kvsplice}" --services "$dir/services.json" --no-bpf --listen 127.0.0.1:0 \

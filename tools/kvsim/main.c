@@ -29,6 +29,7 @@
 #include "kvevents.h"
 #include "core/log.h"
 #include "opts.h"
+#include "prompt/chat.h"
 #include "prompt/models.h"
 #include "prompt/openai.h"
 #include "sched.h"
@@ -1244,6 +1245,10 @@ int main(int argc, char **argv)
 		const char *v = getenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING");
 
 		sm.runtime_lora = v && (!strcasecmp(v, "true") || !strcmp(v, "1"));
+	}
+	if (chat_server_configure(o->chat_kwargs, o->trust_request_tmpl, err, sizeof(err))) {
+		fprintf(stderr, "kvsim: %s\n", err);
+		return 2;
 	}
 	if (models_new(&sm.models) ||
 	    models_add_with(sm.models, NULL, o->tokenizer, o->chat_template, err, sizeof(err))) {

@@ -154,6 +154,11 @@ static const struct opt kvsim_flags[] = {
     {"chat-template", OPT_STR, F(chat_template), "FILE", 0, 0,
      "chat template file replacing tokenizer_config.json's, as vLLM's --chat-template",
      .dflt = "the tokenizer directory's"},
+    {"default-chat-template-kwargs", OPT_STR, F(chat_kwargs), "JSON", 0, 0,
+     "kwargs every chat template gets under each request's chat_template_kwargs, as vLLM's flag",
+     .dflt = "none"},
+    {"trust-request-chat-template", OPT_FLAG, F(trust_request_tmpl), NULL, 0, 0,
+     "render a request's own chat_template, as vLLM's flag (without: a 400)"},
     {"model", OPT_STR, F(model), "NAME", 0, 0, "served model name"},
     {"lora-modules", OPT_FUNC, 0, "NAME=PATH", 0, 0,
      "LoRA adapters served beside the model (blank- or comma-separated, repeatable; PATH is "

@@ -26,6 +26,8 @@ struct kvsim_opts {
 	const char *worker_id;
 	const char *tokenizer;
 	const char *chat_template; /* NULL: the tokenizer directory's */
+	const char *chat_kwargs;   /* --default-chat-template-kwargs JSON, or NULL */
+	bool trust_request_tmpl;   /* --trust-request-chat-template */
 	const char *model;
 	/* LoRA adapters served (--lora-modules), each "NAME=PATH" or "NAME"; vLLM's lora_int_id
 	 * of lora[i] is i + 1 (its adapter counter counts from 1 in load order) */
