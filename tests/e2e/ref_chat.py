@@ -220,7 +220,8 @@ def main():
             req = json.loads(line)
             request_check(req, trust)
             kw = template_kwargs(req)
-            own = req.get("chat_template") if trust else None
+            # `request.chat_template or default_template`: "" is the model's template too
+            own = (req.get("chat_template") or None) if trust else None
             # vLLM: the request's template replaces the model's, with its own content format
             fmt = loops_over_content(own) if own is not None else openai_format
             conv = conversation(req["messages"], fmt)

@@ -629,6 +629,19 @@ static void test_interpreter_requests(void)
 		    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"documents\":"
 		    "[{\"title\":\"a\",\"text\":\"t\"},{\"title\":\"b\"}]}",
 		    NULL, CHAT_OK, "[a][b]q");
+	tmpl_expect(
+	    docs.t, "the request's documents over a kwarg of that name (merge_kwargs)",
+	    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"documents\":"
+	    "[{\"title\":\"r\"}],\"chat_template_kwargs\":{\"documents\":[{\"title\":\"k\"}]}}",
+	    NULL, CHAT_OK, "[r]q");
+	tmpl_expect(docs.t, "without request documents, the kwarg's",
+		    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],"
+		    "\"chat_template_kwargs\":{\"documents\":[{\"title\":\"k\"}]}}",
+		    NULL, CHAT_OK, "[k]q");
+	tmpl_expect(docs.t, "a document's repeated key: its last value is checked (a string: fine)",
+		    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"documents\":"
+		    "[{\"title\":1,\"title\":\"t\"}]}",
+		    NULL, CHAT_OK, "[t]q");
 	tmpl_expect(docs.t, "documents with a number (vLLM: 400)",
 		    "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"documents\":"
 		    "[{\"title\":1}]}",
@@ -746,6 +759,8 @@ static void test_request_templates(void)
 	    CHAT_OK, "text:q");
 	tmpl_expect(base.t, "trusted: a null chat_template is the model's", RT("null"), NULL,
 		    CHAT_OK, "None<model>q");
+	tmpl_expect(base.t, "trusted: an empty chat_template is the model's (request or default)",
+		    RT("\"\""), NULL, CHAT_OK, "None<model>q");
 	tmpl_expect(base.t, "trusted: a template with a syntax error is vLLM's 400",
 		    RT("\"{% for m in messages %}\""), NULL, CHAT_INVALID, NULL);
 	tmpl_expect(base.t, "trusted: a chat_template that is not a string", RT("7"), NULL,

@@ -76,7 +76,8 @@ static double expo(uint64_t *s, double mean)
 /* Tokens with the given mean: lognormal, sigma 1, at least 1. */
 static uint64_t tokens(uint64_t *s, double mean)
 {
-	double z = sqrt(-2 * log(unif(s))) * cos(2 * M_PI * unif(s));
+	double u1 = unif(s), u2 = unif(s); /* in this order, whatever the compiler */
+	double z = sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
 	double v = exp(log(mean) - 0.5 + z);
 
 	return v < 1 ? 1 : (uint64_t)llround(v);

@@ -75,6 +75,7 @@ struct cconn {
 	bool done_stream, got_usage;
 	char worker[64];
 	struct router_ticket ticket; /* SPREAD_ROUTER */
+	uint32_t run;		     /* replay: the run it was sent in */
 };
 
 struct result {
@@ -115,6 +116,8 @@ struct bench {
 	size_t nheap;
 	double *due;	  /* replay: each row's send time, s after the run's start (wall) */
 	uint8_t *queued;  /* replay: the row went into the heap this run */
+	double last_due;  /* replay: the latest send time pushed this run */
+	uint32_t run;	  /* the run being measured (answers of an earlier one are late) */
 	double t_start;	  /* replay: the run's start (now_s() clock) */
 	char source[512]; /* replay: the trace file, or the workload and its knobs */
 	/* --workload with --api chat: each row's new user message and its answer as message
@@ -796,7 +799,7 @@ static void request_end(struct bench *b, struct cconn *c, bool ok)
 		r->prompt = c->prompt;
 		r->worker = worker_index(b, c->worker);
 	}
-	if (c->k >= 0 && b->replay)
+	if (c->k >= 0 && b->replay && c->run == b->run)
 		replay_answered(b, (size_t)c->k, t);
 	b->ndone++;
 	bool keep = ok && b->o.keep_alive && c->server_keep_alive && buf_unread(&c->in) == 0;
@@ -922,6 +925,8 @@ static void heap_push(struct bench *b, size_t row)
 	if (b->queued[row])
 		return; /* (a leftover of a timed-out run answering late) */
 	b->queued[row] = 1;
+	if (b->due[row] > b->last_due)
+		b->last_due = b->due[row];
 	i = b->nheap++;
 	b->heap[i] = row;
 	while (i && heap_less(b, b->heap[i], b->heap[(i - 1) / 2])) {
@@ -961,7 +966,7 @@ static void replay_answered(struct bench *b, size_t k, double t)
 {
 	size_t s;
 
-	if (!b->succ || (s = b->succ[k]) == SIZE_MAX)
+	if (!b->succ || (s = b->succ[k]) == SIZE_MAX || b->queued[s])
 		return;
 	b->due[s] =
 	    t - b->t_start + b->deps[s].gap_ms / 1000.0 / b->o.time_scale / b->o.trace_speedup;
@@ -976,7 +981,7 @@ static void replay_answered(struct bench *b, size_t k, double t)
 static void drive_trace(struct bench *b, volatile bool *stop)
 {
 	size_t total = b->tr.n, last_pct = 0;
-	double t_start, last_print, t_end = 0;
+	double t_start, last_print;
 
 	/* glibc merges its fast bins (the tokenizer's many small frees) on the first allocation
 	 * above them, which took ~15 ms here: done before the clock starts, not on row 0's time. */
@@ -984,6 +989,7 @@ static void drive_trace(struct bench *b, volatile bool *stop)
 	t_start = b->t_start = now_s();
 	last_print = t_start;
 	b->nheap = 0;
+	b->last_due = 0;
 	memset(b->queued, 0, total);
 	for (size_t k = 0; k < total; k++) {
 		b->due[k] = b->offset[k];
@@ -1010,8 +1016,7 @@ static void drive_trace(struct bench *b, volatile bool *stop)
 			c->fd = -1;
 			c->t_sched = t_start + b->due[k];
 			b->next++;
-			if (b->due[k] > t_end)
-				t_end = b->due[k];
+			c->run = b->run;
 			request_start(b, c, (long)k);
 			t = now_s();
 		}
@@ -1027,7 +1032,7 @@ static void drive_trace(struct bench *b, volatile bool *stop)
 		for (int k = 0; k < n; k++)
 			dispatch_ev(b, &evs[k]);
 		progress(b, total, t_start, &last_pct, &last_print);
-		if (now_s() - (t_start + t_end) > b->o.timeout_s) {
+		if (now_s() - (t_start + b->last_due) > b->o.timeout_s) {
 			fprintf(stderr, "kvbench: run timed out %.0f s after the last send time\n",
 				b->o.timeout_s);
 			break;
@@ -1427,11 +1432,12 @@ static int trace_prepare(struct bench *b)
 
 		if (o->max_prompt_tokens && len > o->max_prompt_tokens) {
 			fprintf(stderr,
-				"kvbench: --trace %s: line %u: a prompt of %" PRIu64 " tokens "
+				"kvbench: %s %s: line %u: a prompt of %" PRIu64 " tokens "
 				"(input_length %" PRIu64 " at %u tokens per hash id) is above "
 				"--max-prompt-tokens %" PRIu64 "; nothing sent\n",
-				o->trace, r->line, len, r->input_length, o->trace_bt,
-				o->max_prompt_tokens);
+				o->trace ? "--trace" : "--workload",
+				o->trace ? o->trace : convo_name(o->workload), r->line, len,
+				r->input_length, o->trace_bt, o->max_prompt_tokens);
 			return 2;
 		}
 		b->clamped += clamped;
@@ -1690,6 +1696,7 @@ int main(int argc, char **argv)
 			drive(&b, true, 1, &g_stop);
 		mok = o->nm && metrics_snapshot(&b, &q0, &h0, true) == 0;
 		b.nres = 0;
+		b.run = run + 1; /* (0 is no run: a connection from calloc) */
 		t0 = b.run_t0 = now_s();
 		if (b.replay)
 			drive_trace(&b, &g_stop);
@@ -1935,6 +1942,22 @@ cleanup:
 		free(b.wnames[i]);
 	wl_free(&b.wl);
 	tokenizer_free(tok);
+	for (size_t k = 0; k < b.tr.n; k++) {
+		if (b.umsg)
+			free(b.umsg[k]);
+		if (b.amsg)
+			free(b.amsg[k]);
+	}
+	free(b.umsg);
+	free(b.amsg);
+	free(b.sysmsg);
+	free(b.chat_len);
+	free(b.chain);
+	free(b.deps);
+	free(b.succ);
+	free(b.due);
+	free(b.heap);
+	free(b.queued);
 	trace_free(&b.tr);
 	free(b.offset);
 	free(b.scratch);

@@ -48,6 +48,45 @@ static int convo_finish(struct kvbench_opts *o)
 	struct convo_opts *c = &o->convo;
 	const struct kvbench_convo_cli *v = &o->cv;
 
+	/* counts are whole and fit their fields; knobs of the other kind are refused */
+	static const struct {
+		size_t off;
+		const char *flag;
+		int kind; /* CONVO_NONE: both */
+		bool whole;
+	} knobs[] = {
+	    {offsetof(struct kvbench_convo_cli, count), "--conversations", CONVO_NONE, true},
+	    {offsetof(struct kvbench_convo_cli, answer), "--answer-tokens", CONVO_SESSIONS, false},
+	    {offsetof(struct kvbench_convo_cli, call), "--call-tokens", CONVO_AGENT, false},
+	    {offsetof(struct kvbench_convo_cli, output), "--tool-output-tokens", CONVO_AGENT,
+	     false},
+	    {offsetof(struct kvbench_convo_cli, system), "--system-tokens", CONVO_NONE, true},
+	    {offsetof(struct kvbench_convo_cli, task), "--task-tokens", CONVO_AGENT, true},
+	    {offsetof(struct kvbench_convo_cli, share), "--task-share", CONVO_AGENT, false},
+	    {offsetof(struct kvbench_convo_cli, max), "--convo-max-tokens", CONVO_NONE, true},
+	};
+
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+		double x = *(const double *)((const char *)v + knobs[i].off);
+
+		if (x < 0)
+			continue;
+		if (knobs[i].kind != CONVO_NONE && knobs[i].kind != o->workload) {
+			fprintf(stderr, "kvbench: %s is for --workload %s\n", knobs[i].flag,
+				convo_name(knobs[i].kind));
+			return -1;
+		}
+		if (knobs[i].whole && (x != floor(x) || x > UINT32_MAX)) {
+			fprintf(stderr, "kvbench: %s %g: a whole number up to %u\n", knobs[i].flag,
+				x, UINT32_MAX);
+			return -1;
+		}
+	}
+	if (o->trace_start || o->trace_limit) {
+		fprintf(stderr, "kvbench: --trace-start and --trace-limit are for --trace (use "
+				"--conversations)\n");
+		return -1;
+	}
 	convo_defaults(c, o->workload);
 	c->seed = o->wl.seed;
 	if (v->count >= 0)

@@ -71,6 +71,10 @@
 #include "core/json.h"
 #include "core/utf8.h"
 
+/* What the workers' vLLM was started with (chat_server_configure). */
+static cJSON *server_kwargs_cfg;     /* --default-chat-template-kwargs, or NULL */
+static bool trust_request_templates; /* --trust-request-chat-template */
+
 enum role { ROLE_OTHER, ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL };
 
 struct span {
@@ -1233,7 +1237,9 @@ static int documents_check(const cJSON *v, const char **why)
 	{
 		if (!cJSON_IsObject(d))
 			goto bad;
-		cJSON_ArrayForEach(f, d) if (!cJSON_IsString(f)) goto bad;
+		/* of a repeated key, Python keeps (and pydantic checks) the last value only */
+		cJSON_ArrayForEach(f, d) if (!cJSON_IsString(f) &&
+					     json_get(d, f->string) == f) goto bad;
 	}
 	return CHAT_OK;
 bad:
@@ -1282,9 +1288,13 @@ static int request_check(const cJSON *req, const cJSON *server_kw, bool *gen_pro
 			*why = "chat_template is not a string";
 			return CHAT_INVALID;
 		}
-		/* vLLM without --trust-request-chat-template answers 400, whatever the template */
-		*why = UNTRUSTED_TEMPLATE;
-		return CHAT_INVALID;
+		/* vLLM without --trust-request-chat-template answers 400, whatever the template;
+		 * with it, "" is the model's template (`request.chat_template or default`) and any
+		 * other is rendered by the interpreter (chat_tmpl_render) */
+		if (!trust_request_templates || v->valuestring[0]) {
+			*why = UNTRUSTED_TEMPLATE;
+			return CHAT_INVALID;
+		}
 	}
 	kw = json_get(req, "chat_template_kwargs");
 	if (is_null_or_absent(kw)) {
@@ -1640,7 +1650,6 @@ struct chat_tmpl {
 	char *special[4]; /* bos, eos, unk, pad token strings, or NULL */
 	bool openai;	  /* content format "openai": the template loops over content */
 	bool qwen3;	  /* the template the hand-written renderer reproduces */
-	bool trusted;	  /* a request's own template (chat_server_configure) */
 };
 
 static const char *const special_names[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
@@ -2019,17 +2028,10 @@ static int vars_kwargs_merged(struct buf *v, const struct pj *kw, const cJSON *s
 	for (m = kw ? kw->child : NULL; m; m = m->next) {
 		/* with server kwargs, ChatParams.with_defaults drops every unset request value,
 		 * whether the server names that key or not; without, the request's kwargs reach
-		 * the template as they are (a null as None) */
-		if (server && server->child && memchr(m->k, 0, m->kn) == NULL) {
-			char key[256];
-
-			if (m->kn < sizeof(key)) {
-				memcpy(key, m->k, m->kn);
-				key[m->kn] = '\0';
-				if (pj_unset(pj_member(kw, key))) /* the last of repeated keys */
-					continue;
-			}
-		}
+		 * the template as they are (a null as None). (The parsed tree keeps one member per
+		 * key: its last value.) */
+		if (server && server->child && pj_unset(m))
+			continue;
 		rc |= buf_puts(v, ", ");
 		rc |= pj_dump_str(v, m->k, m->kn);
 		rc |= buf_puts(v, ": ");
@@ -2105,7 +2107,7 @@ static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct 
 			   : "continue_final_message and add_generation_prompt are not compatible";
 		return CHAT_INVALID;
 	}
-	if (!t->trusted && !is_null_or_absent(json_get(req, "chat_template"))) {
+	if (!trust_request_templates && !is_null_or_absent(json_get(req, "chat_template"))) {
 		/* vLLM without --trust-request-chat-template answers 400 */
 		*why = UNTRUSTED_TEMPLATE;
 		return CHAT_INVALID;
@@ -2254,6 +2256,11 @@ static int vars_build(const struct chat_tmpl *t, const cJSON *req, const struct 
 	pkw = pj_member(raw, "chat_template_kwargs");
 	if ((rc = vars_kwargs_merged(v, pkw, server_kw, why)) != CHAT_OK)
 		goto out;
+	if (docs && docs->t != PJ_NULL) {
+		/* build_chat_params puts the request's documents over the kwargs' (merge_kwargs) */
+		rc |= buf_puts(v, ", \"documents\": ");
+		rc |= pj_dump(v, docs);
+	}
 	if (effort) {
 		/* build_chat_params: reasoning_effort reaches the template, and unless the
 		 * request's chat_template_kwargs names enable_thinking, enable_thinking = effort !=
@@ -2309,9 +2316,6 @@ static int continue_final(struct buf *out, size_t base, const struct buf *final,
 
 /* --- what the workers' vLLM was started with (chat_server_configure) ------------------------ */
 
-static cJSON *server_kwargs_cfg;     /* --default-chat-template-kwargs, or NULL */
-static bool trust_request_templates; /* --trust-request-chat-template */
-
 int chat_server_configure(const char *default_kwargs_json, bool trust_request_chat_template,
 			  char *err, size_t errlen)
 {
@@ -2354,20 +2358,27 @@ static struct req_tmpl *req_tmpl_slot[REQ_TMPL_SLOTS];
 static uint64_t req_tmpl_tick;
 static struct chat_req_tmpl_stats req_tmpl_st;
 
-static void req_tmpl_unref_locked(struct req_tmpl *r)
+static void req_tmpl_destroy(struct req_tmpl *r)
 {
-	if (r && --r->refs == 0) {
+	if (r) {
 		jinja_free(r->tm);
 		free(r->src);
 		free(r);
 	}
 }
 
+/* Drops a reference; returns r when that was the last (the caller destroys it unlocked). */
+static struct req_tmpl *req_tmpl_unref_locked(struct req_tmpl *r)
+{
+	return r && --r->refs == 0 ? r : NULL;
+}
+
 static void req_tmpl_put(struct req_tmpl *r)
 {
 	pthread_mutex_lock(&req_tmpl_lock);
-	req_tmpl_unref_locked(r);
+	r = req_tmpl_unref_locked(r);
 	pthread_mutex_unlock(&req_tmpl_lock);
+	req_tmpl_destroy(r);
 }
 
 void chat_req_tmpl_stats(struct chat_req_tmpl_stats *st)
@@ -2379,12 +2390,16 @@ void chat_req_tmpl_stats(struct chat_req_tmpl_stats *st)
 
 void chat_req_tmpl_clear(void)
 {
+	struct req_tmpl *dead[REQ_TMPL_SLOTS];
+
 	pthread_mutex_lock(&req_tmpl_lock);
 	for (int i = 0; i < REQ_TMPL_SLOTS; i++) {
-		req_tmpl_unref_locked(req_tmpl_slot[i]);
+		dead[i] = req_tmpl_unref_locked(req_tmpl_slot[i]);
 		req_tmpl_slot[i] = NULL;
 	}
 	pthread_mutex_unlock(&req_tmpl_lock);
+	for (int i = 0; i < REQ_TMPL_SLOTS; i++)
+		req_tmpl_destroy(dead[i]);
 }
 
 /* The compiled template of src[0..len) (held: req_tmpl_put it), from the cache or compiled
@@ -2393,7 +2408,7 @@ void chat_req_tmpl_clear(void)
 static int req_tmpl_get(const char *src, size_t len, struct req_tmpl **out, const char **why)
 {
 	uint64_t h = XXH3_64bits(src, len);
-	struct req_tmpl *r = NULL, **slot = NULL;
+	struct req_tmpl *r = NULL, **slot = NULL, *dead;
 	struct jinja_error je;
 	int rc;
 
@@ -2413,14 +2428,7 @@ static int req_tmpl_get(const char *src, size_t len, struct req_tmpl **out, cons
 	pthread_mutex_unlock(&req_tmpl_lock);
 
 	/* compiled outside the lock: another thread may compile the same text meanwhile; the
-	 * later one to finish replaces nothing but a slot */
-	if (memchr(src, 0, len)) {
-		pthread_mutex_lock(&req_tmpl_lock);
-		req_tmpl_st.refused++;
-		pthread_mutex_unlock(&req_tmpl_lock);
-		*why = "chat_template holds a NUL character";
-		return CHAT_UNSUPPORTED;
-	}
+	 * later one to finish finds the first's in the cache and uses it */
 	if (!(r = calloc(1, sizeof(*r))) || !(r->src = malloc(len + 1))) {
 		free(r);
 		return -ENOMEM;
@@ -2449,6 +2457,19 @@ static int req_tmpl_get(const char *src, size_t len, struct req_tmpl **out, cons
 	pthread_mutex_lock(&req_tmpl_lock);
 	req_tmpl_st.compiles++;
 	for (int i = 0; i < REQ_TMPL_SLOTS; i++) {
+		struct req_tmpl *e = req_tmpl_slot[i];
+
+		if (e && e->h == h && e->len == len && memcmp(e->src, src, len) == 0) {
+			/* another thread compiled it meanwhile: use that one, drop this */
+			e->refs++;
+			e->used = ++req_tmpl_tick;
+			pthread_mutex_unlock(&req_tmpl_lock);
+			req_tmpl_destroy(r);
+			*out = e;
+			return CHAT_OK;
+		}
+	}
+	for (int i = 0; i < REQ_TMPL_SLOTS; i++) {
 		if (!req_tmpl_slot[i]) {
 			slot = &req_tmpl_slot[i];
 			break;
@@ -2456,10 +2477,11 @@ static int req_tmpl_get(const char *src, size_t len, struct req_tmpl **out, cons
 		if (!slot || req_tmpl_slot[i]->used < (*slot)->used)
 			slot = &req_tmpl_slot[i];
 	}
-	req_tmpl_unref_locked(*slot);
+	dead = req_tmpl_unref_locked(*slot);
 	*slot = r;
 	r->used = ++req_tmpl_tick;
 	pthread_mutex_unlock(&req_tmpl_lock);
+	req_tmpl_destroy(dead);
 	*out = r;
 	return CHAT_OK;
 }
@@ -2486,6 +2508,8 @@ int chat_tmpl_render(const struct chat_tmpl *t, const cJSON *req, const char *js
 	own = json_get(req, "chat_template");
 	if (is_null_or_absent(own) || !trust_request_templates) {
 		own = NULL;
+	} else if (cJSON_IsString(own) && !own->valuestring[0]) {
+		own = NULL; /* `request.chat_template or default_template`: "" is the model's */
 	} else if (!cJSON_IsString(own)) {
 		*why = "chat_template is not a string";
 		return CHAT_INVALID;
@@ -2516,7 +2540,6 @@ int chat_tmpl_render(const struct chat_tmpl *t, const cJSON *req, const char *js
 		view.tool_use = NULL;
 		view.openai = rt->openai;
 		view.qwen3 = false;
-		view.trusted = true;
 		t = &view;
 	}
 	rc = pj_parse(json, len, &raw, why);

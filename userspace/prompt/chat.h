@@ -98,7 +98,7 @@ int chat_server_configure(const char *default_kwargs_json, bool trust_request_ch
 			  char *err, size_t errlen);
 
 /* Request templates seen (--trust-request-chat-template): found compiled, compiled now, refused
- * (not compiled: a syntax error, Jinja the interpreter does not implement, a NUL). */
+ * (not compiled: a syntax error, Jinja the interpreter does not implement). */
 struct chat_req_tmpl_stats {
 	uint64_t hits, compiles, refused;
 };
