@@ -24,17 +24,19 @@ if [ ! -x build/kvtok ]; then
 fi
 check "generate $count seeded requests (seed $seed)" \
 	node tests/js/ref_chat.mjs --gen "$tmp" --seed "$seed" --count "$count"
-# compare FAMILY [TEMPLATE]: the generated requests through the reference (jinja2 with the
-# config's template, or TEMPLATE as vLLM's --chat-template, then HF tokenizers) and through kvtok;
+# compare FAMILY [TEMPLATE] [REQUESTS FLAG]: the requests (REQUESTS, else the generated ones)
+# through the reference (jinja2 with the config's template, or TEMPLATE as vLLM's
+# --chat-template, then HF tokenizers) and through kvtok, both given FLAG (a vLLM flag both take);
 # the C side is checked against them (chat_family_check.py prints the TAP line).
 compare() {
-	local f=$1 tf=${2:-} label=$1
+	local f=$1 tf=${2:-} reqs=${3:-$tmp/requests.jsonl} flag=${4:-} label=$1 tag=$1
 	[ -n "$tf" ] && label="$f --chat-template $(basename "$tf")"
-	python3 tests/e2e/ref_chat.py "models/$f/tokenizer_config.json" ${tf:+"$tf"} \
-		--dump-vars "$tmp/v_$f.jsonl" <"$tmp/requests.jsonl" >"$tmp/py_$f.jsonl"
+	[ -n "$flag" ] && label="$f $flag" && tag=$f${flag//[^a-z]/_}
+	python3 tests/e2e/ref_chat.py $flag "models/$f/tokenizer_config.json" ${tf:+"$tf"} \
+		--dump-vars "$tmp/v_$tag.jsonl" <"$reqs" >"$tmp/py_$tag.jsonl"
 	# the reference itself, cross-checked: the same variables through @huggingface/jinja (the
 	# config's templates; Llama 2's file compares "" != false as JavaScript does)
-	if [ -z "$tf" ]; then
+	if [ -z "$tf$flag" ]; then
 		node tests/js/jinja_crosscheck.mjs "$f" "models/$f/tokenizer_config.json" \
 			"$tmp/py_$f.jsonl" "$tmp/v_$f.jsonl"
 		TAP_FAILED=$((TAP_FAILED + $?))
@@ -44,13 +46,13 @@ import json, sys
 for l in open(sys.argv[1], encoding="utf-8"):
     p = json.loads(l)
     if p["status"] == "ok":
-        print(json.dumps({"text": p["text"]}, ensure_ascii=False))' "$tmp/py_$f.jsonl" >"$tmp/t_$f.jsonl"
-	node tests/js/ref_tokenize.mjs --tokenizer "models/$f/tokenizer.json" "$tmp/t_$f.jsonl" \
-		>"$tmp/r_$f.jsonl"
-	build/kvtok --tokenizer "models/$f" ${tf:+--chat-template "$tf"} <"$tmp/requests.jsonl" \
-		>"$tmp/c_$f.jsonl" 2>/dev/null
-	python3 tests/e2e/chat_family_check.py "$label" "$tmp/py_$f.jsonl" "$tmp/r_$f.jsonl" \
-		"$tmp/c_$f.jsonl"
+        print(json.dumps({"text": p["text"]}, ensure_ascii=False))' "$tmp/py_$tag.jsonl" >"$tmp/t_$tag.jsonl"
+	node tests/js/ref_tokenize.mjs --tokenizer "models/$f/tokenizer.json" "$tmp/t_$tag.jsonl" \
+		>"$tmp/r_$tag.jsonl"
+	build/kvtok --tokenizer "models/$f" ${tf:+--chat-template "$tf"} $flag <"$reqs" \
+		>"$tmp/c_$tag.jsonl" 2>/dev/null
+	python3 tests/e2e/chat_family_check.py "$label" "$tmp/py_$tag.jsonl" "$tmp/r_$tag.jsonl" \
+		"$tmp/c_$tag.jsonl"
 	TAP_FAILED=$((TAP_FAILED + $?))
 }
 for f in $families; do
@@ -97,26 +99,13 @@ with open(dst, "w", encoding="utf-8") as out:
 PY
 for f in qwen3 llama3_2; do
 	[ -f "models/$f/tokenizer_config.json" ] || continue
-	python3 tests/e2e/ref_chat.py --trust-request-chat-template "models/$f/tokenizer_config.json" \
-		<"$tmp/own.jsonl" >"$tmp/py_own_$f.jsonl"
-	python3 -c '
-import json, sys
-for l in open(sys.argv[1], encoding="utf-8"):
-    p = json.loads(l)
-    if p["status"] == "ok":
-        print(json.dumps({"text": p["text"]}, ensure_ascii=False))' "$tmp/py_own_$f.jsonl" >"$tmp/t_own_$f.jsonl"
-	node tests/js/ref_tokenize.mjs --tokenizer "models/$f/tokenizer.json" "$tmp/t_own_$f.jsonl" \
-		>"$tmp/r_own_$f.jsonl"
-	build/kvtok --tokenizer "models/$f" --trust-request-chat-template <"$tmp/own.jsonl" \
-		>"$tmp/c_own_$f.jsonl" 2>/dev/null
-	python3 tests/e2e/chat_family_check.py "$f --trust-request-chat-template" \
-		"$tmp/py_own_$f.jsonl" "$tmp/r_own_$f.jsonl" "$tmp/c_own_$f.jsonl"
-	TAP_FAILED=$((TAP_FAILED + $?))
+	compare "$f" "" "$tmp/own.jsonl" --trust-request-chat-template
 	# equal ids are the requests' templates rendered (the model's would differ); most of what
 	# the reference renders is rendered (not: the filter statement, refused at compile)
-	n_c=$(grep -c '"ids"' "$tmp/c_own_$f.jsonl")
-	n_ref=$(wc -l <"$tmp/t_own_$f.jsonl")
-	n_filter=$(grep -c "the request's chat_template: unsupported" "$tmp/c_own_$f.jsonl")
+	n_c=$(grep -c '"ids"' "$tmp/c_${f}__trust_request_chat_template.jsonl")
+	n_ref=$(wc -l <"$tmp/t_${f}__trust_request_chat_template.jsonl")
+	n_filter=$(grep -c "the request's chat_template: unsupported" \
+		"$tmp/c_${f}__trust_request_chat_template.jsonl")
 	[ "$n_c" -gt $((n_ref * 2 / 3)) ] && [ "$n_filter" -gt 0 ]
 	ok $? "$f --trust-request-chat-template: $n_c of the reference's $n_ref prompts rendered ($n_filter with a template the interpreter refuses)"
 done

@@ -22,6 +22,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 source tests/lib/tap.sh
 source tools/kvsim/cluster.sh
+source tests/lib/jsonq.sh
 PY=/usr/bin/python3
 KVBENCH=${KVBENCH_BIN:-build/kvbench}
 TRACE=tests/kvsim/traces/small.jsonl
@@ -36,15 +37,6 @@ total() { # METRIC: summed over both workers
 	local u s=0
 	for u in ${KVSIM_URLS//,/ }; do s=$((s + $(metric "$u" "$1"))); done
 	echo "$s"
-}
-field() { # JSON KEY[.KEY]: the value, numbers as Python prints them
-	$PY -c 'import json,sys
-v=json.loads(sys.argv[1])
-for k in sys.argv[2].split("."): v=v[k]
-print(v)' "$1" "$2"
-}
-near() { # A B TOL: |A - B| <= TOL
-	$PY -c 'import sys; a,b,t=map(float,sys.argv[1:]); sys.exit(0 if abs(a-b)<=t else 1)' "$@"
 }
 
 # --- refused before anything is sent -----------------------------------------------------------

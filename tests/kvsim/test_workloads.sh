@@ -11,6 +11,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 source tests/lib/tap.sh
 source tools/kvsim/cluster.sh
+source tests/lib/jsonq.sh
 PY=/usr/bin/python3
 KVBENCH=${KVBENCH_BIN:-build/kvbench}
 TOK=models/qwen3/tokenizer.json
@@ -19,12 +20,6 @@ trap 'kvsim_stop; rm -rf "$tmp"' EXIT
 kvsim_start 2 --time-scale 20 --num-blocks 40000 --max-model-len 16384 || exit 1
 W0=${KVSIM_URLS%%,*}
 
-field() { # JSON KEY[.KEY]: the value, numbers as Python prints them
-	$PY -c 'import json,sys
-v=json.loads(sys.argv[1])
-for k in sys.argv[2].split("."): v=v[k]
-print(v)' "$1" "$2"
-}
 
 # --- refused before anything is sent ------------------------------------------------------------
 for bad in "--workload sessions --trace tests/kvsim/traces/small.jsonl" "--turns 3" \
