@@ -17,6 +17,10 @@
 # fallbacks) and writes bench/out/nodes/nodes.json. Not part of `make test` (about 8 minutes).
 # Env: NODES_TIME_SCALE (4), NODES_POLICIES ("kv dynamo"), NODES_P (24), NODES_MODES
 # ("three kill crash"), NODES_KVSPLICE_ARGS (more kvsplice flags for every instance).
+# NODES_WORKLOAD=sessions|agent: kvbench's generated conversations instead (a production-sized
+# cache, 9,360 blocks a worker, 32 tokens per hash id): one node's client with NODES_CONVOS (300)
+# conversations at NODES_RATE (3) a second, then each of the three clients with a third of them
+# at a third of the rate (their own seeds), "three" mode only; reported against each run's ideal.
 set -euo pipefail
 export KVS_TESTBED_ID=${KVS_TESTBED_ID:-benchnodes}
 source "$(dirname "$0")/../tests/node/lib.sh"
@@ -31,15 +35,26 @@ trap 'tests/node/down.sh >/dev/null 2>&1 || true' EXIT
 trap 'exit 130' INT TERM
 trap 'echo "nodes.sh: line $LINENO failed (exit $?): $BASH_COMMAND" >&2' ERR
 
+wl=${NODES_WORKLOAD:-}
+[ -n "$wl" ] && export KVS_KVSIM_ARGS="--num-blocks 9360 --max-model-len 32768"
 KVS_WORKER=kvsim KVS_TIME_SCALE=$ts tests/node/up.sh --nodes 3 --workers 6 --no-kvsplice >&2
 pods=""
 for i in $(seq 6); do pods+="${pods:+,}http://$(worker_ip "$i"):$SVC_PORT"; done
 svc=http://$SVC_IP:$SVC_PORT
 
 # bench NODE SEED C N LABEL [kvbench flags...]: kvbench in node NODE's client pod, JSON on stdout
+# (with NODES_WORKLOAD: N conversations at C/100 a second, seed SEED)
 bench() {
 	local node=$1 seed=$2 c=$3 n=$4 label=$5
 	shift 5
+	if [ -n "$wl" ]; then
+		tests/node/client.sh --node "$node" build/kvbench --url "$svc" --workload "$wl" \
+			--seed "$seed" --conversations "$n" --convo-rate "$(python3 -c "print($c / 100)")" \
+			--trace-block-tokens 32 --convo-max-tokens 30000 \
+			--tokenizer "$KVS_ROOT/models/qwen3/tokenizer.json" --time-scale "$ts" \
+			--label "$label" --json --quiet "$@"
+		return
+	fi
 	tests/node/client.sh --node "$node" build/kvbench --url "$svc" --prefix-types "$P" \
 		--prefix-seed 100 --seed "$seed" --concurrency "$c" --requests "$n" \
 		--tokenizer "$KVS_ROOT/models/qwen3/tokenizer.json" --time-scale "$ts" \
@@ -80,10 +95,26 @@ stop_all() {
 	done
 }
 
+convos=${NODES_CONVOS:-300}
+rate100=$(python3 -c "print(int(${NODES_RATE:-3} * 100))")
 for pol in ${NODES_POLICIES:-kv dynamo}; do
-	echo "== $pol: one node, C=9" >&2
+	echo "== $pol: one node" >&2
 	start_all "$pol"
 	reset_caches
+	if [ -n "$wl" ]; then
+		bench 1 1 "$rate100" "$convos" "$pol one node" >"$out/$pol-one.json"
+		reset_caches
+		echo "== $pol: 3 nodes, a third each" >&2
+		pids=()
+		for n in 1 2 3; do
+			bench "$n" "$((n + 1))" "$((rate100 / 3))" "$((convos / 3))" "$pol node $n" \
+				>"$out/$pol-three-$n.json" &
+			pids+=($!)
+		done
+		for p in "${pids[@]}"; do wait "$p" || true; done
+		stop_all
+		continue
+	fi
 	bench 1 1 9 480 "$pol one node" >"$out/$pol-one.json"
 	for mode in ${NODES_MODES:-three kill crash}; do
 		echo "== $pol: 3 nodes, C=3 each ($mode)" >&2
@@ -125,6 +156,34 @@ for pol in ${NODES_POLICIES:-kv dynamo}; do
 	stop_all
 done
 
+if [ -n "$wl" ]; then
+	python3 - "$out" ${NODES_POLICIES:-kv dynamo} <<'EOF' | tee "$out/nodes.md"
+import json, os, sys
+out, pols = sys.argv[1], sys.argv[2:]
+load = lambda f: json.load(open(os.path.join(out, f)))
+print("| policy | run | of the ideal (cached / ideal tokens) | per node | TTFT p99 ms (worst) "
+      "| requests per worker max/mean | errors |")
+print("|---|---|---|---|---|---|---|")
+for pol in pols:
+    one = load("%s-one.json" % pol)
+    print("| %s | one node | %.1f%% | - | %.0f | %.2f | %d |" % (
+        pol, 100 * one["usage_cached_tokens"] / one["ideal_cached_tokens"], one["ttft_p99_ms"],
+        one["worker_max_mean"], one["errors"]))
+    ns = [load("%s-three-%d.json" % (pol, n)) for n in (1, 2, 3)]
+    per = {}  # the three clients' requests on each worker, together
+    for d in ns:
+        for w, k in d.get("requests_per_worker", {}).items():
+            per[w] = per.get(w, 0) + k
+    spread = max(per.values()) / (sum(per.values()) / 6) if per else 0
+    c = sum(d["usage_cached_tokens"] for d in ns)
+    i = sum(d["ideal_cached_tokens"] for d in ns)
+    print("| %s | 3 nodes | %.1f%% | %s | %.0f | %.2f | %d |" % (
+        pol, 100 * c / i,
+        " / ".join("%.1f" % (100 * d["usage_cached_tokens"] / d["ideal_cached_tokens"]) for d in ns),
+        max(d["ttft_p99_ms"] for d in ns), spread, sum(d["errors"] for d in ns)))
+EOF
+	exit 0
+fi
 python3 - "$out" ${NODES_POLICIES:-kv dynamo} <<'EOF' | tee "$out/nodes.md"
 import json, os, sys
 out, pols = sys.argv[1], sys.argv[2:]
