@@ -2402,6 +2402,22 @@ void chat_req_tmpl_clear(void)
 		req_tmpl_destroy(dead[i]);
 }
 
+/* The cached template of src[0..len) (hash h), held (one reference more, marked used), or NULL.
+ * Under req_tmpl_lock. */
+static struct req_tmpl *req_tmpl_find_locked(const char *src, size_t len, uint64_t h)
+{
+	for (int i = 0; i < REQ_TMPL_SLOTS; i++) {
+		struct req_tmpl *e = req_tmpl_slot[i];
+
+		if (e && e->h == h && e->len == len && memcmp(e->src, src, len) == 0) {
+			e->refs++;
+			e->used = ++req_tmpl_tick;
+			return e;
+		}
+	}
+	return NULL;
+}
+
 /* The compiled template of src[0..len) (held: req_tmpl_put it), from the cache or compiled
  * now. Returns CHAT_OK, CHAT_INVALID (a syntax error: jinja2's TemplateSyntaxError, vLLM's 400),
  * CHAT_UNSUPPORTED (valid Jinja the interpreter refuses) with *why, or -ENOMEM. */
@@ -2413,17 +2429,11 @@ static int req_tmpl_get(const char *src, size_t len, struct req_tmpl **out, cons
 	int rc;
 
 	pthread_mutex_lock(&req_tmpl_lock);
-	for (int i = 0; i < REQ_TMPL_SLOTS; i++) {
-		struct req_tmpl *e = req_tmpl_slot[i];
-
-		if (e && e->h == h && e->len == len && memcmp(e->src, src, len) == 0) {
-			e->refs++;
-			e->used = ++req_tmpl_tick;
-			req_tmpl_st.hits++;
-			pthread_mutex_unlock(&req_tmpl_lock);
-			*out = e;
-			return CHAT_OK;
-		}
+	if ((r = req_tmpl_find_locked(src, len, h))) {
+		req_tmpl_st.hits++;
+		pthread_mutex_unlock(&req_tmpl_lock);
+		*out = r;
+		return CHAT_OK;
 	}
 	pthread_mutex_unlock(&req_tmpl_lock);
 
@@ -2456,18 +2466,12 @@ static int req_tmpl_get(const char *src, size_t len, struct req_tmpl **out, cons
 	r->refs = 2; /* the cache's and the caller's */
 	pthread_mutex_lock(&req_tmpl_lock);
 	req_tmpl_st.compiles++;
-	for (int i = 0; i < REQ_TMPL_SLOTS; i++) {
-		struct req_tmpl *e = req_tmpl_slot[i];
-
-		if (e && e->h == h && e->len == len && memcmp(e->src, src, len) == 0) {
-			/* another thread compiled it meanwhile: use that one, drop this */
-			e->refs++;
-			e->used = ++req_tmpl_tick;
-			pthread_mutex_unlock(&req_tmpl_lock);
-			req_tmpl_destroy(r);
-			*out = e;
-			return CHAT_OK;
-		}
+	if ((dead = req_tmpl_find_locked(src, len, h))) {
+		/* another thread compiled it meanwhile: use that one, drop this */
+		pthread_mutex_unlock(&req_tmpl_lock);
+		req_tmpl_destroy(r);
+		*out = dead;
+		return CHAT_OK;
 	}
 	for (int i = 0; i < REQ_TMPL_SLOTS; i++) {
 		if (!req_tmpl_slot[i]) {
