@@ -10,7 +10,12 @@
 #      median per seed): one 200-request run has a standard deviation of ~3.7 points at P=7, as
 #      large as the tolerance (the seeds' own C=4/8/16 values at P=7 span 52.0-55.5%). A second
 #      table gives the spread of one run (and of a median of RUNS runs of one workload seed).
-#   2. timing at time scale 1: TTFT of hits and misses at C=4, throughput and TTFT at C=16.
+#   2. timing at time scale TIMING_TS (1): TTFT of hits and misses at C=4 (random), and at C=16
+#      throughput and TTFT of random, round-robin and Dynamo's cost on KV events at every P, with
+#      the ratio of Dynamo's req/s to round-robin's beside the seeds' (each cell the median of
+#      TIMING_RUNS runs, 3).
+# 6 workers run as the seeds' did: four time-sliced on one GPU, one on each of two more
+# (KVSIM_GPUS=$KVSIM_SEEDS_GPUS, tools/kvsim/cluster.sh); 3 workers have a GPU each.
 # Env: TS (time scale for part 1, default 10), SEEDS ("1 2 3 4 5"), RUNS (1), PS ("2 7 12 24"),
 #      WORKERS ("6 3"), SPREADS ("random round-robin dynamo dynamo-kv"), TIMING (1: run part 2),
 #      SUMMARY_ONLY (1: only print the tables from an existing $OUT, e.g. several files joined).
@@ -25,6 +30,9 @@ WORKERS=${WORKERS:-6 3}
 SPREADS=${SPREADS:-random round-robin dynamo dynamo-kv}
 SPREADS3=${SPREADS3:-random} # with 3 workers the seeds published the random column only
 TIMING=${TIMING:-1}
+TIMING_TS=${TIMING_TS:-1}
+TIMING_RUNS=${TIMING_RUNS:-3}
+gpus() { [ "$1" = 6 ] && echo "$KVSIM_SEEDS_GPUS" || echo ""; }
 OUT=${OUT:-bench/out/calibrate.jsonl}
 mkdir -p "$(dirname "$OUT")"
 if [ "${SUMMARY_ONLY:-0}" != 1 ]; then
@@ -51,7 +59,7 @@ bench() { # workers spread P C seed runs ts [extra]
 
 PART=hit
 for w in $WORKERS; do
-	KVSIM_WITH_EVENTS=1 kvsim_start "$w" --time-scale "$TS"
+	KVSIM_GPUS=$(gpus "$w") KVSIM_WITH_EVENTS=1 kvsim_start "$w" --time-scale "$TS"
 	sps=$SPREADS
 	[ "$w" = 3 ] && sps=$SPREADS3
 	for sp in $sps; do
@@ -67,14 +75,16 @@ done
 
 if [ "$TIMING" = 1 ]; then
 	PART=timing
-	kvsim_start 6 --time-scale 1
+	KVSIM_GPUS=$(gpus 6) KVSIM_WITH_EVENTS=1 kvsim_start 6 --time-scale "$TIMING_TS"
 	for p in 7 24; do
-		echo "calibrate: timing, 6 workers, random, P=$p, C=4, time scale 1" >&2
-		bench 6 random "$p" 4 1 1 1
+		echo "calibrate: timing, 6 workers, random, P=$p, C=4, time scale $TIMING_TS" >&2
+		bench 6 random "$p" 4 1 "$TIMING_RUNS" "$TIMING_TS"
 	done
-	for p in 2 24; do
-		echo "calibrate: timing, 6 workers, random, P=$p, C=16, time scale 1" >&2
-		bench 6 random "$p" 16 1 1 1
+	for p in $PS; do
+		for sp in random round-robin dynamo-kv; do
+			echo "calibrate: timing, 6 workers, $sp, P=$p, C=16, time scale $TIMING_TS" >&2
+			bench 6 "$sp" "$p" 16 1 "$TIMING_RUNS" "$TIMING_TS"
+		done
 	done
 	kvsim_stop
 fi
@@ -138,8 +148,46 @@ if tim:
     seeds = {(7, 4): "hit 41 / miss 107 (p50); all 63 / 184", (24, 4): "hit 36 / miss 104; all 101 / 254",
              (2, 16): "64 / 325, 18.9 req/s", (24, 16): "205 / 1,508, 13.3 req/s"}
     for r in tim:
+        if r["concurrency"] != 4:
+            continue
         k = (r["prefix_types"], r["concurrency"])
         print("| %d | %d | %.1f | %.0f / %.0f | %.0f | %.0f | %.1f | %s |" % (
             k[0], k[1], 100 * r["hit_rate"], r["ttft_p50_ms"], r["ttft_p99_ms"],
             r["ttft_hit_p50_ms"], r["ttft_miss_p50_ms"], r["req_per_s"], seeds.get(k, "-")))
+    # The seeds' C=16 tables (6 workers): req/s and TTFT p50 / p99 per spread and P.
+    s_rps = {"random": [18.9, 14.1, 13.9, 13.3], "round-robin": [19.1, 16.0, 14.7, 14.3],
+             "dynamo-kv": [21.1, 20.1, 19.2, 17.6]}
+    s_ttft = {"random": [(64, 325), (142, 1353), (193, 1441), (205, 1508)],
+              "round-robin": [(74, 332), (111, 576), (190, 646), (199, 774)],
+              "dynamo-kv": [(67, 206), (72, 240), (77, 193), (109, 242)]}
+    c16 = {}
+    for r in tim:
+        if r["concurrency"] == 16:
+            sp = r["spread"] if not r.get("kv_events") else "dynamo-kv"
+            c16[(sp, r["prefix_types"])] = r
+    if c16:
+        print()
+        print("## C=16, 6 workers: req/s and TTFT p50 / p99 (ms) against the seeds")
+        print("| P | spread | req/s | seeds | diff | TTFT p50 / p99 | seeds | p50 diff |")
+        print("|---|---|---|---|---|---|---|---|")
+        for i, p in enumerate(P):
+            for sp in ["random", "round-robin", "dynamo-kv"]:
+                r = c16.get((sp, p))
+                if not r:
+                    continue
+                sr, (s50, s99) = s_rps[sp][i], s_ttft[sp][i]
+                print("| %d | %s | %.1f | %.1f | %+.0f%% | %.0f / %.0f | %d / %d | %+.0f%% |" % (
+                    p, sp, r["req_per_s"], sr, 100 * (r["req_per_s"] / sr - 1),
+                    r["ttft_p50_ms"], r["ttft_p99_ms"], s50, s99,
+                    100 * (r["ttft_p50_ms"] / s50 - 1)))
+        print()
+        print("## what routing does to throughput: Dynamo's cost / round-robin, req/s at C=16")
+        print("| P | ours | seeds | diff |")
+        print("|---|---|---|---|")
+        for i, p in enumerate(P):
+            d, rr = c16.get(("dynamo-kv", p)), c16.get(("round-robin", p))
+            if not d or not rr:
+                continue
+            ours, seeds_r = d["req_per_s"] / rr["req_per_s"], s_rps["dynamo-kv"][i] / s_rps["round-robin"][i]
+            print("| %d | %.3f | %.3f | %+.1f%% |" % (p, ours, seeds_r, 100 * (ours / seeds_r - 1)))
 EOF

@@ -21,7 +21,9 @@
 #      (results/demo), KVS_TESTBED_ID (demo), DEMO_MODEL (the model family whose tokenizer every
 #      part reads, a directory of models/: qwen3 by default, e.g. llama3_2), DEMO_API
 #      (completions, or chat: the seeds' prompts sent as chat messages; chat by default for
-#      every family but qwen3, whose seeds' run used completions).
+#      every family but qwen3, whose seeds' run used completions), DEMO_GPUS (which GPU each
+#      worker runs on, tests/node/up.sh's KVS_GPUS: the seeds' "a a a a b c", four workers
+#      time-sliced on one GPU, for 6 workers; a GPU each otherwise, or with DEMO_GPUS=-).
 set -euo pipefail
 export KVS_TESTBED_ID=${KVS_TESTBED_ID:-demo}
 source "$(dirname "$0")/lib.sh"
@@ -55,6 +57,7 @@ RUNS=${DEMO_RUNS:-1}
 SEED=${DEMO_SEED:-1}
 POLICIES=${DEMO_POLICIES:-round-robin dynamo kv}
 WORKERS=${DEMO_WORKERS:-6}
+if [ "$WORKERS" = 6 ]; then GPUS=${DEMO_GPUS:-a a a a b c}; else GPUS=${DEMO_GPUS:--}; fi
 OUT=${DEMO_OUT:-$KVS_ROOT/results/demo}
 say() { printf '\n== %s\n' "$*" >&2; }
 
@@ -80,8 +83,8 @@ npoints=$(wc -w <<<"$POINTS")
 total=$((${#variants[@]} * npoints))
 step=0 t_start=$SECONDS
 
-say "node testbed: $WORKERS kvsim workers serving $SERVED (time scale $TS), Service $SVC_IP:$SVC_PORT (DNAT, random), requests to /v1/$([ "$API" = chat ] && echo chat/)completions"
-KVS_WORKER=kvsim KVS_TIME_SCALE=$TS KVS_TOKENIZER=$TOKENIZER KVS_MODEL=$SERVED \
+say "node testbed: $WORKERS kvsim workers serving $SERVED (time scale $TS, GPUs: $GPUS), Service $SVC_IP:$SVC_PORT (DNAT, random), requests to /v1/$([ "$API" = chat ] && echo chat/)completions"
+KVS_WORKER=kvsim KVS_TIME_SCALE=$TS KVS_TOKENIZER=$TOKENIZER KVS_MODEL=$SERVED KVS_GPUS=$GPUS \
 	tests/node/up.sh --workers "$WORKERS" --no-kvsplice >&2
 
 svc_url=http://$SVC_IP:$SVC_PORT

@@ -13,7 +13,10 @@
 #                  $KVS_TIME_SCALE (default 1); $KVS_KVSIM_ARGS are more kvsim flags (e.g.
 #                  "--num-blocks 9360 --max-model-len 16384" for a production-sized cache);
 #                  $KVS_TOKENIZER its tokenizer (default models/qwen3/tokenizer.json) and
-#                  $KVS_MODEL its served model name (default kvsim's).
+#                  $KVS_MODEL its served model name (default kvsim's). $KVS_GPUS puts the
+#                  kvsim workers on GPUs as tools/kvsim/cluster.sh's KVSIM_GPUS does: one name
+#                  per worker, the same name = one time-sliced GPU (kvsim --gpu-share), "-" or
+#                  none = a GPU of its own; "a a a a b c" is the seeds' 6-worker deployment.
 # Writes $RUN_DIR/services.json (what every kvsplice serves), $RUN_DIR/env (names for scripts),
 # $RUN_DIR/kvsplice.pid (kvsplice2.pid ... on nodes 2..K). Set KVS_TESTBED_ID to run several
 # testbeds side by side. On any failure everything, every node, is removed again (down.sh).
@@ -178,8 +181,13 @@ done
 
 # --- workers ------------------------------------------------------------------------------------
 eps=""
+read -r -a gpus <<<"${KVS_GPUS:-}"
 for i in $(seq "$workers"); do
 	cmd=${worker_cmd//\{id\}/w$i}
+	gpu=${gpus[$((i - 1))]:--}
+	if [ "${use_kvsim:-no}" = yes ] && [ "$gpu" != - ]; then
+		cmd+=" --gpu-share $RUN_DIR/gpu-$gpu" # $RUN_DIR is new: so is the clock
+	fi
 	cmd=${cmd//\{port\}/$SVC_PORT}
 	cmd=${cmd//\{events_port\}/$EVENTS_PORT}
 	cmd=${cmd//\{replay_port\}/$REPLAY_PORT}

@@ -6,16 +6,26 @@
 #                                      each worker binds tcp://127.0.0.1:* for both)
 #   kvsim_stop                      -> stops exactly the workers kvsim_start started
 # KVSIM_BIN (build/kvsim) and KVSIM_TOKENIZER (models/qwen3/tokenizer.json) may be set.
+# KVSIM_GPUS: which GPU each worker runs on, one name per worker in order (workers beyond the
+# list, or named "-", get a GPU of their own); workers with the same name share one time-sliced
+# GPU (kvsim --gpu-share). The seeds' 6-worker deployment is "a a a a b c" (four workers on one
+# GPU, one on each of two more): KVSIM_GPUS=$KVSIM_SEEDS_GPUS. KVSIM_GPU_SPEEDS gives a GPU's
+# speed relative to the profile ("a=2 b=1": kvsim --gpu-speed for every worker on it).
 
 KVSIM_PIDS=()
 KVSIM_URLS=""
 KVSIM_EVENTS=""
 KVSIM_REPLAYS=""
+KVSIM_SEEDS_GPUS="a a a a b c"
 
 kvsim_start() {
-	local n=$1 i log port ev
+	local n=$1 i log port ev gpu
 	shift
 	local bin=${KVSIM_BIN:-build/kvsim} tok=${KVSIM_TOKENIZER:-models/qwen3/tokenizer.json}
+	local -a gpus
+	local -A fresh=() speed=()
+	read -r -a gpus <<<"${KVSIM_GPUS:-}"
+	for ev in ${KVSIM_GPU_SPEEDS:-}; do speed[${ev%%=*}]=${ev#*=}; done
 	KVSIM_LOGDIR=${KVSIM_LOGDIR:-$(mktemp -d /tmp/kvsim.XXXXXX)}
 	for ((i = 0; i < n; i++)); do
 		log=$KVSIM_LOGDIR/w$i.log
@@ -25,6 +35,15 @@ kvsim_start() {
 		ev=()
 		if [ "${KVSIM_WITH_EVENTS:-0}" = 1 ]; then
 			ev=(--events-endpoint "tcp://127.0.0.1:*" --replay-endpoint "tcp://127.0.0.1:*")
+		fi
+		gpu=${gpus[$i]:--}
+		if [ "$gpu" != - ]; then
+			# A new clock per kvsim_start: rm first, a clock left from an earlier set of
+			# workers in the same directory must not delay this one's first steps.
+			[ -n "${fresh[$gpu]:-}" ] || rm -f "$KVSIM_LOGDIR/gpu-$gpu"
+			fresh[$gpu]=1
+			ev+=(--gpu-share "$KVSIM_LOGDIR/gpu-$gpu")
+			[ -z "${speed[$gpu]:-}" ] || ev+=(--gpu-speed "${speed[$gpu]}")
 		fi
 		"$bin" --host 127.0.0.1 --port 0 --worker-id "w$i" --tokenizer "$tok" "${ev[@]}" "$@" \
 			2>"$log" &

@@ -28,6 +28,7 @@
 #include "kvcache.h"
 #include "kvevents.h"
 #include "core/log.h"
+#include "gpu.h"
 #include "opts.h"
 #include "prompt/chat.h"
 #include "prompt/models.h"
@@ -97,6 +98,7 @@ struct sim {
 	uint64_t ok_requests, err_requests;
 	uint64_t connections; /* accepted */
 	double busy_ms;	      /* model time spent in engine steps (kvsim_busy_seconds_total) */
+	struct gpu_share *gpu; /* --gpu-share, or NULL */
 	struct kvc_events evbuf;
 	struct conn *closed; /* closed during this event batch, freed after it (conns_reap) */
 	volatile sig_atomic_t stop;
@@ -312,8 +314,22 @@ static void engine_kick_at(struct sim *sm, double start)
 	if (d == 0)
 		return;
 	sm->step_inflight = true;
+	{
+		/* The host part (scheduling, sampling, launches) runs on the worker's own CPU; the
+		 * rest runs on the GPU, --gpu-speed times faster than the costs say, and waits for
+		 * it when it is shared. */
+		double host = sm->o.step_host_ms < d ? sm->o.step_host_ms : d;
+		double gpu = (d - host) / sm->o.gpu_speed;
+
+		d = host + gpu;
+		if (sm->gpu)
+			sm->step_end = gpu_share_reserve(sm->gpu,
+							 start + host / 1000.0 / sm->o.time_scale,
+							 gpu / 1000.0 / sm->o.time_scale);
+		else
+			sm->step_end = start + d / 1000.0 / sm->o.time_scale;
+	}
 	sm->busy_ms += d;
-	sm->step_end = start + d / 1000.0 / sm->o.time_scale;
 }
 
 static void usage_json(struct buf *b, const struct job *j)
@@ -1210,6 +1226,13 @@ int main(int argc, char **argv)
 	uint32_t nblocks;
 
 	kvsim_opts_default(o);
+	{
+		const char *pr = kvsim_profile_arg(argc, argv);
+
+		/* An unknown name is left to the parser, which says so. */
+		if (pr)
+			kvsim_profile_apply(o, pr);
+	}
 	switch (opt_parse(&kvsim_options, argc, argv, o)) {
 	case OPT_RUN:
 		break;
@@ -1267,6 +1290,13 @@ int main(int argc, char **argv)
 	sm.s = sched_new(&o->sc, sm.kv);
 	if (!sm.s)
 		goto cleanup;
+	if (o->gpu_share) {
+		sm.gpu = gpu_share_open(o->gpu_share, err, sizeof(err));
+		if (!sm.gpu) {
+			fprintf(stderr, "kvsim: --gpu-share: %s\n", err);
+			goto cleanup;
+		}
+	}
 	if (o->ev.endpoint || o->ev.replay_endpoint) {
 		sm.ev = kvev_open(&o->ev, err, sizeof(err));
 		if (!sm.ev) {
@@ -1337,6 +1367,7 @@ cleanup:
 	conns_reap(&sm);
 	kvev_close(sm.ev);
 	sched_free(sm.s);
+	gpu_share_close(sm.gpu);
 	kvc_free(sm.kv);
 	models_free(sm.models);
 	free(sm.nice);

@@ -21,22 +21,109 @@ void kvsim_opts_default(struct kvsim_opts *o)
 	    .host = "0.0.0.0",
 	    .worker_id = "w0",
 	    .tokenizer = "models/qwen3/tokenizer.json",
-	    .model = "Qwen/Qwen3-0.6B",
 	    .time_scale = 1,
-	    .kv_bytes = 1073741824ull,
-	    .kv_bytes_per_token = 114688,
 	    .block_size = 16,
-	    .max_model_len = 4096,
 	    .max_body = 64u << 20,
 	    .ev = {.topic = "", .format = KVEV_ARRAY, .int_hashes = true, .buffer_steps = 10000},
-	    .sc = {.max_num_batched_tokens = 2048,
-		   .max_num_seqs = 256,
-		   .step_fixed_ms = 10.0,
-		   .step_prefill_fixed_ms = 11.8,
-		   .prefill_us_per_token = 23.8,
-		   .decode_us_per_seq = 1000.0},
-	    .api_overhead_ms = 4.0,
+	    .profile = "seeds",
+	    .gpu_speed = 1,
 	    .log_level = LOG_INFO};
+	kvsim_profile_apply(o, "seeds");
+}
+
+/* Hardware profiles: what one vLLM worker costs per engine step on a given GPU and model
+ * (docs/benchmarks.md#calibration has the fits and where every number comes from). */
+struct kvsim_profile {
+	const char *name;
+	const char *model;
+	size_t kv_bytes, kv_bytes_per_token;
+	uint32_t max_model_len, max_num_batched_tokens, max_num_seqs;
+	double api_overhead_ms, step_host_ms, step_fixed_ms, step_prefill_fixed_ms, prefill_us_per_token, prefill_attn_us,
+	    decode_us_per_seq, decode_attn_us;
+};
+
+static const struct kvsim_profile profiles[] = {
+    /* The seeds' workers: Qwen3-0.6B with a 1 GiB KV cap (585 blocks of 16) on consumer GPUs,
+     * four of the six time-sliced on one (kvsim --gpu-share; tools/kvsim/cluster.sh
+     * KVSIM_SEEDS_GPUS), calibrated against the seeds' random-Service timing: TTFT of hits and
+     * misses at C=4 and req/s at C=16 (docs/benchmarks.md#calibration). The API overhead holds
+     * the client's network, kube-proxy and vLLM's API server (tokenizing 2,371 tokens). */
+    {"seeds", "Qwen/Qwen3-0.6B", 1073741824ull, 114688, 4096, 2048, 256, 14, 9, 10, 2, 26, 0,
+     100, 0},
+    /* One H200, Qwen3-8B (36 layers, 8 KV heads of 128: 147,456 B per token), ~42,000 blocks
+     * of 16 tokens, vLLM's limits for a GPU of 70 GiB or more (8,192 batched tokens, 1,024
+     * sequences), Qwen3-8B's 40,960-token context. */
+    {"h200-qwen3-8b", "Qwen/Qwen3-8B", 42000ull * 16 * 147456, 147456, 40960, 8192, 1024, 4, 0, 7.5,
+     8.05, 18.99, 2.80, 206, 31},
+    /* One H200, Qwen3-0.6B (28 layers, 8 KV heads of 128: 114,688 B per token), the KV of 120
+     * GB (65,395 blocks of 16), the same limits. */
+    {"h200-qwen3-0.6b", "Qwen/Qwen3-0.6B", 120000000000ull, 114688, 40960, 8192, 1024, 4, 0, 3.54,
+     4.19, 1.353, 1.09, 100, 24},
+};
+
+int kvsim_profile_apply(struct kvsim_opts *o, const char *name)
+{
+	for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++) {
+		const struct kvsim_profile *p = &profiles[i];
+
+		if (strcmp(p->name, name))
+			continue;
+		o->profile = p->name;
+		o->model = p->model;
+		o->kv_bytes = p->kv_bytes;
+		o->kv_bytes_per_token = p->kv_bytes_per_token;
+		o->max_model_len = p->max_model_len;
+		o->sc.max_num_batched_tokens = p->max_num_batched_tokens;
+		o->sc.max_num_seqs = p->max_num_seqs;
+		o->api_overhead_ms = p->api_overhead_ms;
+		o->step_host_ms = p->step_host_ms;
+		o->sc.step_fixed_ms = p->step_fixed_ms;
+		o->sc.step_prefill_fixed_ms = p->step_prefill_fixed_ms;
+		o->sc.prefill_us_per_token = p->prefill_us_per_token;
+		o->sc.prefill_attn_us = p->prefill_attn_us;
+		o->sc.decode_us_per_seq = p->decode_us_per_seq;
+		o->sc.decode_attn_us = p->decode_attn_us;
+		return 0;
+	}
+	return -1;
+}
+
+const char *kvsim_profile_arg(int argc, char **argv)
+{
+	const char *v = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			break;
+		if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
+			v = argv[++i];
+		else if (strncmp(argv[i], "--profile=", 10) == 0)
+			v = argv[i] + 10;
+	}
+	return v;
+}
+
+/* --profile NAME: checked here; its values were set before the flags were parsed. */
+static int parse_profile(void *cfg, const char *arg)
+{
+	struct kvsim_opts probe;
+
+	(void)cfg;
+	probe = (struct kvsim_opts){0};
+	if (kvsim_profile_apply(&probe, arg) < 0) {
+		fprintf(stderr, "kvsim: --profile: unknown profile '%s' (", arg);
+		for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
+			fprintf(stderr, "%s%s", i ? ", " : "", profiles[i].name);
+		fprintf(stderr, ")\n");
+		return OPT_SAID;
+	}
+	return 0;
+}
+
+static int show_profile(const void *cfg, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s", ((const struct kvsim_opts *)cfg)->profile);
+	return 1;
 }
 
 /* --time-scale: a number above 0 and finite. */
@@ -187,15 +274,36 @@ static const struct opt kvsim_flags[] = {
      .dflt = "random per process"},
 
     {"Time: the step-cost model", OPT_SECTION},
+    {"profile", OPT_FUNC, 0, "NAME", 0, 0,
+     "the GPU and model one worker stands for: seeds (Qwen3-0.6B, 1 GiB of KV, the seeds' "
+     "consumer GPUs), h200-qwen3-8b or h200-qwen3-0.6b (one H200); sets --model, the KV pool, "
+     "--max-model-len, the scheduler limits and the step costs below, which any flag overrides "
+     "wherever it stands",
+     .parse = parse_profile, .show = show_profile},
     {"time-scale", OPT_FUNC, 0, "S", 0, 0, "run the same schedule S times faster (above 0)",
      .parse = parse_time_scale, .show = show_time_scale},
+    {"gpu-share", OPT_STR, F(gpu_share), "FILE", 0, 0,
+     "a GPU time-sliced with every worker naming the same FILE (created if missing): their "
+     "steps take turns, never overlap",
+     .dflt = "a GPU of its own"},
+    {"step-host-ms", OPT_DOUBLE, F(step_host_ms), "X", 0, 0,
+     "of --step-fixed-ms, the part spent on the host (scheduling, sampling, kernel launches), "
+     "which a GPU shared with --gpu-share does not delay"},
+    {"gpu-speed", OPT_DOUBLE, F(gpu_speed), "X", 0.01, 100,
+     "this worker's GPU is X times as fast as the profile's: the part of each step past "
+     "--step-host-ms takes 1/X as long"},
     {"step-fixed-ms", OPT_DOUBLE, F(sc.step_fixed_ms), "X", 0, 0, "step time: fixed part"},
     {"step-prefill-fixed-ms", OPT_DOUBLE, F(sc.step_prefill_fixed_ms), "X", 0, 0,
      "step time: extra when the step has prefill"},
     {"prefill-us-per-token", OPT_DOUBLE, F(sc.prefill_us_per_token), "X", 0, 0,
      "step time: per prefill token"},
+    {"prefill-attn-us", OPT_DOUBLE, F(sc.prefill_attn_us), "X", 0, 0,
+     "step time: per prefill token per 1,000 tokens it attends to (cached ones and the chunk's "
+     "own before it)"},
     {"decode-us-per-seq", OPT_DOUBLE, F(sc.decode_us_per_seq), "X", 0, 0,
      "step time: per decoding sequence"},
+    {"decode-attn-us", OPT_DOUBLE, F(sc.decode_attn_us), "X", 0, 0,
+     "step time: per decoding sequence per 1,000 tokens of its context"},
     {"api-overhead-ms", OPT_DOUBLE, F(api_overhead_ms), "X", 0, 0,
      "API server time before a request reaches the engine"},
 

@@ -45,6 +45,10 @@ struct kvsim_opts {
 	const char *hash_seed; /* NULL: random per process */
 	struct kvev_opts ev;
 	struct sched_cfg sc;
+	const char *profile;   /* --profile name (its values are set before the other flags) */
+	const char *gpu_share; /* --gpu-share clock file, or NULL: a GPU of its own */
+	double step_host_ms;   /* of each step, the part on the host (not time-sliced) */
+	double gpu_speed;      /* the GPU part of a step is divided by this */
 	double api_overhead_ms;
 	int log_level; /* enum log_level */
 };
@@ -54,8 +58,17 @@ struct kvsim_opts {
 const char *kvsim_lora_name(const struct kvsim_opts *o, size_t i, char *buf, size_t n,
 			    const char **path);
 
-/* Fills o with every default. */
+/* Fills o with every default (the "seeds" profile). */
 void kvsim_opts_default(struct kvsim_opts *o);
+
+/* Sets the model, KV pool, scheduler limits and step-cost constants of the named hardware
+ * profile (see kvsim --help, "--profile"). -1 for an unknown name. main() applies the profile
+ * named on the command line before parsing the other flags, so they override it wherever they
+ * stand. */
+int kvsim_profile_apply(struct kvsim_opts *o, const char *name);
+
+/* The value of the last --profile in argv ("--profile X" or "--profile=X"), or NULL. */
+const char *kvsim_profile_arg(int argc, char **argv);
 
 extern const struct opt_table kvsim_options;
 

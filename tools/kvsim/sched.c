@@ -162,9 +162,26 @@ static size_t is_decode(const struct sreq *r, size_t n)
 	return r->num_output > 0 && n == 1 && r->num_computed + 1 == r->ntokens;
 }
 
+/* Adds request r's n tokens of this step to the step's work: a decode (one token after the
+ * prompt, attending to its whole context) or a prefill chunk of n new tokens after the
+ * num_computed already in the cache, whose token i attends to num_computed + i + 1 tokens
+ * (causal attention): n * (num_computed + (n + 1) / 2) pairs. */
+static void account(const struct sreq *r, size_t n, size_t *prefill, size_t *decodes,
+		    double *prefill_pairs, double *decode_ctx)
+{
+	if (is_decode(r, n)) {
+		(*decodes)++;
+		*decode_ctx += (double)r->ntokens;
+	} else {
+		*prefill += n;
+		*prefill_pairs += (double)n * ((double)r->num_computed + (double)(n + 1) / 2.0);
+	}
+}
+
 double sched_plan(struct sched *s)
 {
 	size_t budget = s->cfg.max_num_batched_tokens, prefill = 0, decodes = 0;
+	double prefill_pairs = 0, decode_ctx = 0; /* attention work, in token pairs */
 	bool preempted = false;
 	int err;
 
@@ -200,10 +217,7 @@ double sched_plan(struct sched *s)
 			break;
 		r->step_new = n;
 		s->step[s->nstep++] = r;
-		if (is_decode(r, n))
-			decodes++;
-		else
-			prefill += n;
+		account(r, n, &prefill, &decodes, &prefill_pairs, &decode_ctx);
 		budget -= n;
 		i++;
 	}
@@ -232,18 +246,18 @@ double sched_plan(struct sched *s)
 		s->running[s->nrunning++] = r;
 		r->step_new = n;
 		s->step[s->nstep++] = r;
-		if (is_decode(r, n))
-			decodes++;
-		else
-			prefill += n;
+		account(r, n, &prefill, &decodes, &prefill_pairs, &decode_ctx);
 		budget -= n;
 	}
 	if (s->nstep == 0)
 		return 0;
 	s->st.steps++;
 	return s->cfg.step_fixed_ms + (prefill ? s->cfg.step_prefill_fixed_ms : 0) +
-	       s->cfg.prefill_us_per_token * (double)prefill / 1000.0 +
-	       s->cfg.decode_us_per_seq * (double)decodes / 1000.0;
+	       (s->cfg.prefill_us_per_token * (double)prefill +
+		s->cfg.prefill_attn_us * prefill_pairs / 1000.0 +
+		s->cfg.decode_us_per_seq * (double)decodes +
+		s->cfg.decode_attn_us * decode_ctx / 1000.0) /
+		   1000.0;
 }
 
 void sched_finish(struct sched *s, sched_token_fn fn, void *ctx)

@@ -7,8 +7,11 @@
  * only if nothing was preempted, waiting requests in FCFS order: prefix-cache lookup, allocation,
  * and the first waiting request that cannot get its blocks stops the loop (it waits).
  * Step time (ms) = step_fixed + (any prefill ? step_prefill_fixed : 0)
- *                 + prefill_us_per_token * prefill tokens / 1000 + decode_us_per_seq * decodes /
- * 1000. Single-threaded; the caller owns the requests' memory. */
+ *   + (prefill_us_per_token * prefill tokens + prefill_attn_us * prefill pairs / 1000
+ *      + decode_us_per_seq * decodes + decode_attn_us * decode context / 1000) / 1000,
+ * where a prefill chunk of n new tokens after c cached or computed ones has n * (c + (n+1)/2)
+ * attention pairs and a decode's context is its tokens so far: the attention parts grow with
+ * context, the rest is flat in it. Single-threaded; the caller owns the requests' memory. */
 #ifndef KVS_SCHED_H
 #define KVS_SCHED_H
 
@@ -24,7 +27,9 @@ struct sched_cfg {
 	double step_fixed_ms;		 /* every step */
 	double step_prefill_fixed_ms;	 /* extra for a step that runs any prefill */
 	double prefill_us_per_token;	 /* per prefill token */
+	double prefill_attn_us;		 /* per prefill token per 1,000 tokens it attends to */
 	double decode_us_per_seq;	 /* per decoding sequence */
+	double decode_attn_us;		 /* per decoding sequence per 1,000 tokens of context */
 };
 
 enum sreq_state { SREQ_NEW, SREQ_WAITING, SREQ_RUNNING, SREQ_FINISHED };
