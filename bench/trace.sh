@@ -16,6 +16,7 @@
 #      TRACE_WORKLOAD (sessions | agent): kvbench's generated conversations instead of the
 #      trace file (TRACE_LIMITS then only names the run), with TRACE_WORKLOAD_ARGS (extra
 #      kvbench flags: --conversations, --convo-rate, --turns, ...).
+#      TRACE_KVSIM_ARGS: more kvsim flags, e.g. "--profile h200-qwen3-8b" (the workers as H200s).
 set -euo pipefail
 export KVS_TESTBED_ID=${KVS_TESTBED_ID:-benchtrace}
 source "$(dirname "$0")/../tests/node/lib.sh"
@@ -33,7 +34,7 @@ trap 'exit 130' INT TERM
 
 # vLLM refuses a max_model_len its cache cannot hold: at the seeds' 585 blocks, use TRACE_B=16
 mml=$(((blocks - 1) * 16 < 32768 ? (blocks - 1) * 16 : 32768))
-KVS_WORKER=kvsim KVS_TIME_SCALE=$ts KVS_KVSIM_ARGS="--num-blocks $blocks --max-model-len $mml" \
+KVS_WORKER=kvsim KVS_TIME_SCALE=$ts KVS_KVSIM_ARGS="--num-blocks $blocks --max-model-len $mml ${TRACE_KVSIM_ARGS:-}" \
 	tests/node/up.sh --workers 6 --no-kvsplice >&2
 pods=""
 for i in $(seq 6); do pods+="${pods:+,}http://$(worker_ip "$i"):$SVC_PORT"; done

@@ -122,6 +122,8 @@ refused "$KVSIM" events-format --events-format nope
 refused "$KVSIM" int-block-hashes --int-block-hashes 2
 refused "$KVSIM" log-level --log-level loud
 refused "$KVSIM" num-blocks --num-blocks x
+refused "$KVSIM" profile --profile a100-nope
+refused "$KVSIM" gpu-speed --gpu-speed 0
 
 # --- kvsim: accepted, into the config -----------------------------------------------------------
 has "$KVSIM" "--port 8001" --port 8001
@@ -130,6 +132,22 @@ has "$KVSIM" "--events-format map" --events-format map
 has "$KVSIM" "--int-block-hashes 0" --int-block-hashes 0
 has "$KVSIM" "--time-scale 0.5" --time-scale 0.5
 has "$KVSIM" "--log-level debug" --log-level debug
+# Profiles: every value a profile sets, and a flag overrides it wherever it stands.
+has "$KVSIM" "--profile seeds"
+has "$KVSIM" "--step-host-ms 9"
+has "$KVSIM" "--model Qwen/Qwen3-8B" --profile h200-qwen3-8b
+has "$KVSIM" "--step-fixed-ms 7.5" --profile h200-qwen3-8b
+has "$KVSIM" "--decode-attn-us 31" --profile h200-qwen3-8b
+has "$KVSIM" "--max-num-batched-tokens 8192" --profile h200-qwen3-8b
+has "$KVSIM" "--step-fixed-ms 3" --step-fixed-ms 3 --profile h200-qwen3-8b
+has "$KVSIM" "--step-fixed-ms 3" --profile h200-qwen3-8b --step-fixed-ms 3
+has "$KVSIM" "--model m" --model m --profile=h200-qwen3-0.6b
+has "$KVSIM" "--step-fixed-ms 3.54" --profile=h200-qwen3-0.6b
+has "$KVSIM" "--step-fixed-ms 10" --profile h200-qwen3-8b --profile seeds
+a=$(config "$KVSIM" --profile h200-qwen3-8b --num-blocks 500)
+eval "again=($(tr '\n' ' ' <<<"$a"))"
+b=$(config "$KVSIM" "${again[@]}")
+expect_eq "kvsim --profile h200-qwen3-8b: --print-config reads back as the same config" "$a" "$b"
 args=(--port 9 --worker-id w3 --num-blocks 100 --block-size 32 --events-endpoint tcp://127.0.0.1:*
 	--topic t --seed 4 --step-fixed-ms 1.5)
 a=$(config "$KVSIM" "${args[@]}")

@@ -375,6 +375,56 @@ static void test_sched_waiting_and_chunks(void)
 	kvc_free(c);
 }
 
+/* The step cost's attention parts: a prefill chunk of n new tokens after c computed ones has
+ * n * (c + (n + 1) / 2) pairs, a decode attends to its whole context. */
+static void test_sched_step_cost_grows_with_context(void)
+{
+	struct kvcache *c = mk(64);
+	struct sched_cfg cfg = {.max_num_batched_tokens = 8,
+				.max_num_seqs = 16,
+				.step_fixed_ms = 1,
+				.step_prefill_fixed_ms = 2,
+				.prefill_us_per_token = 100,
+				.prefill_attn_us = 1000,
+				.decode_us_per_seq = 300,
+				.decode_attn_us = 2000};
+	struct sched *s = sched_new(&cfg, c);
+	uint32_t ba[32], out[4] = {1, 2, 3, 4};
+	struct sreq a;
+	struct rec ra = {0};
+	double ms, want;
+
+	mkreq(&a, ba, 12, 100, out, 3, &ra);
+	sched_add(s, &a);
+	ms = sched_plan(s);
+	/* 8 tokens from 0: 8 * (0 + 4.5) = 36 pairs = 0.036 K * 1000 us = 36 us */
+	want = 1 + 2 + (100.0 * 8 + 1000.0 * 36 / 1000) / 1000;
+	CHECK(ms > want - 1e-9 && ms < want + 1e-9,
+	      "first chunk: fixed + prefill + 36 pairs (%g ms)", ms);
+	sched_finish(s, on_tok, NULL);
+	ms = sched_plan(s);
+	/* 4 tokens after 8 computed: 4 * (8 + 2.5) = 42 pairs */
+	want = 1 + 2 + (100.0 * 4 + 1000.0 * 42 / 1000) / 1000;
+	CHECK(ms > want - 1e-9 && ms < want + 1e-9,
+	      "second chunk attends to the 8 tokens before it too: 42 pairs (%g ms)", ms);
+	sched_finish(s, on_tok, NULL);
+	ms = sched_plan(s);
+	/* a decode with 13 tokens of context (12 prompt + 1 sampled) */
+	want = 1 + (300.0 + 2000.0 * 13 / 1000) / 1000;
+	CHECK(ms > want - 1e-9 && ms < want + 1e-9,
+	      "a decode: fixed + per sequence + 13 tokens of context (%g ms)", ms);
+	sched_finish(s, on_tok, NULL);
+	ms = sched_plan(s);
+	want = 1 + (300.0 + 2000.0 * 14 / 1000) / 1000;
+	CHECK(ms > want - 1e-9 && ms < want + 1e-9,
+	      "the next decode costs one token more of context");
+	sched_finish(s, on_tok, NULL);
+	CHECK(ra.done, "A finished");
+	kvc_seq_free(&a.seq);
+	sched_free(s);
+	kvc_free(c);
+}
+
 static void test_sched_blocks_run_out(void)
 {
 	struct kvcache *c = mk(6); /* 5 usable blocks */
@@ -535,6 +585,7 @@ int main(void)
 	test_events_and_reset();
 	test_hash_seed();
 	test_sched_waiting_and_chunks();
+	test_sched_step_cost_grows_with_context();
 	test_sched_blocks_run_out();
 	test_sched_preemption();
 	test_sched_hit_on_blocks_being_computed();

@@ -96,8 +96,8 @@ struct sim {
 	size_t nnice;
 	uint64_t req_counter;
 	uint64_t ok_requests, err_requests;
-	uint64_t connections; /* accepted */
-	double busy_ms;	      /* model time spent in engine steps (kvsim_busy_seconds_total) */
+	uint64_t connections;  /* accepted */
+	double busy_ms;	       /* model time spent in engine steps (kvsim_busy_seconds_total) */
 	struct gpu_share *gpu; /* --gpu-share, or NULL */
 	struct kvc_events evbuf;
 	struct conn *closed; /* closed during this event batch, freed after it (conns_reap) */
@@ -323,9 +323,9 @@ static void engine_kick_at(struct sim *sm, double start)
 
 		d = host + gpu;
 		if (sm->gpu)
-			sm->step_end = gpu_share_reserve(sm->gpu,
-							 start + host / 1000.0 / sm->o.time_scale,
-							 gpu / 1000.0 / sm->o.time_scale);
+			sm->step_end =
+			    gpu_share_reserve(sm->gpu, start + host / 1000.0 / sm->o.time_scale,
+					      gpu / 1000.0 / sm->o.time_scale);
 		else
 			sm->step_end = start + d / 1000.0 / sm->o.time_scale;
 	}

@@ -38,8 +38,8 @@ struct kvsim_profile {
 	const char *model;
 	size_t kv_bytes, kv_bytes_per_token;
 	uint32_t max_model_len, max_num_batched_tokens, max_num_seqs;
-	double api_overhead_ms, step_host_ms, step_fixed_ms, step_prefill_fixed_ms, prefill_us_per_token, prefill_attn_us,
-	    decode_us_per_seq, decode_attn_us;
+	double api_overhead_ms, step_host_ms, step_fixed_ms, step_prefill_fixed_ms,
+	    prefill_us_per_token, prefill_attn_us, decode_us_per_seq, decode_attn_us;
 };
 
 static const struct kvsim_profile profiles[] = {
@@ -48,8 +48,8 @@ static const struct kvsim_profile profiles[] = {
      * KVSIM_SEEDS_GPUS), calibrated against the seeds' random-Service timing: TTFT of hits and
      * misses at C=4 and req/s at C=16 (docs/benchmarks.md#calibration). The API overhead holds
      * the client's network, kube-proxy and vLLM's API server (tokenizing 2,371 tokens). */
-    {"seeds", "Qwen/Qwen3-0.6B", 1073741824ull, 114688, 4096, 2048, 256, 14, 9, 10, 2, 26, 0,
-     100, 0},
+    {"seeds", "Qwen/Qwen3-0.6B", 1073741824ull, 114688, 4096, 2048, 256, 14, 9, 10, 2, 26, 0, 100,
+     0},
     /* One H200, Qwen3-8B (36 layers, 8 KV heads of 128: 147,456 B per token), ~42,000 blocks
      * of 16 tokens, vLLM's limits for a GPU of 70 GiB or more (8,192 batched tokens, 1,024
      * sequences), Qwen3-8B's 40,960-token context. */
@@ -287,8 +287,8 @@ static const struct opt kvsim_flags[] = {
      "steps take turns, never overlap",
      .dflt = "a GPU of its own"},
     {"step-host-ms", OPT_DOUBLE, F(step_host_ms), "X", 0, 0,
-     "of --step-fixed-ms, the part spent on the host (scheduling, sampling, kernel launches), "
-     "which a GPU shared with --gpu-share does not delay"},
+     "of each step, the first X ms (at most the whole step) run on the host (scheduling, "
+     "sampling, kernel launches): a GPU shared with --gpu-share does not delay them"},
     {"gpu-speed", OPT_DOUBLE, F(gpu_speed), "X", 0.01, 100,
      "this worker's GPU is X times as fast as the profile's: the part of each step past "
      "--step-host-ms takes 1/X as long"},
