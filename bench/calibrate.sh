@@ -18,7 +18,8 @@
 # (KVSIM_GPUS=$KVSIM_SEEDS_GPUS, tools/kvsim/cluster.sh); 3 workers have a GPU each.
 # Env: TS (time scale for part 1, default 10), SEEDS ("1 2 3 4 5"), RUNS (1), PS ("2 7 12 24"),
 #      WORKERS ("6 3"), SPREADS ("random round-robin dynamo dynamo-kv"), TIMING (1: run part 2),
-#      SUMMARY_ONLY (1: only print the tables from an existing $OUT, e.g. several files joined).
+#      HITS (0: skip part 1), SUMMARY_ONLY (1: only print the tables from an existing $OUT,
+#      e.g. several files joined).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/kvsim/cluster.sh
@@ -58,6 +59,7 @@ bench() { # workers spread P C seed runs ts [extra]
 }
 
 PART=hit
+[ "${HITS:-1}" = 1 ] || WORKERS=""
 for w in $WORKERS; do
 	KVSIM_GPUS=$(gpus "$w") KVSIM_WITH_EVENTS=1 kvsim_start "$w" --time-scale "$TS"
 	sps=$SPREADS

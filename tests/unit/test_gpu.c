@@ -33,18 +33,25 @@ int main(void)
 	a = gpu_share_open(path, err, sizeof(err));
 	b = gpu_share_open(path, err, sizeof(err));
 	CHECK(a && b, "two workers open one clock (%s)", a && b ? "ok" : err);
-	e = gpu_share_reserve(a, 100.0, 0.010);
+	e = gpu_share_reserve(a, 100.0, 0.010, 0);
 	CHECK(near(e, 100.010), "an idle GPU: the step runs at once (ends %.6f)", e);
-	e = gpu_share_reserve(b, 100.004, 0.010);
+	e = gpu_share_reserve(b, 100.004, 0.010, 0);
 	CHECK(near(e, 100.020), "the neighbour's step waits for it: 100.010 + 0.010 (ends %.6f)",
 	      e);
-	e = gpu_share_reserve(a, 100.005, 0.002);
+	e = gpu_share_reserve(a, 100.005, 0.002, 0);
 	CHECK(near(e, 100.022), "steps are granted in order: the third after the second (%.6f)", e);
-	e = gpu_share_reserve(b, 200.0, 0.001);
+	e = gpu_share_reserve(b, 200.0, 0.001, 0);
 	CHECK(near(e, 200.001), "after an idle gap nothing is owed (%.6f)", e);
+	gpu_share_reserve(b, 300.0, 0.001, 0.0005);
+	e = gpu_share_reserve(a, 300.0, 0.001, 0.0005);
+	CHECK(near(e, 300.0025), "a step waiting for another worker's pays the switch (%.6f)", e);
+	e = gpu_share_reserve(a, 300.0, 0.001, 0.0005);
+	CHECK(near(e, 300.0035), "waiting for its own step: no switch (%.6f)", e);
+	e = gpu_share_reserve(b, 400.0, 0.001, 0.0005);
+	CHECK(near(e, 400.001), "an idle GPU: no switch either (%.6f)", e);
 	gpu_share_close(b);
 
-	/* Two processes, 20,000 reservations each of 1 us from t=300: none lost. */
+	/* Two processes, 20,000 reservations each of 1 us from t=400: none lost. */
 	{
 		pid_t pid[2];
 		int st, okc = 0;
@@ -57,7 +64,7 @@ int main(void)
 				if (!g)
 					_exit(2);
 				for (int i = 0; i < 20000; i++)
-					gpu_share_reserve(g, 300.0, 1e-6);
+					gpu_share_reserve(g, 400.0, 1e-6, 0);
 				_exit(0);
 			}
 		}
@@ -66,8 +73,8 @@ int main(void)
 			    WEXITSTATUS(st) == 0)
 				okc++;
 		CHECK_EQ(okc, 2, "both processes ran");
-		e = gpu_share_reserve(a, 0, 0);
-		CHECK(near(e, 300.040), "40,000 concurrent 1 us steps end at 300.040 (%.6f)", e);
+		e = gpu_share_reserve(a, 0, 0, 0);
+		CHECK(near(e, 400.041), "40,000 concurrent 1 us steps after it end at 400.041 (%.6f)", e);
 	}
 	gpu_share_close(a);
 

@@ -12,15 +12,23 @@
 
 #include "gpu.h"
 
-#define GPU_MAGIC 0x6b767367707531ull /* "kvsgpu1" */
+#define GPU_MAGIC 0x6b767367707532ull /* "kvsgpu2" */
 
+/* The clock is one word, so that one compare-and-swap moves it: the time the GPU is busy until
+ * (CLOCK_MONOTONIC microseconds, 48 bits: 8.9 years of uptime) and which worker ran last (16
+ * bits, ids handed out by the file's counter). */
 struct gpu_clock {
 	_Atomic uint64_t magic;
-	_Atomic uint64_t busy_until_ns;
+	_Atomic uint64_t word;
+	_Atomic uint64_t next_id;
 };
+
+#define OWNER_BITS 16
+#define OWNER_MASK ((1ull << OWNER_BITS) - 1)
 
 struct gpu_share {
 	struct gpu_clock *c;
+	uint64_t id; /* 1..65535 */
 };
 
 struct gpu_share *gpu_share_open(const char *path, char *err, size_t errlen)
@@ -70,18 +78,23 @@ struct gpu_share *gpu_share_open(const char *path, char *err, size_t errlen)
 		gpu_share_close(g);
 		return NULL;
 	}
+	g->id = atomic_fetch_add(&g->c->next_id, 1) % OWNER_MASK + 1;
 	return g;
 }
 
-double gpu_share_reserve(struct gpu_share *g, double start, double dur)
+double gpu_share_reserve(struct gpu_share *g, double start, double dur, double switch_s)
 {
-	uint64_t s = (uint64_t)(start * 1e9), d = (uint64_t)(dur * 1e9);
-	uint64_t cur = atomic_load(&g->c->busy_until_ns), from;
+	uint64_t s = (uint64_t)(start * 1e6), d = (uint64_t)(dur * 1e6), sw = (uint64_t)(switch_s * 1e6);
+	uint64_t cur = atomic_load(&g->c->word), until, from, end;
 
-	do
-		from = cur > s ? cur : s;
-	while (!atomic_compare_exchange_weak(&g->c->busy_until_ns, &cur, from + d));
-	return (double)(from + d) / 1e9;
+	do {
+		until = cur >> OWNER_BITS;
+		from = until > s ? until : s;
+		/* Another worker's step still running when this one is ready: the GPU switches
+		 * contexts first. */
+		end = from + d + (until > s && (cur & OWNER_MASK) != g->id ? sw : 0);
+	} while (!atomic_compare_exchange_weak(&g->c->word, &cur, end << OWNER_BITS | g->id));
+	return (double)end / 1e6;
 }
 
 void gpu_share_close(struct gpu_share *g)

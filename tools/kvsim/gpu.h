@@ -6,7 +6,8 @@
  * stretches a step as time-slicing does (the GPU runs one context at a time), an idle one costs
  * nothing. Steps are granted in the order the workers plan them (a compare-and-swap on the
  * clock), which is how CUDA's time-slicing between processes behaves on average; the slices
- * themselves (a few ms) are not modelled. The clock is CLOCK_MONOTONIC nanoseconds, common to
+ * themselves (a few ms) are not modelled, their cost is: --gpu-switch-ms is added to a step
+ * that had to wait for another worker's. The clock is CLOCK_MONOTONIC microseconds, common to
  * every process of the machine and to every network namespace. */
 #ifndef KVS_KVSIM_GPU_H
 #define KVS_KVSIM_GPU_H
@@ -20,8 +21,9 @@ struct gpu_share;
 struct gpu_share *gpu_share_open(const char *path, char *err, size_t errlen);
 
 /* Reserves the GPU for dur seconds, at start (CLOCK_MONOTONIC seconds) or as soon after it as
- * the GPU is free; returns the time the step ends. */
-double gpu_share_reserve(struct gpu_share *g, double start, double dur);
+ * the GPU is free, plus switch_s when it has to wait for another worker's step (a context
+ * switch of time-slicing under contention); returns the time the step ends (microseconds). */
+double gpu_share_reserve(struct gpu_share *g, double start, double dur, double switch_s);
 
 void gpu_share_close(struct gpu_share *g);
 

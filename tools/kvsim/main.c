@@ -325,7 +325,8 @@ static void engine_kick_at(struct sim *sm, double start)
 		if (sm->gpu)
 			sm->step_end =
 			    gpu_share_reserve(sm->gpu, start + host / 1000.0 / sm->o.time_scale,
-					      gpu / 1000.0 / sm->o.time_scale);
+					      gpu / 1000.0 / sm->o.time_scale,
+					      sm->o.gpu_switch_ms / 1000.0 / sm->o.time_scale);
 		else
 			sm->step_end = start + d / 1000.0 / sm->o.time_scale;
 	}

@@ -38,7 +38,7 @@ struct kvsim_profile {
 	const char *model;
 	size_t kv_bytes, kv_bytes_per_token;
 	uint32_t max_model_len, max_num_batched_tokens, max_num_seqs;
-	double api_overhead_ms, step_host_ms, step_fixed_ms, step_prefill_fixed_ms,
+	double api_overhead_ms, gpu_switch_ms, step_host_ms, step_fixed_ms, step_prefill_fixed_ms,
 	    prefill_us_per_token, prefill_attn_us, decode_us_per_seq, decode_attn_us;
 };
 
@@ -47,17 +47,18 @@ static const struct kvsim_profile profiles[] = {
      * four of the six time-sliced on one (kvsim --gpu-share; tools/kvsim/cluster.sh
      * KVSIM_SEEDS_GPUS), calibrated against the seeds' random-Service timing: TTFT of hits and
      * misses at C=4 and req/s at C=16 (docs/benchmarks.md#calibration). The API overhead holds
-     * the client's network, kube-proxy and vLLM's API server (tokenizing 2,371 tokens). */
-    {"seeds", "Qwen/Qwen3-0.6B", 1073741824ull, 114688, 4096, 2048, 256, 14, 9, 10, 2, 26, 0, 100,
-     0},
+     * the client's network, kube-proxy and vLLM's API server (tokenizing 2,371 tokens); a step
+     * that waits for another worker's on a shared GPU loses 2 ms to the switch. */
+    {"seeds", "Qwen/Qwen3-0.6B", 1073741824ull, 114688, 4096, 2048, 256, 14, 2, 9, 10, 2, 26, 0,
+     100, 0},
     /* One H200, Qwen3-8B (36 layers, 8 KV heads of 128: 147,456 B per token), ~42,000 blocks
      * of 16 tokens, vLLM's limits for a GPU of 70 GiB or more (8,192 batched tokens, 1,024
      * sequences), Qwen3-8B's 40,960-token context. */
-    {"h200-qwen3-8b", "Qwen/Qwen3-8B", 42000ull * 16 * 147456, 147456, 40960, 8192, 1024, 4, 0, 7.5,
+    {"h200-qwen3-8b", "Qwen/Qwen3-8B", 42000ull * 16 * 147456, 147456, 40960, 8192, 1024, 4, 0, 0, 7.5,
      8.05, 18.99, 2.80, 206, 31},
     /* One H200, Qwen3-0.6B (28 layers, 8 KV heads of 128: 114,688 B per token), the KV of 120
      * GB (65,395 blocks of 16), the same limits. */
-    {"h200-qwen3-0.6b", "Qwen/Qwen3-0.6B", 120000000000ull, 114688, 40960, 8192, 1024, 4, 0, 3.54,
+    {"h200-qwen3-0.6b", "Qwen/Qwen3-0.6B", 120000000000ull, 114688, 40960, 8192, 1024, 4, 0, 0, 3.54,
      4.19, 1.353, 1.09, 100, 24},
 };
 
@@ -76,6 +77,7 @@ int kvsim_profile_apply(struct kvsim_opts *o, const char *name)
 		o->sc.max_num_batched_tokens = p->max_num_batched_tokens;
 		o->sc.max_num_seqs = p->max_num_seqs;
 		o->api_overhead_ms = p->api_overhead_ms;
+		o->gpu_switch_ms = p->gpu_switch_ms;
 		o->step_host_ms = p->step_host_ms;
 		o->sc.step_fixed_ms = p->step_fixed_ms;
 		o->sc.step_prefill_fixed_ms = p->step_prefill_fixed_ms;
@@ -289,6 +291,9 @@ static const struct opt kvsim_flags[] = {
     {"step-host-ms", OPT_DOUBLE, F(step_host_ms), "X", 0, 0,
      "of each step, the first X ms (at most the whole step) run on the host (scheduling, "
      "sampling, kernel launches): a GPU shared with --gpu-share does not delay them"},
+    {"gpu-switch-ms", OPT_DOUBLE, F(gpu_switch_ms), "X", 0, 0,
+     "with --gpu-share: a step that waits for another worker's pays X ms more (the context "
+     "switch of time-slicing)"},
     {"gpu-speed", OPT_DOUBLE, F(gpu_speed), "X", 0.01, 100,
      "this worker's GPU is X times as fast as the profile's: the part of each step past "
      "--step-host-ms takes 1/X as long"},

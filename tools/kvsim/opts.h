@@ -49,6 +49,7 @@ struct kvsim_opts {
 	const char *gpu_share; /* --gpu-share clock file, or NULL: a GPU of its own */
 	double step_host_ms;   /* of each step, the part on the host (not time-sliced) */
 	double gpu_speed;      /* the GPU part of a step is divided by this */
+	double gpu_switch_ms;  /* added to a step that waited for another worker's */
 	double api_overhead_ms;
 	int log_level; /* enum log_level */
 };
