@@ -33,7 +33,7 @@ for part in ${H200_PARTS:-seeds full sessions}; do
 	sessions)
 		TRACE_WORKLOAD=sessions TRACE_SPEEDUP=1 TRACE_LIMITS=sessions TRACE_TS=1 \
 			TRACE_BLOCKS=42000 TRACE_KVSIM_ARGS="--profile $PROFILE" \
-			TRACE_WORKLOAD_ARGS="--conversations 300 --convo-rate 3" \
+			TRACE_WORKLOAD_ARGS="--conversations 300 --convo-rate 3 --model Qwen/Qwen3-8B" \
 			TRACE_VARIANTS="service dynamo kv" TRACE_OUT=$OUT/sessions KVS_TESTBED_ID=benchh200 \
 			bash bench/trace.sh >/dev/null
 		;;
