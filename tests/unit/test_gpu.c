@@ -74,7 +74,8 @@ int main(void)
 				okc++;
 		CHECK_EQ(okc, 2, "both processes ran");
 		e = gpu_share_reserve(a, 0, 0, 0);
-		CHECK(near(e, 400.041), "40,000 concurrent 1 us steps after it end at 400.041 (%.6f)", e);
+		CHECK(near(e, 400.041),
+		      "40,000 concurrent 1 us steps after it end at 400.041 (%.6f)", e);
 	}
 	gpu_share_close(a);
 

@@ -84,7 +84,8 @@ struct gpu_share *gpu_share_open(const char *path, char *err, size_t errlen)
 
 double gpu_share_reserve(struct gpu_share *g, double start, double dur, double switch_s)
 {
-	uint64_t s = (uint64_t)(start * 1e6), d = (uint64_t)(dur * 1e6), sw = (uint64_t)(switch_s * 1e6);
+	uint64_t s = (uint64_t)(start * 1e6), d = (uint64_t)(dur * 1e6),
+		 sw = (uint64_t)(switch_s * 1e6);
 	uint64_t cur = atomic_load(&g->c->word), until, from, end;
 
 	do {

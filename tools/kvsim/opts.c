@@ -54,12 +54,12 @@ static const struct kvsim_profile profiles[] = {
     /* One H200, Qwen3-8B (36 layers, 8 KV heads of 128: 147,456 B per token), ~42,000 blocks
      * of 16 tokens, vLLM's limits for a GPU of 70 GiB or more (8,192 batched tokens, 1,024
      * sequences), Qwen3-8B's 40,960-token context. */
-    {"h200-qwen3-8b", "Qwen/Qwen3-8B", 42000ull * 16 * 147456, 147456, 40960, 8192, 1024, 4, 0, 0, 7.5,
-     8.05, 18.99, 2.80, 206, 31},
+    {"h200-qwen3-8b", "Qwen/Qwen3-8B", 42000ull * 16 * 147456, 147456, 40960, 8192, 1024, 4, 0, 0,
+     7.5, 8.05, 18.99, 2.80, 206, 31},
     /* One H200, Qwen3-0.6B (28 layers, 8 KV heads of 128: 114,688 B per token), the KV of 120
      * GB (65,395 blocks of 16), the same limits. */
-    {"h200-qwen3-0.6b", "Qwen/Qwen3-0.6B", 120000000000ull, 114688, 40960, 8192, 1024, 4, 0, 0, 3.54,
-     4.19, 1.353, 1.09, 100, 24},
+    {"h200-qwen3-0.6b", "Qwen/Qwen3-0.6B", 120000000000ull, 114688, 40960, 8192, 1024, 4, 0, 0,
+     3.54, 4.19, 1.353, 1.09, 100, 24},
 };
 
 int kvsim_profile_apply(struct kvsim_opts *o, const char *name)
