@@ -27,6 +27,7 @@
 set -euo pipefail
 export KVS_TESTBED_ID=${KVS_TESTBED_ID:-demo}
 source "$(dirname "$0")/lib.sh"
+source "$KVS_ROOT/tools/kvsim/cluster.sh" # KVSIM_SEEDS_GPUS
 cd "$KVS_ROOT"
 if [ "${QUICK:-0}" = 1 ]; then
 	TS=${DEMO_TIME_SCALE:-10}
@@ -57,7 +58,7 @@ RUNS=${DEMO_RUNS:-1}
 SEED=${DEMO_SEED:-1}
 POLICIES=${DEMO_POLICIES:-round-robin dynamo kv}
 WORKERS=${DEMO_WORKERS:-6}
-if [ "$WORKERS" = 6 ]; then GPUS=${DEMO_GPUS:-a a a a b c}; else GPUS=${DEMO_GPUS:--}; fi
+if [ "$WORKERS" = 6 ]; then GPUS=${DEMO_GPUS:-$KVSIM_SEEDS_GPUS}; else GPUS=${DEMO_GPUS:--}; fi
 OUT=${DEMO_OUT:-$KVS_ROOT/results/demo}
 say() { printf '\n== %s\n' "$*" >&2; }
 

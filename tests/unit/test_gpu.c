@@ -2,6 +2,7 @@
 /* kvsim's time-sliced GPU (--gpu-share): the steps of workers sharing a clock file never overlap,
  * an idle GPU costs nothing, concurrent reservations from several processes lose none, and a
  * file that is not a clock is refused, never overwritten. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +11,6 @@
 
 #include "../../tools/kvsim/gpu.c"
 #include "tap.h"
-
-static int near(double a, double b)
-{
-	return a > b - 1e-6 && a < b + 1e-6;
-}
 
 int main(void)
 {
@@ -34,21 +30,23 @@ int main(void)
 	b = gpu_share_open(path, err, sizeof(err));
 	CHECK(a && b, "two workers open one clock (%s)", a && b ? "ok" : err);
 	e = gpu_share_reserve(a, 100.0, 0.010, 0);
-	CHECK(near(e, 100.010), "an idle GPU: the step runs at once (ends %.6f)", e);
+	CHECK(fabs(e - 100.010) < 1e-6, "an idle GPU: the step runs at once (ends %.6f)", e);
 	e = gpu_share_reserve(b, 100.004, 0.010, 0);
-	CHECK(near(e, 100.020), "the neighbour's step waits for it: 100.010 + 0.010 (ends %.6f)",
-	      e);
+	CHECK(fabs(e - 100.020) < 1e-6,
+	      "the neighbour's step waits for it: 100.010 + 0.010 (ends %.6f)", e);
 	e = gpu_share_reserve(a, 100.005, 0.002, 0);
-	CHECK(near(e, 100.022), "steps are granted in order: the third after the second (%.6f)", e);
+	CHECK(fabs(e - 100.022) < 1e-6,
+	      "steps are granted in order: the third after the second (%.6f)", e);
 	e = gpu_share_reserve(b, 200.0, 0.001, 0);
-	CHECK(near(e, 200.001), "after an idle gap nothing is owed (%.6f)", e);
+	CHECK(fabs(e - 200.001) < 1e-6, "after an idle gap nothing is owed (%.6f)", e);
 	gpu_share_reserve(b, 300.0, 0.001, 0.0005);
 	e = gpu_share_reserve(a, 300.0, 0.001, 0.0005);
-	CHECK(near(e, 300.0025), "a step waiting for another worker's pays the switch (%.6f)", e);
+	CHECK(fabs(e - 300.0025) < 1e-6,
+	      "a step waiting for another worker's pays the switch (%.6f)", e);
 	e = gpu_share_reserve(a, 300.0, 0.001, 0.0005);
-	CHECK(near(e, 300.0035), "waiting for its own step: no switch (%.6f)", e);
+	CHECK(fabs(e - 300.0035) < 1e-6, "waiting for its own step: no switch (%.6f)", e);
 	e = gpu_share_reserve(b, 400.0, 0.001, 0.0005);
-	CHECK(near(e, 400.001), "an idle GPU: no switch either (%.6f)", e);
+	CHECK(fabs(e - 400.001) < 1e-6, "an idle GPU: no switch either (%.6f)", e);
 	gpu_share_close(b);
 
 	/* Two processes, 20,000 reservations each of 1 us from t=400: none lost. */
@@ -74,7 +72,7 @@ int main(void)
 				okc++;
 		CHECK_EQ(okc, 2, "both processes ran");
 		e = gpu_share_reserve(a, 0, 0, 0);
-		CHECK(near(e, 400.041),
+		CHECK(fabs(e - 400.041) < 1e-6,
 		      "40,000 concurrent 1 us steps after it end at 400.041 (%.6f)", e);
 	}
 	gpu_share_close(a);

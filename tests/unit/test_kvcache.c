@@ -2,6 +2,7 @@
 /* kvsim's vLLM v1 KV cache and scheduler model on small exact cases. The model lives in
  * tools/kvsim (only kvsim uses it), so this test compiles those files in. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -399,25 +400,23 @@ static void test_sched_step_cost_grows_with_context(void)
 	ms = sched_plan(s);
 	/* 8 tokens from 0: 8 * (0 + 4.5) = 36 pairs = 0.036 K * 1000 us = 36 us */
 	want = 1 + 2 + (100.0 * 8 + 1000.0 * 36 / 1000) / 1000;
-	CHECK(ms > want - 1e-9 && ms < want + 1e-9,
-	      "first chunk: fixed + prefill + 36 pairs (%g ms)", ms);
+	CHECK(fabs(ms - want) < 1e-9, "first chunk: fixed + prefill + 36 pairs (%g ms)", ms);
 	sched_finish(s, on_tok, NULL);
 	ms = sched_plan(s);
 	/* 4 tokens after 8 computed: 4 * (8 + 2.5) = 42 pairs */
 	want = 1 + 2 + (100.0 * 4 + 1000.0 * 42 / 1000) / 1000;
-	CHECK(ms > want - 1e-9 && ms < want + 1e-9,
+	CHECK(fabs(ms - want) < 1e-9,
 	      "second chunk attends to the 8 tokens before it too: 42 pairs (%g ms)", ms);
 	sched_finish(s, on_tok, NULL);
 	ms = sched_plan(s);
 	/* a decode with 13 tokens of context (12 prompt + 1 sampled) */
 	want = 1 + (300.0 + 2000.0 * 13 / 1000) / 1000;
-	CHECK(ms > want - 1e-9 && ms < want + 1e-9,
+	CHECK(fabs(ms - want) < 1e-9,
 	      "a decode: fixed + per sequence + 13 tokens of context (%g ms)", ms);
 	sched_finish(s, on_tok, NULL);
 	ms = sched_plan(s);
 	want = 1 + (300.0 + 2000.0 * 14 / 1000) / 1000;
-	CHECK(ms > want - 1e-9 && ms < want + 1e-9,
-	      "the next decode costs one token more of context");
+	CHECK(fabs(ms - want) < 1e-9, "the next decode costs one token more of context");
 	sched_finish(s, on_tok, NULL);
 	CHECK(ra.done, "A finished");
 	kvc_seq_free(&a.seq);

@@ -25,7 +25,7 @@ kvsim_start() {
 	local -a gpus
 	local -A fresh=() speed=()
 	read -r -a gpus <<<"${KVSIM_GPUS:-}"
-	for ev in ${KVSIM_GPU_SPEEDS:-}; do speed[${ev%%=*}]=${ev#*=}; done
+	for gpu in ${KVSIM_GPU_SPEEDS:-}; do speed[${gpu%%=*}]=${gpu#*=}; done
 	KVSIM_LOGDIR=${KVSIM_LOGDIR:-$(mktemp -d /tmp/kvsim.XXXXXX)}
 	for ((i = 0; i < n; i++)); do
 		log=$KVSIM_LOGDIR/w$i.log

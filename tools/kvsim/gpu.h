@@ -22,7 +22,8 @@ struct gpu_share *gpu_share_open(const char *path, char *err, size_t errlen);
 
 /* Reserves the GPU for dur seconds, at start (CLOCK_MONOTONIC seconds) or as soon after it as
  * the GPU is free, plus switch_s when it has to wait for another worker's step (a context
- * switch of time-slicing under contention); returns the time the step ends (microseconds). */
+ * switch of time-slicing under contention); returns the time the step ends (CLOCK_MONOTONIC
+ * seconds, kept to the microsecond). */
 double gpu_share_reserve(struct gpu_share *g, double start, double dur, double switch_s);
 
 void gpu_share_close(struct gpu_share *g);

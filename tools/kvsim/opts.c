@@ -62,32 +62,37 @@ static const struct kvsim_profile profiles[] = {
      3.54, 4.19, 1.353, 1.09, 100, 24},
 };
 
+static const struct kvsim_profile *profile_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
+		if (strcmp(profiles[i].name, name) == 0)
+			return &profiles[i];
+	return NULL;
+}
+
 int kvsim_profile_apply(struct kvsim_opts *o, const char *name)
 {
-	for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++) {
-		const struct kvsim_profile *p = &profiles[i];
+	const struct kvsim_profile *p = profile_find(name);
 
-		if (strcmp(p->name, name))
-			continue;
-		o->profile = p->name;
-		o->model = p->model;
-		o->kv_bytes = p->kv_bytes;
-		o->kv_bytes_per_token = p->kv_bytes_per_token;
-		o->max_model_len = p->max_model_len;
-		o->sc.max_num_batched_tokens = p->max_num_batched_tokens;
-		o->sc.max_num_seqs = p->max_num_seqs;
-		o->api_overhead_ms = p->api_overhead_ms;
-		o->gpu_switch_ms = p->gpu_switch_ms;
-		o->step_host_ms = p->step_host_ms;
-		o->sc.step_fixed_ms = p->step_fixed_ms;
-		o->sc.step_prefill_fixed_ms = p->step_prefill_fixed_ms;
-		o->sc.prefill_us_per_token = p->prefill_us_per_token;
-		o->sc.prefill_attn_us = p->prefill_attn_us;
-		o->sc.decode_us_per_seq = p->decode_us_per_seq;
-		o->sc.decode_attn_us = p->decode_attn_us;
-		return 0;
-	}
-	return -1;
+	if (!p)
+		return -1;
+	o->profile = p->name;
+	o->model = p->model;
+	o->kv_bytes = p->kv_bytes;
+	o->kv_bytes_per_token = p->kv_bytes_per_token;
+	o->max_model_len = p->max_model_len;
+	o->sc.max_num_batched_tokens = p->max_num_batched_tokens;
+	o->sc.max_num_seqs = p->max_num_seqs;
+	o->api_overhead_ms = p->api_overhead_ms;
+	o->gpu_switch_ms = p->gpu_switch_ms;
+	o->step_host_ms = p->step_host_ms;
+	o->sc.step_fixed_ms = p->step_fixed_ms;
+	o->sc.step_prefill_fixed_ms = p->step_prefill_fixed_ms;
+	o->sc.prefill_us_per_token = p->prefill_us_per_token;
+	o->sc.prefill_attn_us = p->prefill_attn_us;
+	o->sc.decode_us_per_seq = p->decode_us_per_seq;
+	o->sc.decode_attn_us = p->decode_attn_us;
+	return 0;
 }
 
 const char *kvsim_profile_arg(int argc, char **argv)
@@ -108,11 +113,8 @@ const char *kvsim_profile_arg(int argc, char **argv)
 /* --profile NAME: checked here; its values were set before the flags were parsed. */
 static int parse_profile(void *cfg, const char *arg)
 {
-	struct kvsim_opts probe;
-
 	(void)cfg;
-	probe = (struct kvsim_opts){0};
-	if (kvsim_profile_apply(&probe, arg) < 0) {
+	if (!profile_find(arg)) {
 		fprintf(stderr, "kvsim: --profile: unknown profile '%s' (", arg);
 		for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
 			fprintf(stderr, "%s%s", i ? ", " : "", profiles[i].name);
