@@ -7,7 +7,8 @@
 # (report.md, raw JSON, PNG plots) and docs/replication.md (the tables and plots, the seeds'
 # numbers beside ours; the explanations in docs/replication.md's head are kept). Not part of `make
 # test`: about two hours at the default time scale.
-# Env: REPL_TIME_SCALE (4), REPL_RUNS (3), REPL_WORKERS ("6 3").
+# Env: REPL_TIME_SCALE (4), REPL_RUNS (3), REPL_WORKERS ("6 3"; a size left out keeps its
+# section of docs/replication.md as it was).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ts=${REPL_TIME_SCALE:-4}
@@ -21,15 +22,24 @@ for w in ${REPL_WORKERS:-6 3}; do
 		DEMO_OUT="$out/w$w" KVS_TESTBED_ID="repl$w" bash tests/node/demo.sh >/dev/null
 done
 python3 - "$out" "$ts" "$runs" ${REPL_WORKERS:-6 3} <<'EOF'
-import os, re, shutil, sys
+import os, re, shutil, sys, time
 out, ts, runs, workers = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 doc = "docs/replication.md"
-head = ""
+head = text = ""
 if os.path.exists(doc):  # keep the hand-written head (everything above the first measured part)
     text = open(doc).read()
     head = text.split("<!-- measured -->")[0]
 os.makedirs("docs/replication", exist_ok=True)
-parts = [head.rstrip() + "\n\n<!-- measured -->\n"]
+# a size not re-run keeps its section as it was measured
+kept = {}
+if os.path.exists(doc) and "<!-- measured -->" in text:
+    for sec in re.split(r"\n(?=## \d+ workers)", text.split("<!-- measured -->", 1)[1]):
+        m = re.match(r"## (\d+) workers", sec.strip())
+        if m:
+            kept[m.group(1)] = sec.strip() + "\n"
+rev = os.popen("git rev-parse --short HEAD 2>/dev/null").read().strip() or "unknown"
+day = time.strftime("%Y-%m-%d", time.gmtime())
+fresh = {}
 for w in workers:
     d = os.path.join(out, "w" + w)
     rep = open(os.path.join(d, "report.md")).read()
@@ -37,7 +47,11 @@ for w in workers:
         shutil.copy(os.path.join(d, png), os.path.join("docs/replication", "w%s_%s" % (w, png)))
         rep = rep.replace("(%s)" % png, "(replication/w%s_%s)" % (w, png))
     rep = re.sub(r"raw JSON: .*", "raw JSON: `%s/*.jsonl`" % d, rep)
-    parts.append("\n## %s workers (time scale %s, medians of %s runs)\n\n%s" % (w, ts, runs, rep))
+    fresh[w] = "## %s workers (time scale %s, medians of %s runs; commit %s, %s)\n\n%s" % (
+        w, ts, runs, rev, day, rep)
+parts = [head.rstrip() + "\n\n<!-- measured -->\n"]
+for w in sorted(set(kept) | set(fresh), key=int, reverse=True):
+    parts.append("\n" + fresh.get(w, kept.get(w)))
 open(doc, "w").write("".join(parts))
 print("wrote %s" % doc)
 EOF

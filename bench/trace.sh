@@ -16,7 +16,8 @@
 #      TRACE_WORKLOAD (sessions | agent): kvbench's generated conversations instead of the
 #      trace file (TRACE_LIMITS then only names the run), with TRACE_WORKLOAD_ARGS (extra
 #      kvbench flags: --conversations, --convo-rate, --turns, ...).
-#      TRACE_KVSIM_ARGS: more kvsim flags, e.g. "--profile h200-qwen3-8b" (the workers as H200s).
+#      TRACE_KVSIM_ARGS: more kvsim flags, e.g. "--profile h200-qwen3-8b" (the workers as H200s);
+#      TRACE_KVSPLICE_ARGS: more kvsplice flags (every kvsplice variant), e.g. "--kv-balance-slack 0".
 set -euo pipefail
 export KVS_TESTBED_ID=${KVS_TESTBED_ID:-benchtrace}
 source "$(dirname "$0")/../tests/node/lib.sh"
@@ -54,7 +55,7 @@ for limit in ${TRACE_LIMITS:-1200 0}; do
 	for v in ${TRACE_VARIANTS:-service round-robin dynamo kv}; do
 		tag=$v-$limit
 		echo "== trace, ${limit/#0/all} rows: $v" >&2
-		[ "$v" = service ] || KVSPLICE_ARGS="--router $v --scrape-interval $((250 / ts))ms" \
+		[ "$v" = service ] || KVSPLICE_ARGS="--router $v --scrape-interval $((250 / ts))ms ${TRACE_KVSPLICE_ARGS:-}" \
 			kvs_start_kvsplice
 		b0=$(busy)
 		t0=$(date +%s.%N)
