@@ -61,6 +61,26 @@ static int show_list(const void *cfg, char *buf, size_t n)
 	return c->nlist > 0;
 }
 
+/* --preset NAME (OPT_FIRST): "high" sets --int 50 and --d 0.75, as a profile sets others. */
+static int parse_preset(void *cfg, const char *arg)
+{
+	struct cfg *c = cfg;
+
+	if (strcmp(arg, "high") != 0)
+		return -1;
+	c->i = 50;
+	c->d = 0.75;
+	return 0;
+}
+
+static int show_preset(const void *cfg, char *buf, size_t n)
+{
+	(void)cfg;
+	(void)buf;
+	(void)n;
+	return 0;
+}
+
 static const char *const colours[] = {"red", "green", "blue", NULL};
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -86,6 +106,8 @@ static const struct opt opts[] = {
     {"colour", OPT_CHOICE, F(choice), NULL, 0, 0, "a choice", .choices = colours},
     {"addr", OPT_ADDR, F(addr), NULL, 0, 0, "an address"},
     {"item", OPT_FUNC, 0, "V", 0, 0, "repeatable", .parse = parse_list, .show = show_list},
+    {"preset", OPT_FUNC, 0, "NAME", 0, 0, "sets --int and --d", .flags = OPT_FIRST,
+     .parse = parse_preset, .show = show_preset},
     {"", OPT_INCLUDE, F(in), .sub = inner_opts, .nsub = 2},
 };
 
@@ -153,6 +175,25 @@ static char *capture(void (*fn)(const struct opt_table *, FILE *), const struct 
 	fn(t, f);
 	fclose(f);
 	return s;
+}
+
+/* An OPT_FIRST entry is parsed before the others wherever it stands, so flags override it. */
+static void test_first(void)
+{
+	struct cfg c;
+	enum opt_result r;
+
+	r = parse(&c, "--int", "9", "--preset", "high", NULL);
+	CHECK(r == OPT_RUN && c.i == 9 && c.d == 0.75,
+	      "first: a flag before --preset overrides it (int %d, d %g)", c.i, c.d);
+	r = parse(&c, "--preset=high", "--d", "0.5", NULL);
+	CHECK(r == OPT_RUN && c.i == 50 && c.d == 0.5, "first: and after it (int %d, d %g)", c.i,
+	      c.d);
+	CHECK(parse(&c, "--preset", "low", NULL) == OPT_ERROR, "first: its bad value is refused");
+	CHECK(parse(&c, "--nope", "--preset", "high", NULL) == OPT_ERROR,
+	      "first: an unknown option elsewhere is still refused");
+	CHECK(parse(&c, "--int", "500", "--preset", "high", NULL) == OPT_ERROR,
+	      "first: another flag's bad value is still refused");
 }
 
 static void test_values(void)
@@ -381,6 +422,7 @@ static void test_phases(void)
 
 int main(void)
 {
+	test_first();
 	test_values();
 	test_refused();
 	test_help();

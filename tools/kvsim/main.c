@@ -1227,13 +1227,6 @@ int main(int argc, char **argv)
 	uint32_t nblocks;
 
 	kvsim_opts_default(o);
-	{
-		const char *pr = kvsim_profile_arg(argc, argv);
-
-		/* An unknown name is left to the parser, which says so. */
-		if (pr)
-			kvsim_profile_apply(o, pr);
-	}
 	switch (opt_parse(&kvsim_options, argc, argv, o)) {
 	case OPT_RUN:
 		break;

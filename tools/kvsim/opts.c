@@ -95,26 +95,10 @@ int kvsim_profile_apply(struct kvsim_opts *o, const char *name)
 	return 0;
 }
 
-const char *kvsim_profile_arg(int argc, char **argv)
-{
-	const char *v = NULL;
-
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--") == 0)
-			break;
-		if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
-			v = argv[++i];
-		else if (strncmp(argv[i], "--profile=", 10) == 0)
-			v = argv[i] + 10;
-	}
-	return v;
-}
-
-/* --profile NAME: checked here; its values were set before the flags were parsed. */
+/* --profile NAME (OPT_FIRST: parsed before the other flags, which then override it). */
 static int parse_profile(void *cfg, const char *arg)
 {
-	(void)cfg;
-	if (!profile_find(arg)) {
+	if (kvsim_profile_apply(cfg, arg) < 0) {
 		fprintf(stderr, "kvsim: --profile: unknown profile '%s' (", arg);
 		for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
 			fprintf(stderr, "%s%s", i ? ", " : "", profiles[i].name);
@@ -283,7 +267,7 @@ static const struct opt kvsim_flags[] = {
      "consumer GPUs), h200-qwen3-8b or h200-qwen3-0.6b (one H200); sets --model, the KV pool, "
      "--max-model-len, the scheduler limits and the step costs below, which any flag overrides "
      "wherever it stands",
-     .parse = parse_profile, .show = show_profile},
+     .flags = OPT_FIRST, .parse = parse_profile, .show = show_profile},
     {"time-scale", OPT_FUNC, 0, "S", 0, 0, "run the same schedule S times faster (above 0)",
      .parse = parse_time_scale, .show = show_time_scale},
     {"gpu-share", OPT_STR, F(gpu_share), "FILE", 0, 0,

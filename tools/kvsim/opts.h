@@ -63,13 +63,9 @@ const char *kvsim_lora_name(const struct kvsim_opts *o, size_t i, char *buf, siz
 void kvsim_opts_default(struct kvsim_opts *o);
 
 /* Sets the model, KV pool, scheduler limits and step-cost constants of the named hardware
- * profile (see kvsim --help, "--profile"). -1 for an unknown name. main() applies the profile
- * named on the command line before parsing the other flags, so they override it wherever they
- * stand. */
+ * profile (see kvsim --help, "--profile"). -1 for an unknown name. --profile is parsed
+ * before the other flags (OPT_FIRST), so they override it wherever they stand. */
 int kvsim_profile_apply(struct kvsim_opts *o, const char *name);
-
-/* The value of the last --profile in argv ("--profile X" or "--profile=X"), or NULL. */
-const char *kvsim_profile_arg(int argc, char **argv);
 
 extern const struct opt_table kvsim_options;
 

@@ -706,6 +706,20 @@ void opt_print_config(const struct opt_table *t, const void *cfg, FILE *f)
 	free(all);
 }
 
+/* Says why o refused arg (unless its function did: rc == OPT_SAID); returns OPT_ERROR. */
+static enum opt_result bad_value(const struct opt_table *t, const struct opt *o, const char *arg,
+				 int rc)
+{
+	char rv[256];
+
+	if (rc == OPT_SAID)
+		return OPT_ERROR;
+	range_text(o, rv, sizeof(rv));
+	fprintf(stderr, "%s: bad value for --%s: %s%s%s%s\n", t->prog, o->name, arg,
+		rv[0] ? " (" : "", rv, rv[0] ? ")" : "");
+	return OPT_ERROR;
+}
+
 enum opt_result opt_parse(const struct opt_table *t, int argc, char **argv, void *cfg)
 {
 	size_t nv, k = 0;
@@ -727,9 +741,21 @@ enum opt_result opt_parse(const struct opt_table *t, int argc, char **argv, void
 			    (struct option){v[i].name, takes_arg(&v[i]), NULL, VAL_BASE + (int)i};
 	lo[k++] = (struct option){"help", no_argument, NULL, VAL_HELP};
 	lo[k++] = (struct option){"print-config", no_argument, NULL, VAL_PRINT};
-	optind = 0; /* 0, not 1: glibc then also forgets where it was inside a "-xyz" */
 	opterr = 0;
+	/* pass 0: the OPT_FIRST entries only (the rest, errors too, wait for pass 1) */
+	optind = 0; /* 0, not 1: glibc then also forgets where it was inside a "-xyz" */
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+		const struct opt *o = c >= VAL_BASE ? &v[c - VAL_BASE] : NULL;
+
+		if (!o || !(o->flags & OPT_FIRST))
+			continue;
+		if ((rc = parse_value(o, cfg, optarg)) < 0) {
+			res = bad_value(t, o, optarg, rc);
+			break;
+		}
+	}
+	optind = 0;
+	while (res == OPT_RUN && (c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		const struct opt *o;
 
 		if (c == 'h' || c == VAL_HELP) {
@@ -751,17 +777,10 @@ enum opt_result opt_parse(const struct opt_table *t, int argc, char **argv, void
 			break;
 		}
 		o = &v[c - VAL_BASE];
+		if (o->flags & OPT_FIRST) /* taken in pass 0 */
+			continue;
 		if ((rc = parse_value(o, cfg, optarg)) < 0) {
-			char rv[256];
-
-			res = OPT_ERROR;
-			if (rc == OPT_SAID) /* the entry's function said why */
-				break;
-
-			range_text(o, rv, sizeof(rv));
-			fprintf(stderr, "%s: bad value for --%s: %s%s%s%s\n", t->prog, o->name,
-				optarg, rv[0] ? " (" : "", rv, rv[0] ? ")" : "");
-			res = OPT_ERROR;
+			res = bad_value(t, o, optarg, rc);
 			break;
 		}
 	}

@@ -51,6 +51,9 @@ enum opt_kind {
 #define OPT_HEX 0x1u	    /* OPT_U32/OPT_U64: shown in hexadecimal */
 #define OPT_NO_DEFAULT 0x2u /* no "(default ...)": the help says what happens without it */
 #define OPT_BASE0 0x4u	    /* OPT_U32/OPT_U64: C's prefixes (0x hexadecimal, 0 octal) */
+#define OPT_FIRST                                                                                  \
+	0x8u /* parsed before every other option, wherever it stands: one that                     \
+	      * sets the others' values (a profile), which any flag then overrides */
 
 struct opt {
 	const char *name; /* long name without "--"; OPT_SECTION: the heading */
@@ -94,7 +97,8 @@ enum opt_result {
 	OPT_ERROR = 2, /* a bad option or value (said on stderr): exit 2 */
 };
 
-/* Parses argv[1..argc) into cfg, which holds the defaults already (t->defaults). Handles
+/* Parses argv[1..argc) into cfg, which holds the defaults already (t->defaults): OPT_FIRST
+ * entries first, then the rest in order. Handles
  * -h/--help (usage on stdout) and --print-config (the parsed config as flags on stdout, one a
  * line, after every other option is read). A non-option argument is an error. */
 enum opt_result opt_parse(const struct opt_table *t, int argc, char **argv, void *cfg);
