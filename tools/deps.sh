@@ -18,6 +18,7 @@ debs=(
 	openssl # tests/e2e/k8s_api.py: the test API server's certificates, made at test time
 	yamllint # tests/deploy: the manifests are linted
 	clang-format # tests/style: every C source as .clang-format lays it out
+	prometheus # tests/deploy/test_monitoring.sh: promtool checks and tests deploy/monitoring/'s rules
 )
 missing=()
 for p in "${debs[@]}"; do
