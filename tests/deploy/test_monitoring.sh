@@ -4,7 +4,8 @@
 # (`promtool test rules`: each alert fires on its problem, after its `for`, and not before, nor
 # on a healthy node); every kvsplice_* series the rules and the dashboard read is one kvsplice
 # exports (docs/reference/metrics.md, generated from the code's families), and the dashboard
-# reads only the recorded series, `up` and the sockmap gauge.
+# reads only the recorded series, `up` and the sockmap gauge; the scrape config
+# (prometheus.yaml) finds the port the DaemonSet's --metrics opens.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh
@@ -42,5 +43,24 @@ if not exprs:
     bad.append("dashboard: no panel queries")
 print("\n".join(bad))
 sys.exit(1 if bad else 0)
+PY
+# The scrape config names the job the rules read and finds the DaemonSet's metrics port (Debian's
+# promtool is built without Kubernetes discovery, so `promtool check config` cannot read it).
+check "prometheus.yaml: job kvsplice keeps the DaemonSet's port named metrics, the one --metrics opens" \
+	python3 - "$mon" <<'PY'
+import re, sys, yaml
+mon = sys.argv[1]
+cfg = yaml.safe_load(open(mon + "/prometheus.yaml"))
+jobs = {j["job_name"]: j for j in cfg["scrape_configs"]}
+assert set(jobs) == {"kvsplice", "vllm"}, jobs.keys()
+assert cfg["rule_files"] == ["kvsplice.rules.yaml"]
+keep = [r for r in jobs["kvsplice"]["relabel_configs"] if r.get("action") == "keep"][0]
+assert keep["regex"] == "kvsplice;metrics", keep
+ds = yaml.safe_load(open("deploy/daemonset.yaml"))
+c = ds["spec"]["template"]["spec"]["containers"][0]
+port = [p for p in c["ports"] if p["name"] == "metrics"][0]["containerPort"]
+flag = [a for a in c["args"] if a.startswith("--metrics=")]
+assert flag and flag[0].endswith(":%d" % port), (flag, port)
+assert ds["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "kvsplice"
 PY
 tap_done

@@ -360,6 +360,9 @@ int opt_show(const struct opt *o, const void *cfg, char *buf, size_t n)
 		const struct sockaddr_in *a = p;
 		char s[INET_ADDRSTRLEN];
 
+		if (a->sin_family == 0) /* never set: an address that is off by default */
+			return 0;
+
 		inet_ntop(AF_INET, &a->sin_addr, s, sizeof(s));
 		snprintf(buf, n, "%s:%u", s, ntohs(a->sin_port));
 		return 1;

@@ -381,6 +381,10 @@ static const struct opt daemon_opts[] = {
     {"admin", OPT_ADDR, F(admin), NULL, 0, 0,
      "admin HTTP: /healthz /readyz /metrics /debug/route /debug/workers /debug/index "
      "/debug/daemon"},
+    {"metrics", OPT_ADDR, F(metrics), NULL, 0, 0,
+     "a second listener for Prometheus: /metrics /healthz /readyz only, no /debug pages (e.g. "
+     "0.0.0.0:15002 while --admin stays on 127.0.0.1); off when not given",
+     OPT_NO_DEFAULT},
     {"admin-max-conns", OPT_INT, F(admin_opts.max_conns), "N", 1, 1e9,
      "admin connections open at once; a new one beyond closes the oldest"},
     {"admin-max-head", OPT_SIZE, F(admin_opts.max_head), NULL, 1, SIZE_MAX_OPT,

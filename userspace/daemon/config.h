@@ -84,6 +84,7 @@ struct daemon_cfg {
 	int keeper_queue_ms; /* -1: KEEPER_QUEUE_MS as a container's PID 1 (supervised), else 0 */
 	/* admin and logs */
 	struct sockaddr_in admin;
+	struct sockaddr_in metrics; /* sin_family 0: off */
 	struct admin_opts admin_opts;
 	const char *port_file;
 	int log_level; /* enum log_level */

@@ -53,6 +53,7 @@ struct daemon {
 	struct tokenizers *toks; /* the tokenizers the Services name, loaded off this thread */
 	struct proxy *proxy;
 	struct admin *admin;
+	struct admin *mon; /* --metrics: /metrics /healthz /readyz only (NULL: off) */
 	struct bpfctl *bpf;
 	struct discovery_source *src;
 	struct services *svcs;
@@ -68,6 +69,7 @@ struct daemon {
 	struct handover_fd hfds[HANDOVER_MAX_FDS];
 	int nhfds;
 	int admin_fd;	      /* the admin listener taken over, until the admin server owns it */
+	int mon_fd;	      /* the same for the --metrics listener */
 	struct proxy_opts po; /* cfg's, with the listeners taken over */
 	/* fail-open across a crash (keeper.h): the keeper holding a second reference to the
 	 * registered listener (NULL: --no-keeper, no BPF, or not serving yet) */
@@ -213,6 +215,15 @@ static void admin_collector(struct buf *out, void *arg)
 		admin_metrics(d->admin, out);
 }
 
+/* /readyz of the admin and the --metrics listener. */
+static void set_ready(struct daemon *d, bool ready)
+{
+	if (d->admin)
+		admin_set_ready(d->admin, ready);
+	if (d->mon)
+		admin_set_ready(d->mon, ready);
+}
+
 static void events_cb(struct loop_ev *ev, uint32_t events)
 {
 	struct daemon *d = container_of(ev, struct daemon, events_ev);
@@ -282,8 +293,8 @@ static int serving_start(struct daemon *d)
 				 "no keeper: a crash will reset what is queued for the proxy");
 	}
 	proxy_accept(d->proxy, true);
-	if (d->admin && !(d->pending & PENDING_STOP))
-		admin_set_ready(d->admin, true);
+	if (!(d->pending & PENDING_STOP))
+		set_ready(d, true);
 	if (d->hconn >= 0) {
 		rc = handover_ready(d->hconn);
 		d->hconn = -1;
@@ -384,6 +395,11 @@ static int handover_offer(void *arg, struct handover_fd *out, int max)
 		admin_addr(d->admin, &out[n].addr);
 		out[n++].kind = HANDOVER_ADMIN;
 	}
+	if (n < max && d->mon && admin_listen_fd(d->mon) >= 0) {
+		out[n].fd = admin_listen_fd(d->mon);
+		admin_addr(d->mon, &out[n].addr);
+		out[n++].kind = HANDOVER_ADMIN;
+	}
 	return n;
 }
 
@@ -394,8 +410,10 @@ static void handover_done_cb(void *arg, pid_t successor)
 
 	log_info("main", "pid %d took the listeners over: draining, then exiting", (int)successor);
 	enter(d, DAEMON_HANDED_OVER);
-	admin_set_ready(d->admin, false);
+	set_ready(d, false);
 	admin_release_listener(d->admin);
+	if (d->mon)
+		admin_release_listener(d->mon);
 	proxy_handed_over(d->proxy);
 	/* the listener is the successor's (and its keeper's) now: ours must not take it out of the
 	 * sockmap if this process dies while draining */
@@ -405,11 +423,20 @@ static void handover_done_cb(void *arg, pid_t successor)
 
 static const struct handover_ops handover_ops = {handover_offer, handover_done_cb};
 
+/* Does the admin listener h (HANDOVER_ADMIN) serve sa (port 0: any port of its address)? */
+static bool admin_match(const struct handover_fd *h, const struct sockaddr_in *sa)
+{
+	return sa->sin_family && sa->sin_addr.s_addr == h->addr.sin_addr.s_addr &&
+	       (sa->sin_port == h->addr.sin_port || !sa->sin_port);
+}
+
 /* Sockets a running kvsplice passed (n of them): the proxy's go to po->listen_fd by address, the
- * admin's to *admin_fd when it is on admin_sa; any other is closed (its connections stay with
- * the old process only if it still holds it: it does not, after READY). */
+ * admin's to *admin_fd when it is on admin_sa, the --metrics listener's to *mon_fd when on
+ * mon_sa; any other is closed (its connections stay with the old process only if it still holds
+ * it: it does not, after READY). */
 static void handover_assign(struct handover_fd *h, int n, struct proxy_opts *po,
-			    const struct sockaddr_in *admin_sa, int *admin_fd)
+			    const struct sockaddr_in *admin_sa, int *admin_fd,
+			    const struct sockaddr_in *mon_sa, int *mon_fd)
 {
 	for (int k = 0; k < n; k++) {
 		bool used = false;
@@ -421,10 +448,12 @@ static void handover_assign(struct handover_fd *h, int n, struct proxy_opts *po,
 				po->listen_fd[i] = h[k].fd;
 				used = true;
 			}
-		if (h[k].kind == HANDOVER_ADMIN && *admin_fd < 0 &&
-		    (admin_sa->sin_addr.s_addr == h[k].addr.sin_addr.s_addr &&
-		     (admin_sa->sin_port == h[k].addr.sin_port || !admin_sa->sin_port))) {
+		if (h[k].kind == HANDOVER_ADMIN && *admin_fd < 0 && admin_match(&h[k], admin_sa)) {
 			*admin_fd = h[k].fd;
+			used = true;
+		} else if (h[k].kind == HANDOVER_ADMIN && *mon_fd < 0 &&
+			   admin_match(&h[k], mon_sa)) {
+			*mon_fd = h[k].fd;
 			used = true;
 		}
 		if (!used) {
@@ -516,9 +545,13 @@ static int run_degraded(struct daemon *d, const struct sockaddr_in *admin_sa,
 			  "the kube-proxy way); fix the above and restart kvsplice");
 	metrics_gauge_set(d->node_ready, 0);
 	if ((rc = admin_new(d->loop, admin_sa, -1, ao, d->metrics, &d->admin)) < 0 ||
-	    (rc = metrics_add_collector(d->metrics, admin_collector, d)) < 0)
+	    (rc = metrics_add_collector(d->metrics, admin_collector, d)) < 0 ||
+	    (d->cfg->metrics.sin_family &&
+	     admin_new(d->loop, &d->cfg->metrics, -1, ao, d->metrics, &d->mon) < 0))
 		return 1;
 	admin_set_not_ready_reason(d->admin, why);
+	if (d->mon)
+		admin_set_not_ready_reason(d->mon, why);
 	d->sig.fd = signalfd(-1, mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	d->sig.cb = signal_cb;
 	if (d->sig.fd < 0 || loop_set(d->loop, &d->sig, EPOLLIN) < 0) {
@@ -531,6 +564,8 @@ static int run_degraded(struct daemon *d, const struct sockaddr_in *admin_sa,
 			return 1;
 		}
 		admin_tick(d->admin);
+		if (d->mon)
+			admin_tick(d->mon);
 	}
 	log_info("main", "stopping (node was not ready)");
 	return 0;
@@ -754,7 +789,7 @@ static int start_serving_path(struct daemon *d, struct services *s)
 			log_info("main", "taking over %d listening socket(s) from pid %d", d->nhfds,
 				 (int)d->old_pid);
 		handover_assign(d->hfds, d->nhfds > 0 ? d->nhfds : 0, &d->po, &c->admin,
-				&d->admin_fd);
+				&d->admin_fd, &c->metrics, &d->mon_fd);
 	}
 	rc = proxy_new(&d->po, d->loop, d->metrics, d->router, &d->proxy);
 	for (int i = 0; i < d->po.nlisten; i++)
@@ -837,6 +872,14 @@ static int start_admin(struct daemon *d)
 	if (rc < 0)
 		return 1;
 	admin_before_read(d->admin, admin_before, d);
+	if (d->cfg->metrics.sin_family) {
+		rc = admin_new(d->loop, &d->cfg->metrics, d->mon_fd, &d->cfg->admin_opts,
+			       d->metrics, &d->mon);
+		d->mon_fd = -1;
+		if (rc < 0)
+			return 1;
+		admin_before_read(d->mon, admin_before, d);
+	}
 	if (metrics_add_collector(d->metrics, bpf_collector, d) < 0 ||
 	    metrics_add_collector(d->metrics, admin_collector, d) < 0 ||
 	    admin_handle(d->admin, "/debug/route", debug_route, d) < 0 ||
@@ -868,6 +911,12 @@ static int announce(struct daemon *d)
 		 ls, ntohs(la.sin_port), as, ntohs(aa.sin_port), d->bpf ? "on" : "off",
 		 router_policy(d->router), proxy_relay_name(d->po.relay),
 		 d->nhfds > 0 ? ", listeners taken over" : "");
+	if (d->mon) {
+		admin_addr(d->mon, &aa);
+		inet_ntop(AF_INET, &aa.sin_addr, as, sizeof(as));
+		log_info("main", "metrics listener %s:%u (/metrics /healthz /readyz)", as,
+			 ntohs(aa.sin_port));
+	}
 	if (port_file) {
 		char tmp[4096];
 		FILE *f;
@@ -901,6 +950,8 @@ static int run_loop(struct daemon *d)
 		proxy_tick(d->proxy);
 		router_tick(d->router);
 		admin_tick(d->admin);
+		if (d->mon)
+			admin_tick(d->mon);
 		handover_tick(d->handover);
 		serving_poll(d);
 		if (d->events_more) /* events left input unread: the fd may not signal it again */
@@ -919,7 +970,7 @@ static int run_loop(struct daemon *d)
 		    (!handover_pending(d->handover) || now >= d->stop_ms + HANDOVER_TIMEOUT_MS)) {
 			log_info("main", "stopping: new connects fall open, draining");
 			enter(d, DAEMON_DRAINING);
-			admin_set_ready(d->admin, false);
+			set_ready(d, false);
 			proxy_stop(d->proxy);
 			/* nothing to hand over any more: a new process binds once the listeners
 			 * close (proxy_new retries the bind) */
@@ -942,6 +993,8 @@ static void teardown(struct daemon *d, int exit_code)
 		close(d->hconn); /* never READY: the old process keeps its listeners */
 	if (d->admin_fd >= 0)
 		close(d->admin_fd);
+	if (d->mon_fd >= 0)
+		close(d->mon_fd);
 	for (int i = 0; i < d->po.nlisten; i++)
 		if (d->po.listen_fd[i] >= 0)
 			close(d->po.listen_fd[i]);
@@ -953,6 +1006,7 @@ static void teardown(struct daemon *d, int exit_code)
 	if (d->src_ev.fd >= 0)
 		loop_del(d->loop, &d->src_ev);
 	admin_free(d->admin);
+	admin_free(d->mon);
 	proxy_free(d->proxy);
 	if (d->events) {
 		loop_del(d->loop, &d->events_ev);
@@ -1013,7 +1067,7 @@ static int run(struct daemon *d)
 		if (loop_set(d->loop, &d->src_ev, EPOLLIN) < 0)
 			return 1;
 	}
-	admin_set_ready(d->admin, d->phase == DAEMON_SERVING);
+	set_ready(d, d->phase == DAEMON_SERVING);
 	return run_loop(d);
 }
 
@@ -1026,6 +1080,7 @@ int daemon_run(const struct daemon_cfg *cfg)
 	    .src_ev.fd = -1,
 	    .hconn = -1,
 	    .admin_fd = -1,
+	    .mon_fd = -1,
 	};
 	int exit_code;
 
