@@ -21,16 +21,7 @@ trap cleanup EXIT
 KVSIM_WITH_EVENTS=1 kvsim_start 2 --num-blocks 64 --max-model-len 512 --time-scale 50 \
 	--events-format map --int-block-hashes 0 || { echo "not ok - kvsim started"; exit 1; }
 IFS=, read -r u0 u1 <<<"$KVSIM_URLS"
-IFS=, read -r e0 e1 <<<"$KVSIM_EVENTS"
-IFS=, read -r r0 r1 <<<"$KVSIM_REPLAYS"
-port() { echo "${1##*:}"; }
-svc() { # svc N: services file with the first N workers
-	local eps=""
-	[ "$1" -ge 1 ] && eps="{\"name\":\"w0\",\"ip\":\"127.0.0.1\",\"port\":$(port "$u0"),\"events_port\":$(port "$e0"),\"replay_port\":$(port "$r0")}"
-	[ "$1" -ge 2 ] && eps+=",{\"name\":\"w1\",\"ip\":\"127.0.0.1\",\"port\":$(port "$u1"),\"events_port\":$(port "$e1"),\"replay_port\":$(port "$r1")}"
-	echo "{\"services\":[{\"name\":\"qwen\",\"cluster_ip\":\"10.96.0.50\",\"port\":8000,\"endpoints\":[$eps]}]}"
-}
-svc 2 >"$dir/services.json"
+kvsim_services 2 >"$dir/services.json"
 "${KVS:-build/kvsplice}" --services "$dir/services.json" --no-bpf --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
 	--port-file "$dir/ports" --events --log-level warn 2>"$dir/kvsplice.log" &
 kvs_pid=$!
@@ -87,7 +78,7 @@ ok $? "/metrics has the per-worker event and index series"
 
 # remove w1 from the file: the daemon reloads it and drops w1's blocks
 sleep 1.1 # the file source compares mtimes
-svc 1 >"$dir/services.json.new" && mv "$dir/services.json.new" "$dir/services.json"
+kvsim_services 1 >"$dir/services.json.new" && mv "$dir/services.json.new" "$dir/services.json"
 check_equal 1
 ok $? "worker removed from --services: gone from the index"
 kill "$kvs_pid" && wait "$kvs_pid"
@@ -98,7 +89,7 @@ kvs_pid=""
 # knew the caches would place every prefix as new. w1's replay endpoint falls silent (kvsim's
 # test hook), so its initial sync cannot end before --kv-replay-timeout: /readyz says no until
 # --sync-wait has passed, then yes, with w0's blocks already known.
-svc 2 >"$dir/services.json"
+kvsim_services 2 >"$dir/services.json"
 curl -s -o /dev/null -X POST "$u1/debug/events?replay=off"
 # ms since the epoch of each line kvsplice's /readyz answered 200 (first) and of its start
 serve_ms() { # ARGS...: starts kvsplice, prints "ms-until-ready w0-blocks-then", stops it

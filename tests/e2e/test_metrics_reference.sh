@@ -28,13 +28,7 @@ trap cleanup EXIT
 
 KVSIM_WITH_EVENTS=1 kvsim_start 2 --num-blocks 64 --max-model-len 512 --time-scale 50 \
 	--events-format map --int-block-hashes 0 || { echo "not ok - kvsim started"; exit 1; }
-IFS=, read -r u0 u1 <<<"$KVSIM_URLS"
-IFS=, read -r e0 e1 <<<"$KVSIM_EVENTS"
-IFS=, read -r r0 r1 <<<"$KVSIM_REPLAYS"
-port() { echo "${1##*:}"; }
-ep() { echo "{\"name\":\"$1\",\"ip\":\"127.0.0.1\",\"port\":$(port "$2"),\"events_port\":$(port "$3"),\"replay_port\":$(port "$4")}"; }
-echo "{\"services\":[{\"name\":\"qwen\",\"cluster_ip\":\"10.96.0.50\",\"port\":8000,\"endpoints\":[$(ep w0 "$u0" "$e0" "$r0"),$(ep w1 "$u1" "$e1" "$r1")]}]}" \
-	>"$dir/services.json"
+kvsim_services >"$dir/services.json"
 
 # run NAME CONDITIONS FLAGS...: starts kvsplice with FLAGS, sends a few requests, compares its
 # /metrics with the reference for the conditions (keys of the reference's "appears" column) that

@@ -5,6 +5,10 @@
 #                                      KVSIM_REPLAYS (bound endpoints; with KVSIM_WITH_EVENTS=1
 #                                      each worker binds tcp://127.0.0.1:* for both)
 #   kvsim_stop                      -> stops exactly the workers kvsim_start started
+#   kvsim_services [N]              -> a kvsplice --services file on stdout: the Service qwen
+#                                      (10.96.0.50:8000) with the first N workers (all by default)
+#                                      as endpoints w0, w1, ... (with their events and replay
+#                                      ports when they have them)
 # KVSIM_BIN (build/kvsim) and KVSIM_TOKENIZER (models/qwen3/tokenizer.json) may be set.
 # KVSIM_GPUS: which GPU each worker runs on, one name per worker in order (workers beyond the
 # list, or named "-", get a GPU of their own); workers with the same name share one time-sliced
@@ -70,6 +74,23 @@ kvsim_start() {
 		if [ -n "$ev" ] && [ "$ev" != none ]; then KVSIM_REPLAYS+="${KVSIM_REPLAYS:+,}$ev"; fi
 	done
 	return 0
+}
+
+kvsim_services() {
+	local n=${1:-999} i=0 eps="" u e r
+	local -a us es rs
+	IFS=, read -ra us <<<"$KVSIM_URLS"
+	IFS=, read -ra es <<<"$KVSIM_EVENTS"
+	IFS=, read -ra rs <<<"$KVSIM_REPLAYS"
+	for u in "${us[@]}"; do
+		[ "$i" -lt "$n" ] || break
+		e=${es[$i]:-} r=${rs[$i]:-}
+		eps+="${eps:+,}{\"name\":\"w$i\",\"ip\":\"127.0.0.1\",\"port\":${u##*:}"
+		[ -z "$e" ] || eps+=",\"events_port\":${e##*:},\"replay_port\":${r##*:}"
+		eps+="}"
+		i=$((i + 1))
+	done
+	echo "{\"services\":[{\"name\":\"qwen\",\"cluster_ip\":\"10.96.0.50\",\"port\":8000,\"endpoints\":[$eps]}]}"
 }
 
 kvsim_stop() {
