@@ -16,14 +16,15 @@ runs=${REPL_RUNS:-3}
 out=bench/out/replicate
 mkdir -p "$out"
 points="2:4 7:4 12:4 24:4 2:8 7:8 12:8 24:8 2:16 7:16 12:16 24:16"
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # the binaries' commit, at the start
 for w in ${REPL_WORKERS:-6 3}; do
 	echo "== replicate: $w workers" >&2
 	DEMO_WORKERS=$w DEMO_POINTS="$points" DEMO_TIME_SCALE="$ts" DEMO_RUNS="$runs" \
 		DEMO_OUT="$out/w$w" KVS_TESTBED_ID="repl$w" bash tests/node/demo.sh >/dev/null
 done
-python3 - "$out" "$ts" "$runs" ${REPL_WORKERS:-6 3} <<'EOF'
+python3 - "$out" "$ts" "$runs" "$rev" ${REPL_WORKERS:-6 3} <<'EOF'
 import os, re, shutil, sys, time
-out, ts, runs, workers = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+out, ts, runs, rev, workers = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 doc = "docs/replication.md"
 head = text = ""
 if os.path.exists(doc):  # keep the hand-written head (everything above the first measured part)
@@ -37,7 +38,6 @@ if os.path.exists(doc) and "<!-- measured -->" in text:
         m = re.match(r"## (\d+) workers", sec.strip())
         if m:
             kept[m.group(1)] = sec.strip() + "\n"
-rev = os.popen("git rev-parse --short HEAD 2>/dev/null").read().strip() or "unknown"
 day = time.strftime("%Y-%m-%d", time.gmtime())
 fresh = {}
 for w in workers:
@@ -47,7 +47,7 @@ for w in workers:
         shutil.copy(os.path.join(d, png), os.path.join("docs/replication", "w%s_%s" % (w, png)))
         rep = rep.replace("(%s)" % png, "(replication/w%s_%s)" % (w, png))
     rep = re.sub(r"raw JSON: .*", "raw JSON: `%s/*.jsonl`" % d, rep)
-    fresh[w] = "## %s workers (time scale %s, medians of %s runs; commit %s, %s)\n\n%s" % (
+    fresh[w] = "## %s workers (time scale %s, medians of %s runs; binaries of %s, %s)\n\n%s" % (
         w, ts, runs, rev, day, rep)
 parts = [head.rstrip() + "\n\n<!-- measured -->\n"]
 for w in sorted(set(kept) | set(fresh), key=int, reverse=True):
