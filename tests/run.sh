@@ -22,7 +22,7 @@ logdir=$(mktemp -d /tmp/kvsplice-tests.XXXXXX)
 run_file() {
 	local name=$1
 	shift
-	local log="$logdir/$(basename "$name").log" t0=$SECONDS rc p f s
+	local log="$logdir/${name//\//-}.log" t0=$SECONDS rc p f s # e2e-test_x.sh.log: two dirs may share a name
 	timeout --kill-after=10 "$FILE_TIMEOUT" "$@" >"$log" 2>&1 </dev/null
 	rc=$?
 	p=$(grep -cE '^ok\b' "$log" | tr -d ' ')
