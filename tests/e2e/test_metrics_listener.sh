@@ -70,6 +70,25 @@ kill "$pid" && wait "$pid"
 ok $? "kvsplice exits cleanly"
 pids=()
 
+# --admin on port 0 with --port-file: the file names the admin's port, not the metrics one.
+"$bin" --services "$dir/services.json" --no-bpf --listen 127.0.0.1:0 --admin 127.0.0.1:0 \
+	--metrics "$M" --port-file "$dir/ports" --log-level info 2>"$dir/third.log" &
+pid=$!
+pids+=("$pid")
+for _ in $(seq 200); do [ -s "$dir/ports" ] && break; sleep 0.05; done
+read -r _ pf_admin <"$dir/ports"
+ok "$([ -n "$pf_admin" ] && [ "$pf_admin" != "$mport" ]; echo $?)" \
+	"--port-file: the admin port ($pf_admin) is not the metrics port ($mport)"
+expect_eq "--port-file: its admin port serves /debug/workers (the metrics listener would 404)" 1 \
+	"$(c=$(code "http://127.0.0.1:$pf_admin/debug/workers"); [ "$c" = 200 ] && echo 1 || echo "$c")"
+kill "$pid" && wait "$pid"
+pids=()
+
+"$bin" --services "$dir/services.json" --no-bpf --admin "127.0.0.1:$aport" \
+	--metrics "127.0.0.1:$aport" 2>"$dir/conflict.err"
+expect_eq "--metrics on the admin's address: a usage error (2)" 2 $?
+ok "$(grep -q -- '--metrics must differ' "$dir/conflict.err"; echo $?)" "... that says why"
+
 expect_eq "without --metrics: --print-config has no --metrics line" 0 \
 	"$("$bin" --no-bpf --print-config | grep -c -- '^--metrics')"
 expect_eq "with it: --print-config gives it back" "--metrics $M" \

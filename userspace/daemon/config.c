@@ -62,6 +62,19 @@ int daemon_cfg_check(const struct daemon_cfg *c)
 		fprintf(stderr, "kvsplice: give --services FILE or --kubernetes (see --help)\n");
 		return -1;
 	}
+	if (c->metrics.sin_family && c->metrics.sin_port) {
+		bool same = c->metrics.sin_port == c->admin.sin_port &&
+			    c->metrics.sin_addr.s_addr == c->admin.sin_addr.s_addr;
+
+		for (int i = 0; !same && i < c->proxy.nlisten; i++)
+			same = c->metrics.sin_port == c->proxy.listen[i].sin_port &&
+			       c->metrics.sin_addr.s_addr == c->proxy.listen[i].sin_addr.s_addr;
+		if (same) {
+			fprintf(stderr,
+				"kvsplice: --metrics must differ from --admin and --listen\n");
+			return -1;
+		}
+	}
 	return 0;
 }
 

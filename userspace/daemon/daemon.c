@@ -423,11 +423,12 @@ static void handover_done_cb(void *arg, pid_t successor)
 
 static const struct handover_ops handover_ops = {handover_offer, handover_done_cb};
 
-/* Does the admin listener h (HANDOVER_ADMIN) serve sa (port 0: any port of its address)? */
-static bool admin_match(const struct handover_fd *h, const struct sockaddr_in *sa)
+/* Does the admin listener h (HANDOVER_ADMIN) serve sa? exact: the same port; otherwise sa's
+ * port 0 (any port of its address) matches too. */
+static bool admin_match(const struct handover_fd *h, const struct sockaddr_in *sa, bool exact)
 {
 	return sa->sin_family && sa->sin_addr.s_addr == h->addr.sin_addr.s_addr &&
-	       (sa->sin_port == h->addr.sin_port || !sa->sin_port);
+	       (sa->sin_port == h->addr.sin_port || (!exact && !sa->sin_port));
 }
 
 /* Sockets a running kvsplice passed (n of them): the proxy's go to po->listen_fd by address, the
@@ -448,13 +449,15 @@ static void handover_assign(struct handover_fd *h, int n, struct proxy_opts *po,
 				po->listen_fd[i] = h[k].fd;
 				used = true;
 			}
-		if (h[k].kind == HANDOVER_ADMIN && *admin_fd < 0 && admin_match(&h[k], admin_sa)) {
-			*admin_fd = h[k].fd;
-			used = true;
-		} else if (h[k].kind == HANDOVER_ADMIN && *mon_fd < 0 &&
-			   admin_match(&h[k], mon_sa)) {
-			*mon_fd = h[k].fd;
-			used = true;
+		/* Exact ports first, so an --admin on port 0 cannot take the --metrics socket. */
+		for (int pass = 0; h[k].kind == HANDOVER_ADMIN && !used && pass < 2; pass++) {
+			if (*admin_fd < 0 && admin_match(&h[k], admin_sa, pass == 0)) {
+				*admin_fd = h[k].fd;
+				used = true;
+			} else if (*mon_fd < 0 && admin_match(&h[k], mon_sa, pass == 0)) {
+				*mon_fd = h[k].fd;
+				used = true;
+			}
 		}
 		if (!used) {
 			char a[INET_ADDRSTRLEN];
@@ -899,7 +902,7 @@ static int start_admin(struct daemon *d)
 /* Start-up is done: one log line, and --port-file. Returns 0, or the exit code. */
 static int announce(struct daemon *d)
 {
-	struct sockaddr_in la, aa;
+	struct sockaddr_in la, aa, ma;
 	char ls[INET_ADDRSTRLEN], as[INET_ADDRSTRLEN];
 	const char *port_file = d->cfg->port_file;
 
@@ -912,10 +915,10 @@ static int announce(struct daemon *d)
 		 router_policy(d->router), proxy_relay_name(d->po.relay),
 		 d->nhfds > 0 ? ", listeners taken over" : "");
 	if (d->mon) {
-		admin_addr(d->mon, &aa);
-		inet_ntop(AF_INET, &aa.sin_addr, as, sizeof(as));
+		admin_addr(d->mon, &ma);
+		inet_ntop(AF_INET, &ma.sin_addr, as, sizeof(as));
 		log_info("main", "metrics listener %s:%u (/metrics /healthz /readyz)", as,
-			 ntohs(aa.sin_port));
+			 ntohs(ma.sin_port));
 	}
 	if (port_file) {
 		char tmp[4096];

@@ -36,7 +36,7 @@
 
 enum handover_kind {
 	HANDOVER_PROXY = 1, /* a proxy listener (proxy_listen_fd) */
-	HANDOVER_ADMIN = 2, /* the admin listener */
+	HANDOVER_ADMIN = 2, /* an admin listener: --admin or --metrics */
 };
 
 struct handover_fd {
