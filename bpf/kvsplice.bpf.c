@@ -4,6 +4,8 @@
  *
  *   cgroup/connect4     rewrite ClusterIP:port -> proxy address, only while the proxy's listening
  *                       socket is in proxy_listener; remember the original destination by cookie
+ *                       (with match_endpoints also a Service's endpoint address, which is what a
+ *                       socket load balancer that ran first leaves)
  *   sockops             at ACTIVE_ESTABLISHED copy it to a (client ip, client port) key, which is
  *                       what the proxy sees as the accepted socket's peer; drop both on close
  *   cgroup/getpeername4 show the client the ClusterIP it asked for, not the proxy
@@ -35,6 +37,10 @@
 const volatile __u32 proxy_ip4 = 0;  /* proxy address, network order */
 const volatile __u16 proxy_port = 0; /* proxy port, network order */
 const volatile __u32 own_mark = 0;   /* SO_MARK of the proxy's own sockets; 0 = no mark check */
+/* --intercept-endpoints: a connect aimed at an endpoint of a selected Service counts as one aimed
+ * at that Service (what is left when a socket load balancer that runs first translated the
+ * ClusterIP). Needs own_mark: kvsplice's own upstream connects go to those endpoints. */
+const volatile __u32 match_endpoints = 0;
 
 /* Selected Services: ClusterIP:port -> service id. Written by the daemon. */
 struct {
@@ -43,6 +49,15 @@ struct {
 	__type(key, struct kvs_svc_key);
 	__type(value, struct kvs_svc_val);
 } services SEC(".maps");
+
+/* Endpoints of the selected Services: pod IP:port -> its Service. Written by the daemon, and only
+ * read when match_endpoints is set. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KVS_MAX_ENDPOINTS);
+	__type(key, struct kvs_svc_key);
+	__type(value, struct kvs_ep_val);
+} endpoints SEC(".maps");
 
 /* The proxy's listening socket (key 0). Interception is on only while it is here; the kernel
  * removes it when the socket closes, so a dead proxy turns interception off with no window. */
@@ -110,14 +125,27 @@ static __always_inline __u32 connect_decide(struct bpf_sock_addr *ctx, __u32 *ip
 	struct kvs_svc_key key = {.ip = *ip, .port = *port};
 	struct kvs_origdst od = {};
 	struct kvs_svc_val *svc;
+	struct kvs_ep_val *ep = NULL;
 	struct bpf_sock *sk;
 	__u64 cookie;
 
 	if (ctx->type != SOCK_STREAM || (ctx->protocol && ctx->protocol != IPPROTO_TCP))
 		return KVS_STAT_NOT_TCP;
 	svc = bpf_map_lookup_elem(&services, &key);
-	if (!svc)
+	if (svc) {
+		od.ip = key.ip;
+		od.port = key.port;
+		od.service_id = svc->service_id;
+	} else if (match_endpoints && own_mark &&
+		   (ep = bpf_map_lookup_elem(&endpoints, &key)) != NULL) {
+		/* recorded as the Service's ClusterIP: the proxy finds the Service by it, the
+		 * keeper relays to it, getpeername shows it */
+		od.ip = ep->svc_ip;
+		od.port = ep->svc_port;
+		od.service_id = ep->service_id;
+	} else {
 		return KVS_STAT_NOT_SERVICE;
+	}
 	sk = ctx->sk;
 	if (own_mark && sk && sk->mark == own_mark)
 		return KVS_STAT_OWN_CONNECT;
@@ -125,9 +153,6 @@ static __always_inline __u32 connect_decide(struct bpf_sock_addr *ctx, __u32 *ip
 		return KVS_STAT_PROXY_ABSENT;
 
 	cookie = bpf_get_socket_cookie(ctx);
-	od.ip = key.ip;
-	od.port = key.port;
-	od.service_id = svc->service_id;
 	od.cookie = cookie;
 	/* Without the record the proxy could not tell which Service this is for: then rather not
 	 * intercept at all. */
@@ -135,6 +160,8 @@ static __always_inline __u32 connect_decide(struct bpf_sock_addr *ctx, __u32 *ip
 		return KVS_STAT_ORIGDST_FULL;
 	*ip = proxy_ip4;
 	*port = proxy_port;
+	if (ep)
+		stat_inc(KVS_STAT_ENDPOINT);
 	return KVS_STAT_REWRITTEN;
 }
 

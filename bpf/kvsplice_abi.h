@@ -27,6 +27,21 @@ struct kvs_svc_val {
 	__u32 flags;	/* reserved, zero */
 };
 
+/* Endpoints (pod IP:port) of selected Services that can be recognised at once (entries of the
+ * endpoints map, filled only with --intercept-endpoints). */
+#define KVS_MAX_ENDPOINTS 16384
+
+/* Value of the endpoints map (key: a struct kvs_svc_key holding the endpoint's address): the
+ * Service the endpoint belongs to, whose ClusterIP:port is recorded as the original destination
+ * of a connect that another program (a socket load balancer) already translated to it. */
+struct kvs_ep_val {
+	__u32 svc_ip;	  /* the Service's ClusterIP */
+	__u16 svc_port;	  /* its port */
+	__u16 pad;	  /* zero */
+	__u32 service_id; /* as in kvs_svc_val */
+	__u32 flags;	  /* reserved, zero */
+};
+
 /* Original destination of an intercepted connection, as connect4 saw it. */
 struct kvs_origdst {
 	__u32 ip;   /* the ClusterIP the client connected to */
@@ -59,7 +74,9 @@ struct kvs_peer_key {
 	X(CLOSED, "closed")		/* sockops: intercepted connection closed, entries gone */ \
 	X(PEER_RESTORED, "peer_restored") /* getpeername: ClusterIP shown instead of the proxy */  \
 	X(PEER_UNKNOWN, "peer_unknown")	  /* getpeername: peer is the proxy but no record */       \
-	X(NOT_IPV4, "not_ipv4")		  /* connect6: a real IPv6 destination: untouched */
+	X(NOT_IPV4, "not_ipv4")		  /* connect6: a real IPv6 destination: untouched */       \
+	X(ENDPOINT, "endpoint") /* connect: a selected Service's endpoint (already translated by   \
+				   another program), taken as that Service's: also "rewritten" */
 enum kvs_stat {
 #define KVS_STAT_ENUM(e, name) KVS_STAT_##e,
 	KVS_STATS(KVS_STAT_ENUM)

@@ -118,7 +118,8 @@ kvs_bpf_stat() {
 # attached to that node's client cgroup with that node's pin dir, and waits until its listener is
 # registered. Extra flags: $KVSPLICE_ARGS; another services file: $KVSPLICE_SERVICES;
 # $KVSPLICE_CGROUP: a cgroup to run it in (e.g. the client cgroup, to see that its own connects
-# are never intercepted, as on a node where the programs sit at the root). KVSPLICE_WAIT=admin:
+# are never intercepted, as on a node where the programs sit at the root); $KVSPLICE_AT: the cgroup
+# its programs attach at instead of the client cgroup (e.g. $CG_TOP). KVSPLICE_WAIT=admin:
 # wait for its admin server instead (a kvsplice staying out of the way registers no listener).
 kvs_start_kvsplice() {
 	local bin=${KVSPLICE:-$KVS_ROOT/build/kvsplice} i ns=$NS_NODE cg=$CG_CLIENTS pins
@@ -127,6 +128,7 @@ kvs_start_kvsplice() {
 	if [ -n "$(kvs_node_tag)" ]; then
 		ns=$(ns_node) cg=$(cg_clients)
 	fi
+	cg=${KVSPLICE_AT:-$cg}
 	(
 		[ -z "${KVSPLICE_CGROUP:-}" ] || echo "$BASHPID" >"$KVSPLICE_CGROUP/cgroup.procs"
 		# shellcheck disable=SC2086

@@ -62,6 +62,11 @@ int daemon_cfg_check(const struct daemon_cfg *c)
 		fprintf(stderr, "kvsplice: give --services FILE or --kubernetes (see --help)\n");
 		return -1;
 	}
+	if (c->intercept_endpoints && !c->mark) {
+		fprintf(stderr, "kvsplice: --intercept-endpoints needs --mark (kvsplice's own "
+				"connects go to those endpoints)\n");
+		return -1;
+	}
 	if (c->metrics.sin_family && c->metrics.sin_port) {
 		bool same = c->metrics.sin_port == c->admin.sin_port &&
 			    c->metrics.sin_addr.s_addr == c->admin.sin_addr.s_addr;
@@ -246,6 +251,11 @@ static const struct opt daemon_opts[] = {
      "removes both; either way connects go the kube-proxy way once kvsplice is gone)"},
     {"mark", OPT_U32, F(mark), "N", 0, 0, "SO_MARK of upstream sockets, never intercepted",
      OPT_HEX | OPT_BASE0},
+    {"intercept-endpoints", OPT_FLAG, F(intercept_endpoints), NULL, 0, 0,
+     "also take a connect aimed at an endpoint (pod IP:port) of a selected Service as that "
+     "Service's: for nodes where a socket load balancer (Cilium's kube-proxy replacement) "
+     "translates the ClusterIP before kvsplice's program runs. A client that connects to such a "
+     "pod on purpose is routed too (docs/kubernetes.md); needs --mark"},
 
     {"Routing", OPT_SECTION},
     {"router", OPT_STR, F(router), "POLICY", 0, 0,

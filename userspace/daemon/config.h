@@ -49,6 +49,7 @@ struct daemon_cfg {
 	const char *node_dev;
 	bool keep_on_exit;
 	uint32_t mark;
+	bool intercept_endpoints; /* --intercept-endpoints */
 	/* routing */
 	const char *router;
 	const char *tokenizer; /* NULL: DAEMON_TOKENIZER_REL beside the binary, else _SYS */

@@ -811,6 +811,7 @@ static int start_serving_path(struct daemon *d, struct services *s)
 		    .pin_dir = c->pin_dir,
 		    .proxy = d->po.listen[0],
 		    .own_mark = c->mark,
+		    .match_endpoints = c->intercept_endpoints,
 		};
 
 		d->bpf_pins = c->pin_dir; /* a failure below may have pinned some */

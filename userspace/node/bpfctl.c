@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 /* bpfctl: see bpfctl.h. Lifecycle of the pinned state under pin_dir:
- *   maps   services, proxy_listener, origdst_cookie, origdst, stats: pinned by libbpf at the first
+ *   maps   services, endpoints, proxy_listener, origdst_cookie, origdst, stats: pinned by libbpf at
+ *          the first
  *          load, reused by every later load whose definitions match (recreated otherwise);
  *   links  link_connect4, link_getpeername4, link_sockops, link_connect6, link_getpeername6:
- *          cgroup bpf_links pinned after the first
- *          attach; a later daemon swaps its freshly loaded programs into them in place
- *          (bpf_link__update_program), so interception never goes through a detached state.
+ *          cgroup bpf_links pinned after the first attach, which puts them first at the cgroup
+ *          where the kernel can order cgroup programs (BPF_F_BEFORE), so a socket load balancer
+ *          attached at the same cgroup runs after kvsplice whichever came first; a later daemon
+ *          swaps its freshly loaded programs into them in place (bpf_link__update_program, which
+ *          keeps their position), so interception never goes through a detached state.
  * Nothing here ever decides to intercept: that is the proxy listener's presence in the sockmap. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/statfs.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -31,16 +35,22 @@
 
 #define NLINKS 5
 
+#ifndef BPF_F_BEFORE
+#define BPF_F_BEFORE (1U << 3)
+#endif
+
 struct bpfctl {
 	struct kvsplice_bpf *skel;
 	struct bpf_link *links[NLINKS];
 	char pin_dir[PATH_MAX - 64];
+	char cgroup_path[PATH_MAX];
+	bool match_endpoints;
 	int ncpus;
 	__u64 *percpu; /* scratch for one per-CPU stats value */
 };
 
-static const char *const map_names[] = {"services", "proxy_listener", "origdst_cookie", "origdst",
-					"stats"};
+static const char *const map_names[] = {"services",	  "endpoints", "proxy_listener",
+					"origdst_cookie", "origdst",   "stats"};
 static const char *const link_names[NLINKS] = {KVS_PIN_LINK_CONNECT4, KVS_PIN_LINK_GETPEERNAME4,
 					       KVS_PIN_LINK_SOCKOPS, KVS_PIN_LINK_CONNECT6,
 					       KVS_PIN_LINK_GETPEERNAME6};
@@ -125,6 +135,7 @@ static int skel_load(const struct bpfctl_opts *opts, const char *dir, struct kvs
 	skel->rodata->proxy_ip4 = opts->proxy.sin_addr.s_addr;
 	skel->rodata->proxy_port = opts->proxy.sin_port;
 	skel->rodata->own_mark = opts->own_mark;
+	skel->rodata->match_endpoints = opts->match_endpoints && opts->own_mark;
 	bpf_object__for_each_map(map, skel->obj)
 	{
 		if (bpf_map__is_internal(map))
@@ -160,9 +171,76 @@ static int link_matches(struct bpf_link *link, __u64 cgroup_id, enum bpf_attach_
 	       info.cgroup.attach_type == type;
 }
 
+/* BPF_LINK_CREATE of a cgroup link with BPF_F_BEFORE and no anchor: first among the programs of
+ * its hook at the cgroup (the kernel's ordering of cgroup programs, Linux 6.16). The system's
+ * headers predate the fields, so the attribute is laid out here as the kernel's UAPI has it.
+ * Returns the link's fd, or a negative errno (-EINVAL: a kernel without the ordering). */
+static int link_create_first(int prog_fd, int cgroup_fd, enum bpf_attach_type type)
+{
+	struct {
+		__u32 prog_fd, target_fd, attach_type, flags;
+		__u32 relative_fd; /* 0: no anchor */
+		__u32 pad;
+		__u64 expected_revision; /* 0: any */
+	} attr;
+	long fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_fd = (__u32)prog_fd;
+	attr.target_fd = (__u32)cgroup_fd;
+	attr.attach_type = type;
+	attr.flags = BPF_F_BEFORE;
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	return fd < 0 ? -errno : (int)fd;
+}
+
+/* A new link of prog at the cgroup, first there where the kernel can order it, else last (said
+ * once). Returns the link (not pinned) or NULL with errno set. */
+static struct bpf_link *link_attach(struct bpf_program *prog, int cgroup_fd, const char *path)
+{
+	static bool said;
+	enum bpf_attach_type type = bpf_program__expected_attach_type(prog);
+	int fd = link_create_first(bpf_program__fd(prog), cgroup_fd, type);
+	struct bpf_link *link;
+
+	if (fd >= 0) {
+		int err = bpf_obj_pin(fd, path) ? -errno : 0;
+
+		close(fd);
+		if (err) {
+			errno = -err;
+			return NULL;
+		}
+		link = bpf_link__open(path);
+		if (!link)
+			unlink(path);
+		return link;
+	}
+	if (fd != -EINVAL) {
+		errno = -fd;
+		return NULL;
+	}
+	if (!said)
+		log_warn(
+		    "bpfctl",
+		    "this kernel cannot order cgroup programs (BPF_F_BEFORE, Linux 6.16): "
+		    "attached after the programs already at the cgroup; a socket load balancer "
+		    "attached there before kvsplice runs first (docs/kubernetes.md)");
+	said = true;
+	link = bpf_program__attach_cgroup(prog, cgroup_fd);
+	if (link && bpf_link__pin(link, path)) {
+		int err = errno;
+
+		bpf_link__destroy(link);
+		errno = err;
+		return NULL;
+	}
+	return link;
+}
+
 /* Attaches prog at the cgroup through the link pinned at path: updated in place when one is there
- * for the same cgroup and hook, otherwise (first start, other cgroup, stale link) a new pinned
- * link replaces it. Returns 0 and *out, or a negative errno. */
+ * for the same cgroup and hook (keeping its position), otherwise (first start, other cgroup, stale
+ * link) a new pinned link replaces it. Returns 0 and *out, or a negative errno. */
 static int link_take_over(struct bpf_program *prog, int cgroup_fd, __u64 cgroup_id,
 			  const char *path, struct bpf_link **out)
 {
@@ -188,16 +266,13 @@ static int link_take_over(struct bpf_program *prog, int cgroup_fd, __u64 cgroup_
 		bpf_link__destroy(link);
 		unlink(path);
 	}
-	link = bpf_program__attach_cgroup(prog, cgroup_fd);
+	link = link_attach(prog, cgroup_fd, path);
 	if (!link) {
 		err = -errno;
-		log_error("bpfctl", "attach %s: %s", bpf_program__name(prog), strerror(-err));
-		return err;
-	}
-	err = bpf_link__pin(link, path);
-	if (err) {
-		log_error("bpfctl", "pin %s: %s", path, strerror(-err));
-		bpf_link__destroy(link);
+		log_error("bpfctl", "attach %s: %s%s", bpf_program__name(prog), strerror(-err),
+			  err == -EPERM ? " (a program attached at this cgroup or above it without "
+					  "BPF_F_ALLOW_MULTI forbids any other: docs/kubernetes.md)"
+					: "");
 		return err;
 	}
 	*out = link;
@@ -222,8 +297,11 @@ int bpfctl_open(const struct bpfctl_opts *opts, struct bpfctl **out)
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
+	b->match_endpoints = opts->match_endpoints && opts->own_mark;
 	n = snprintf(b->pin_dir, sizeof(b->pin_dir), "%s", dir);
-	if (n < 0 || (size_t)n >= sizeof(b->pin_dir)) {
+	if (n < 0 || (size_t)n >= sizeof(b->pin_dir) ||
+	    (size_t)snprintf(b->cgroup_path, sizeof(b->cgroup_path), "%s", opts->cgroup_path) >=
+		sizeof(b->cgroup_path)) {
 		err = -ENAMETOOLONG;
 		goto cleanup;
 	}
@@ -277,6 +355,23 @@ int bpfctl_open(const struct bpfctl_opts *opts, struct bpfctl **out)
 	}
 	log_info("bpfctl", "interception attached at %s, pinned under %s", opts->cgroup_path,
 		 b->pin_dir);
+	if (opts->match_endpoints && !opts->own_mark)
+		log_warn("bpfctl", "endpoints are not matched without a mark on kvsplice's own "
+				   "connects (they go to those endpoints)");
+	{
+		struct bpfctl_order o;
+
+		if (bpfctl_order(b, &o) == 0 && o.position == 1)
+			log_info("bpfctl", "connect4 at %s: kvsplice's program runs first of %d",
+				 opts->cgroup_path, o.programs);
+		else if (o.position > 1)
+			log_warn(
+			    "bpfctl",
+			    "connect4 at %s: %s runs before kvsplice's program (%d of %d): if it "
+			    "is a socket load balancer, Service connects reach kvsplice already "
+			    "translated to a pod (--intercept-endpoints, docs/kubernetes.md)",
+			    opts->cgroup_path, o.first, o.position, o.programs);
+	}
 	close(cgroup_fd);
 	*out = b;
 	return 0;
@@ -365,6 +460,8 @@ int bpfctl_service_del(struct bpfctl *b, uint32_t ip, uint16_t port)
 	return 0;
 }
 
+static int sync_endpoints(struct bpfctl *b, const struct services *s);
+
 int bpfctl_sync_services(struct bpfctl *b, const struct services *s)
 {
 	struct kvs_svc_key key, next, stale[KVS_MAX_SERVICES];
@@ -406,10 +503,133 @@ int bpfctl_sync_services(struct bpfctl *b, const struct services *s)
 			 ntohs(stale[i].port));
 		deleted++;
 	}
+	{
+		int r = sync_endpoints(b, s);
+
+		rc = rc ? rc : r;
+	}
 	return rc ? rc : deleted;
 }
 
-enum { BF_EVENTS, BF_LISTENER, BF_SERVICES, BF_COUNT };
+int bpfctl_order(struct bpfctl *b, struct bpfctl_order *o)
+{
+	__u32 ids[64], cnt = 64, flags = 0, me;
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+	int fd, err = 0;
+
+	if (!b || !o)
+		return -EINVAL;
+	memset(o, 0, sizeof(*o));
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(b->skel->progs.kvs_connect4), &info, &len))
+		return -errno;
+	me = info.id;
+	fd = open(b->cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (bpf_prog_query(fd, BPF_CGROUP_INET4_CONNECT, BPF_F_QUERY_EFFECTIVE, &flags, ids, &cnt))
+		err = -errno;
+	close(fd);
+	if (err)
+		return err;
+	o->programs = (int)cnt;
+	for (__u32 i = 0; i < cnt && i < 64; i++)
+		if (ids[i] == me) {
+			o->position = (int)i + 1;
+			break;
+		}
+	if (cnt > 0) {
+		int pfd = bpf_prog_get_fd_by_id(ids[0]);
+
+		memset(&info, 0, sizeof(info));
+		len = sizeof(info);
+		if (pfd >= 0 && bpf_obj_get_info_by_fd(pfd, &info, &len) == 0)
+			snprintf(o->first, sizeof(o->first), "%s", info.name);
+		if (pfd >= 0)
+			close(pfd);
+	}
+	return 0;
+}
+
+struct ep_entry {
+	struct kvs_svc_key k;
+	struct kvs_ep_val v;
+	size_t seq; /* order in the snapshot: the first Service of an endpoint wins */
+};
+
+static int ep_cmp(const void *a, const void *b)
+{
+	const struct ep_entry *x = a, *y = b;
+	int c = memcmp(&x->k, &y->k, sizeof(x->k));
+
+	return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static int ep_key_cmp(const void *key, const void *e)
+{
+	return memcmp(key, &((const struct ep_entry *)e)->k, sizeof(struct kvs_svc_key));
+}
+
+/* The endpoints map made exactly s's endpoints (none without match_endpoints). Returns 0 or the
+ * first negative errno. */
+static int sync_endpoints(struct bpfctl *b, const struct services *s)
+{
+	int fd = bpf_map__fd(b->skel->maps.endpoints), rc = 0;
+	struct kvs_svc_key key, next, *stale = NULL;
+	struct ep_entry *e = NULL;
+	size_t n = 0, ne = 0, nstale = 0;
+	void *prev = NULL;
+
+	for (size_t i = 0; b->match_endpoints && s && i < s->n; i++)
+		n += s->v[i].nendpoints;
+	if (n && !(e = calloc(n, sizeof(*e))))
+		return -ENOMEM;
+	for (size_t i = 0; b->match_endpoints && s && i < s->n; i++)
+		for (size_t j = 0; j < s->v[i].nendpoints; j++) {
+			struct ep_entry *x = &e[ne];
+
+			x->k.ip = s->v[i].endpoints[j].addr.sin_addr.s_addr;
+			x->k.port = s->v[i].endpoints[j].addr.sin_port;
+			x->v.svc_ip = s->v[i].vip.sin_addr.s_addr;
+			x->v.svc_port = s->v[i].vip.sin_port;
+			x->v.service_id = s->v[i].id;
+			x->seq = ne++;
+		}
+	qsort(e, ne, sizeof(*e), ep_cmp);
+	n = 0; /* deduplicated in place: the first of each key */
+	for (size_t i = 0; i < ne; i++)
+		if (!n || memcmp(&e[n - 1].k, &e[i].k, sizeof(e[i].k)))
+			e[n++] = e[i];
+	if (n > KVS_MAX_ENDPOINTS) {
+		log_error("bpfctl",
+			  "%zu endpoints, more than the %d the map holds: the rest are not "
+			  "matched",
+			  n, KVS_MAX_ENDPOINTS);
+		n = KVS_MAX_ENDPOINTS;
+		rc = -E2BIG;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (bpf_map_update_elem(fd, &e[i].k, &e[i].v, BPF_ANY)) {
+			rc = rc ? rc : -errno;
+			log_error("bpfctl", "endpoint entry: %s", strerror(errno));
+		}
+	stale = calloc(KVS_MAX_ENDPOINTS, sizeof(*stale));
+	while (stale && nstale < KVS_MAX_ENDPOINTS && bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (!n || !bsearch(&key, e, n, sizeof(*e), ep_key_cmp))
+			stale[nstale++] = key;
+	}
+	for (size_t i = 0; i < nstale; i++)
+		if (bpf_map_delete_elem(fd, &stale[i]) && errno != ENOENT)
+			rc = rc ? rc : -errno;
+	free(stale);
+	free(e);
+	return rc;
+}
+
+enum { BF_EVENTS, BF_LISTENER, BF_SERVICES, BF_ENDPOINTS, BF_POSITION, BF_PROGRAMS, BF_COUNT };
 
 const struct metrics_family bpfctl_families[] = {
     [BF_EVENTS] = {"kvsplice_bpf_events_total", METRICS_COUNTER,
@@ -420,6 +640,19 @@ const struct metrics_family bpfctl_families[] = {
 		     "1 when the proxy listener is in the BPF sockmap (interception on).", NULL},
     [BF_SERVICES] = {"kvsplice_bpf_services", METRICS_GAUGE,
 		     "ClusterIP:port entries in the BPF Service selection.", NULL},
+    [BF_ENDPOINTS] = {"kvsplice_bpf_endpoints", METRICS_GAUGE,
+		      "Endpoint (pod IP:port) entries matched as their Service's "
+		      "(--intercept-endpoints; 0 without it).",
+		      NULL},
+    [BF_POSITION] = {"kvsplice_bpf_connect4_position", METRICS_GAUGE,
+		     "Where kvsplice's connect4 program runs among those run for its cgroup "
+		     "(1: first; more: another program, e.g. a socket load balancer, sees "
+		     "connects before it; 0: not attached).",
+		     NULL},
+    [BF_PROGRAMS] = {"kvsplice_bpf_connect4_programs", METRICS_GAUGE,
+		     "connect4 programs run for a process in kvsplice's cgroup, its own included "
+		     "(the kernel's effective list).",
+		     NULL},
 };
 const size_t bpfctl_nfamilies = BF_COUNT;
 _Static_assert(sizeof(bpfctl_families) / sizeof(bpfctl_families[0]) == BF_COUNT,
@@ -452,6 +685,26 @@ void bpfctl_metrics(struct bpfctl *b, struct buf *out)
 	}
 	metrics_head(out, &bpfctl_families[BF_SERVICES]);
 	buf_printf(out, "%s %d\n", bpfctl_families[BF_SERVICES].name, nsvc);
+	prev = NULL;
+	nsvc = 0;
+	while (nsvc < KVS_MAX_ENDPOINTS &&
+	       bpf_map_get_next_key(bpf_map__fd(b->skel->maps.endpoints), prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		nsvc++;
+	}
+	metrics_head(out, &bpfctl_families[BF_ENDPOINTS]);
+	buf_printf(out, "%s %d\n", bpfctl_families[BF_ENDPOINTS].name, nsvc);
+	{
+		struct bpfctl_order o;
+
+		if (bpfctl_order(b, &o) == 0) {
+			metrics_head(out, &bpfctl_families[BF_POSITION]);
+			buf_printf(out, "%s %d\n", bpfctl_families[BF_POSITION].name, o.position);
+			metrics_head(out, &bpfctl_families[BF_PROGRAMS]);
+			buf_printf(out, "%s %d\n", bpfctl_families[BF_PROGRAMS].name, o.programs);
+		}
+	}
 }
 
 int bpfctl_origdst_take(struct bpfctl *b, const struct sockaddr_in *peer, struct sockaddr_in *orig)

@@ -9,6 +9,7 @@
 #define KVS_BPFCTL_H
 
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/buf.h"
@@ -25,6 +26,18 @@ struct bpfctl_opts {
 	const char *pin_dir;	  /* bpffs directory for pinned maps and links */
 	struct sockaddr_in proxy; /* node-local address connects are rewritten to */
 	uint32_t own_mark; /* SO_MARK on the daemon's own upstream sockets (never rewritten) */
+	/* --intercept-endpoints: a connect aimed at an endpoint of a selected Service is taken as
+	 * that Service's (needs own_mark); bpfctl_sync_services then also keeps the endpoints */
+	bool match_endpoints;
+};
+
+/* Where kvsplice's connect4 program runs among every connect4 program that runs for a process in
+ * its cgroup (the kernel's effective list, ancestors' included; not programs of descendant
+ * cgroups, which run before all of these). */
+struct bpfctl_order {
+	int position;	/* 1 = first; 0 = not in the list (not attached) */
+	int programs;	/* how many run */
+	char first[16]; /* the name of the program that runs first */
 };
 
 /* Loads the programs, or takes over the ones pinned under pin_dir (maps reused, links updated
@@ -48,14 +61,19 @@ int bpfctl_clear_listener_map(int map, int listen_fd);
  * errno. */
 int bpfctl_listener_registered(struct bpfctl *b);
 
+/* Fills *o from the kernel's effective connect4 list of kvsplice's cgroup. Returns 0 or a
+ * negative errno. */
+int bpfctl_order(struct bpfctl *b, struct bpfctl_order *o);
+
 /* Selects / unselects a Service (addresses and ports in network byte order). */
 int bpfctl_service_add(struct bpfctl *b, uint32_t ip, uint16_t port, uint32_t service_id);
 int bpfctl_service_del(struct bpfctl *b, uint32_t ip, uint16_t port);
 /* Makes the Service selection exactly s's ClusterIP:port set (s NULL: none): adds or updates s's
  * Services first, then deletes every other entry of the map, including entries a previous
- * process left in the pinned map for a Service removed while kvsplice was down. Returns the
- * number of entries deleted, or the first negative errno (every failure is logged, the rest is
- * still done). */
+ * process left in the pinned map for a Service removed while kvsplice was down. With
+ * match_endpoints the endpoints map is made s's endpoint set the same way (an endpoint of two
+ * Services counts as the first one's), else emptied. Returns the number of Service entries
+ * deleted, or the first negative errno (every failure is logged, the rest is still done). */
 int bpfctl_sync_services(struct bpfctl *b, const struct services *s);
 
 /* Original destination (ClusterIP:port) of an accepted connection whose client address is peer.
@@ -78,7 +96,8 @@ extern const struct metrics_family bpfctl_families[];
 extern const size_t bpfctl_nfamilies;
 /* Appends the Prometheus text of the counters and of the listener registration to out
  * (bpfctl_families: kvsplice_bpf_events_total{reason}, kvsplice_bpf_listener_registered,
- * kvsplice_bpf_services); nothing when b is NULL. */
+ * kvsplice_bpf_services, kvsplice_bpf_endpoints, kvsplice_bpf_connect4_position,
+ * kvsplice_bpf_connect4_programs); nothing when b is NULL. */
 void bpfctl_metrics(struct bpfctl *b, struct buf *out);
 
 /* Closes the daemon's handles; pinned programs, maps and links stay (interception falls open
