@@ -19,6 +19,7 @@ debs=(
 	yamllint # tests/deploy: the manifests are linted
 	clang-format # tests/style: every C source as .clang-format lays it out
 	prometheus # tests/deploy/test_monitoring.sh: promtool checks and tests deploy/monitoring/'s rules
+	iptables ipvsadm # tests/node/up.sh --proxy-mode iptables|ipvs: the Service as kube-proxy's other modes build it
 )
 missing=()
 for p in "${debs[@]}"; do

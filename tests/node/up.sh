@@ -2,11 +2,18 @@
 # SPDX-License-Identifier: Apache-2.0
 # Builds a simulated Kubernetes node in network namespaces (see lib.sh for the layout):
 #   up.sh [--nodes K] [--workers N] [--kvsplice|--no-kvsplice] [--worker-cmd CMD]
+#         [--proxy-mode nftables|iptables|ipvs]
 # --nodes K        K nodes on one cluster network, each with its own client pod, client cgroup,
 #                  Service DNAT and kvsplice, all in front of the same workers (default 1)
 # --workers N      worker pods (default 2)
 # --kvsplice       start build/kvsplice in every node namespace (default when it is built)
-# --no-kvsplice    the Service is served by the nftables DNAT only (plain kube-proxy behaviour)
+# --no-kvsplice    the Service is served by kube-proxy's rules only (plain kube-proxy behaviour)
+# --proxy-mode M   how the Service is built, as kube-proxy's mode M does (proxymode.sh):
+#                  nftables (default; numgen random DNAT), iptables (KUBE-SVC/KUBE-SEP chains,
+#                  statistic random, DNAT; backend: the `iptables` alternative, iptables-nft
+#                  on Debian, KVS_IPTABLES=iptables-legacy for the other), ipvs (ClusterIP on
+#                  kube-ipvs0, ipvsadm rr, masquerading real servers; needs CONFIG_IP_VS).
+#                  Env: KVS_PROXY_MODE
 # --worker-cmd CMD what each worker pod runs; {id} {port} {events_port} {replay_port} are
 #                  replaced. Default: build/kvsim when built (env KVS_WORKER=kvsim|testworker
 #                  forces one), else tests/node/testworker.py. kvsim's --time-scale is
@@ -27,6 +34,7 @@ nodes=1
 workers=2
 with_kvsplice=auto
 worker_cmd=${KVS_WORKER_CMD:-}
+proxy_mode=${KVS_PROXY_MODE:-nftables}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--nodes) nodes=$2; shift ;;
@@ -34,7 +42,8 @@ while [ $# -gt 0 ]; do
 	--kvsplice) with_kvsplice=yes ;;
 	--no-kvsplice) with_kvsplice=no ;;
 	--worker-cmd) worker_cmd=$2; shift ;;
-	-h | --help) sed -n '3,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--proxy-mode) proxy_mode=$2; shift ;;
+	-h | --help) awk 'NR > 2 && /^# Writes /{ exit } NR > 2' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "up.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -44,8 +53,13 @@ done
 # Node I's pod range is 10.244.I.0/24; a worker has one veth per node.
 [[ $nodes =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 32 ] ||
 	{ echo "up.sh: --nodes must be 1..32" >&2; exit 2; }
+[[ " nftables iptables ipvs " == *" $proxy_mode "* ]] ||
+	{ echo "up.sh: --proxy-mode must be nftables, iptables or ipvs" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "up.sh: needs root" >&2; exit 1; }
 [ -n "$CG2_ROOT" ] || { echo "up.sh: no cgroup2 mount" >&2; exit 1; }
+source "$KVS_ROOT/tests/node/proxymode.sh"
+why=$(kvs_proxy_check "$proxy_mode" 2>&1) ||
+	{ echo "up.sh: --proxy-mode $proxy_mode: $why" >&2; exit 1; }
 if [ "$with_kvsplice" = auto ]; then
 	[ -x "${KVSPLICE:-$KVS_ROOT/build/kvsplice}" ] && with_kvsplice=yes || with_kvsplice=no
 fi
@@ -150,7 +164,8 @@ for i in $(seq "$workers"); do
 done
 
 # --- the Service: kube-proxy's nftables mode, a random endpoint per connection -------------------
-{
+# (--proxy-mode iptables / ipvs: proxymode.sh builds it instead, below)
+[ "$proxy_mode" != nftables ] || {
 	echo "table ip kvs_nat {"
 	echo "  chain prerouting {"
 	echo "    type nat hook prerouting priority dstnat; policy accept;"
@@ -176,7 +191,7 @@ done
 } >"$RUN_DIR/nat.nft"
 # kube-proxy programs the same rules on every node.
 for n in $(seq "$nodes"); do
-	kvs_in "$(ns_node "$n")" nft -f "$RUN_DIR/nat.nft"
+	kvs_proxy_apply "$proxy_mode" "$(ns_node "$n")" "$workers"
 done
 
 # --- workers ------------------------------------------------------------------------------------
@@ -238,6 +253,8 @@ ADMIN=$ADMIN_ADDR
 WORKERS=$workers
 WORKER_CMD="$worker_cmd"
 NODES=$nodes
+PROXY_MODE=$proxy_mode
+PROXY_BACKEND="$(kvs_proxy_backend "$proxy_mode")"
 EOF
 for n in $(seq 2 "$nodes"); do
 	cat >>"$RUN_DIR/env" <<-EOF
@@ -254,13 +271,13 @@ if [ "$with_kvsplice" = yes ]; then
 	done
 fi
 if [ "$nodes" = 1 ]; then
-	echo "testbed${KVS_SFX:+ $KVS_SFX} up: $workers workers, Service $SVC_IP:$SVC_PORT," \
+	echo "testbed${KVS_SFX:+ $KVS_SFX} up: $workers workers, Service $SVC_IP:$SVC_PORT ($proxy_mode)," \
 		"kvsplice $([ "$with_kvsplice" = yes ] && echo "pid $(cat "$RUN_DIR/kvsplice.pid")" || echo off)"
 else
 	pids=""
 	if [ "$with_kvsplice" = yes ]; then
 		for n in $(seq "$nodes"); do pids+=" $(cat "$(kvs_pid_file "$n")")"; done
 	fi
-	echo "testbed${KVS_SFX:+ $KVS_SFX} up: $nodes nodes, $workers workers, Service $SVC_IP:$SVC_PORT," \
+	echo "testbed${KVS_SFX:+ $KVS_SFX} up: $nodes nodes, $workers workers, Service $SVC_IP:$SVC_PORT ($proxy_mode)," \
 		"kvsplice $([ -n "$pids" ] && echo "pids$pids" || echo off)"
 fi
