@@ -21,6 +21,11 @@
 # cache, 9,360 blocks a worker, 32 tokens per hash id): one node's client with NODES_CONVOS (300)
 # conversations at NODES_RATE (3) a second, then each of the three clients with a third of them
 # at a third of the rate (their own seeds), "three" mode only; reported against each run's ideal.
+# NODES_WORKLOAD=trace: the Mooncake trace (NODES_TRACE, bench/traces/mooncake_synthetic_trace.jsonl;
+# NODES_TRACE_LIMIT rows, 1200; schedule x NODES_SPEEDUP, 8; the same cache) from node 1's
+# client alone, then a third of its rows from each client (kvbench --trace-shard n/3, one clock
+# with --trace-epoch): together the same requests at the same times; reported against the whole
+# trace's ideal.
 set -euo pipefail
 export KVS_TESTBED_ID=${KVS_TESTBED_ID:-benchnodes}
 source "$(dirname "$0")/../tests/node/lib.sh"
@@ -36,6 +41,7 @@ trap 'exit 130' INT TERM
 trap 'echo "nodes.sh: line $LINENO failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 wl=${NODES_WORKLOAD:-}
+trace=${NODES_TRACE:-$KVS_ROOT/bench/traces/mooncake_synthetic_trace.jsonl}
 [ -n "$wl" ] && export KVS_KVSIM_ARGS="--num-blocks 9360 --max-model-len 32768"
 KVS_WORKER=kvsim KVS_TIME_SCALE=$ts tests/node/up.sh --nodes 3 --workers 6 --no-kvsplice >&2
 pods=""
@@ -47,6 +53,14 @@ svc=http://$SVC_IP:$SVC_PORT
 bench() {
 	local node=$1 seed=$2 c=$3 n=$4 label=$5
 	shift 5
+	if [ "$wl" = trace ]; then
+		tests/node/client.sh --node "$node" build/kvbench --url "$svc" --trace "$trace" \
+			--trace-limit "${NODES_TRACE_LIMIT:-1200}" --trace-block-tokens 32 \
+			--trace-speedup "${NODES_SPEEDUP:-8}" --max-prompt-tokens 32256 \
+			--tokenizer "$KVS_ROOT/models/qwen3/tokenizer.json" --time-scale "$ts" \
+			--label "$label" --json --quiet "$@"
+		return
+	fi
 	if [ -n "$wl" ]; then
 		tests/node/client.sh --node "$node" build/kvbench --url "$svc" --workload "$wl" \
 			--seed "$seed" --conversations "$n" --convo-rate "$(python3 -c "print($c / 100)")" \
@@ -106,9 +120,15 @@ for pol in ${NODES_POLICIES:-kv dynamo}; do
 		reset_caches
 		echo "== $pol: 3 nodes, a third each" >&2
 		pids=()
+		epoch=$(python3 -c 'import time; print("%.3f" % (time.time() + 5))')
 		for n in 1 2 3; do
-			bench "$n" "$((n + 1))" "$((rate100 / 3))" "$((convos / 3))" "$pol node $n" \
-				>"$out/$pol-three-$n.json" &
+			if [ "$wl" = trace ]; then
+				bench "$n" 0 0 0 "$pol node $n" --trace-shard "$n/3" --trace-epoch "$epoch" \
+					>"$out/$pol-three-$n.json" &
+			else
+				bench "$n" "$((n + 1))" "$((rate100 / 3))" "$((convos / 3))" "$pol node $n" \
+					--trace-epoch "$epoch" >"$out/$pol-three-$n.json" &
+			fi
 			pids+=($!)
 		done
 		for p in "${pids[@]}"; do wait "$p" || true; done
@@ -176,10 +196,16 @@ for pol in pols:
             per[w] = per.get(w, 0) + k
     spread = max(per.values()) / (sum(per.values()) / 6) if per else 0
     c = sum(d["usage_cached_tokens"] for d in ns)
-    i = sum(d["ideal_cached_tokens"] for d in ns)
+    if "trace_all_ideal_cached_tokens" in ns[0]:
+        # trace shards: the whole trace's ideal; per node its own cached-token ratio over it
+        i = ns[0]["trace_all_ideal_cached_tokens"]
+        per_node = [d["usage_cached_tokens"] / d["usage_prompt_tokens"] /
+                    d["trace_all_ideal_cached_ratio"] for d in ns]
+    else:
+        i = sum(d["ideal_cached_tokens"] for d in ns)
+        per_node = [d["usage_cached_tokens"] / d["ideal_cached_tokens"] for d in ns]
     print("| %s | 3 nodes | %.1f%% | %s | %.0f | %.2f | %d |" % (
-        pol, 100 * c / i,
-        " / ".join("%.1f" % (100 * d["usage_cached_tokens"] / d["ideal_cached_tokens"]) for d in ns),
+        pol, 100 * c / i, " / ".join("%.1f" % (100 * x) for x in per_node),
         max(d["ttft_p99_ms"] for d in ns), spread, sum(d["errors"] for d in ns)))
 EOF
 	exit 0

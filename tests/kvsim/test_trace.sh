@@ -143,4 +143,43 @@ expect_eq "10 rows replayed" "10 10" "$(field "$j" trace_rows) $(field "$j" requ
 expect_eq "rows 6-15: 32+32+17+33+33+64+80+80+96+32 tokens" "499 499" \
 	"$(field "$j" trace_prompt_tokens) $(field "$j" usage_prompt_tokens)"
 expect_eq "--trace-max-output 1: one token per request" 10 $((g1 - g0))
+
+# --- three shards at once on one worker: together they are the whole trace ---------------------
+# Shard K/3 keeps rows K, K+3, ... on the whole trace's clock, so the three clients together send
+# every row at its own time: on one worker that never evicts they cache exactly the whole
+# trace's ideal, and each reports that ideal beside its own. --trace-epoch puts the three on
+# one clock (processes started apart, each loading its tokenizer, would each start their own).
+curl -s -o /dev/null -X POST "$W0/reset_prefix_cache"
+pids=""
+epoch=$($PY -c 'import time; print("%.3f" % (time.time() + 3))')
+for k in 1 2 3; do
+	"$KVBENCH" --url "$W0" --trace "$TRACE" --trace-block-tokens 16 --trace-speedup 4 \
+		--time-scale 10 --trace-epoch "$epoch" --trace-shard "$k/3" --json --quiet >"$bad.shard$k" &
+	pids+=" $!"
+done
+wait $pids
+sum() { local k s=0; for k in 1 2 3; do s=$((s + $(field "$(cat "$bad.shard$k")" "$1"))); done; echo "$s"; }
+expect_eq "shards 1/3, 2/3, 3/3: 10 rows each, 0 errors" "10 10 10 0" \
+	"$(for k in 1 2 3; do echo -n "$(field "$(cat "$bad.shard$k")" requests) "; done)$(sum errors)"
+expect_eq "together: every prompt token of the trace (1574)" 1574 "$(sum trace_prompt_tokens)"
+expect_eq "together on one worker: the whole trace's ideal, 752 cached tokens" 752 \
+	"$(sum usage_cached_tokens)"
+expect_eq "each names itself and the whole trace's ideal" "1/3 752 1574" \
+	"$(field "$(cat "$bad.shard1")" trace_shard) $(field "$(cat "$bad.shard1")" trace_all_ideal_cached_tokens) $(field "$(cat "$bad.shard1")" trace_all_prompt_tokens)"
+ok $(($(field "$(cat "$bad.shard2")" ideal_cached_tokens) < 752 ? 0 : 1)) \
+	"a shard's own ideal is below the whole's ($(field "$(cat "$bad.shard2")" ideal_cached_tokens))"
+# shard 2/3 starts at row 2: its first request goes 2 s of trace time after the trace's start
+near "$(field "$(cat "$bad.shard3")" trace_span_s)" 14 0.01
+ok $? "shard 3/3 runs on the whole trace's clock (span to its last row, row 30: 14 s)"
+rm -f "$bad".shard*
+for a in 0/3 4/3 3 1/0 1/2000 x/3; do
+	"$KVBENCH" --url "$W0" --trace "$TRACE" --trace-shard "$a" --quiet >/dev/null 2>&1
+	expect_eq "--trace-shard $a refused (exit 2)" 2 $?
+done
+"$KVBENCH" --url "$W0" --trace "$TRACE" --trace-epoch "$epoch" --runs 2 --quiet >/dev/null 2>&1
+expect_eq "--trace-epoch with --runs 2 refused (exit 2)" 2 $?
+out=$("$KVBENCH" --url "$W0" --workload sessions --trace-shard 1/3 --quiet 2>&1)
+expect_eq "--trace-shard with --workload refused" "2" "$?"
+[[ $out == *"--trace-shard are for --trace"* ]]
+ok $? "... saying it is for --trace ($out)"
 tap_done

@@ -129,11 +129,13 @@ struct bench {
 	double *offset;		  /* trace: each row's send time, s after the run's start (wall) */
 	uint32_t *scratch;	  /* trace: room for the longest prompt's token ids */
 	struct trace_reuse ideal; /* trace: its own reuse with an infinite cache */
-	size_t clamped;		  /* trace: rows whose lengths did not fit their hash ids */
-	int tfd;		  /* trace: timerfd armed at the next row's send time */
-	struct buf tbody;	  /* trace: the body being sent */
-	char **bodies;		  /* request bodies, measured */
-	char **wbodies;		  /* warm-up bodies */
+	struct trace_reuse ideal_all; /* --trace-shard: the whole trace's, before the shard */
+	double t0_ms;	  /* trace: the schedule's origin (the whole trace's first row) */
+	size_t clamped;	  /* trace: rows whose lengths did not fit their hash ids */
+	int tfd;	  /* trace: timerfd armed at the next row's send time */
+	struct buf tbody; /* trace: the body being sent */
+	char **bodies;	  /* request bodies, measured */
+	char **wbodies;	  /* warm-up bodies */
 	int ep;
 	uint64_t rng;
 	uint64_t rr;
@@ -987,6 +989,15 @@ static void drive_trace(struct bench *b, volatile bool *stop)
 	 * above them, which took ~15 ms here: done before the clock starts, not on row 0's time. */
 	malloc_trim(0);
 	t_start = b->t_start = now_s();
+	if (b->o.trace_epoch > 0) {
+		/* one clock for every client given the same epoch (CLOCK_MONOTONIC is the
+		 * machine's, the offset to Unix time read once) */
+		struct timespec r;
+
+		clock_gettime(CLOCK_REALTIME, &r);
+		t_start = b->t_start =
+		    t_start + b->o.trace_epoch - ((double)r.tv_sec + (double)r.tv_nsec / 1e9);
+	}
 	last_print = t_start;
 	b->nheap = 0;
 	b->last_due = 0;
@@ -1425,6 +1436,25 @@ static int trace_prepare(struct bench *b)
 			o->trace, o->trace_start);
 		return 2;
 	}
+	b->t0_ms = b->tr.rows[0].t_ms;
+	if (o->shard_n) {
+		size_t kept = 0;
+
+		/* the whole trace's ideal first, then only rows k ≡ K-1 (mod N) stay; their hash
+		 * ids stay where they are (rows point into tr.ids) */
+		if (trace_ideal(&b->tr, o->trace_bt, KVBENCH_KV_BLOCK, &b->ideal_all, NULL)) {
+			fprintf(stderr, "kvbench: replay: out of memory\n");
+			return 1;
+		}
+		for (size_t k = o->shard_k - 1; k < b->tr.n; k += o->shard_n)
+			b->tr.rows[kept++] = b->tr.rows[k];
+		b->tr.n = kept;
+		if (!kept) {
+			fprintf(stderr, "kvbench: --trace %s: shard %u/%u holds no rows\n",
+				o->trace, o->shard_k, o->shard_n);
+			return 2;
+		}
+	}
 	for (size_t k = 0; k < b->tr.n; k++) {
 		const struct trace_row *r = &b->tr.rows[k];
 		bool clamped;
@@ -1454,7 +1484,7 @@ static int trace_prepare(struct bench *b)
 		fprintf(stderr, "kvbench: replay: out of memory\n");
 		return 1;
 	}
-	t0 = b->tr.rows[0].t_ms;
+	t0 = o->trace ? b->t0_ms : b->tr.rows[0].t_ms;
 	for (size_t k = 0; k < b->tr.n; k++)
 		b->offset[k] =
 		    (b->tr.rows[k].t_ms - t0) / 1000.0 / o->time_scale / o->trace_speedup;
@@ -1641,7 +1671,11 @@ int main(int argc, char **argv)
 			    cv->count, cv->rate, b.tr.n, cv->turns, cv->user_tokens,
 			    cv->answer_tokens, cv->think_ms, cv->system_tokens, cv->seed);
 	} else if (b.replay) {
-		snprintf(b.source, sizeof(b.source), "trace %s", o->trace);
+		if (o->shard_n)
+			snprintf(b.source, sizeof(b.source), "trace %s, shard %u/%u", o->trace,
+				 o->shard_k, o->shard_n);
+		else
+			snprintf(b.source, sizeof(b.source), "trace %s", o->trace);
 	}
 	if (!o->quiet && b.replay)
 		fprintf(stderr,
@@ -1820,6 +1854,18 @@ int main(int argc, char **argv)
 		cJSON_AddNumberToObject(root, "ideal_cached_tokens", (double)b.ideal.cached_tokens);
 		cJSON_AddNumberToObject(root, "ideal_cached_ratio", b.ideal.ratio);
 		cJSON_AddNumberToObject(root, "ideal_hit_rate", (double)b.ideal.hit_rows / b.tr.n);
+		if (o->shard_n) {
+			char shard[32];
+
+			snprintf(shard, sizeof(shard), "%u/%u", o->shard_k, o->shard_n);
+			cJSON_AddStringToObject(root, "trace_shard", shard);
+			cJSON_AddNumberToObject(root, "trace_all_prompt_tokens",
+						(double)b.ideal_all.prompt_tokens);
+			cJSON_AddNumberToObject(root, "trace_all_ideal_cached_tokens",
+						(double)b.ideal_all.cached_tokens);
+			cJSON_AddNumberToObject(root, "trace_all_ideal_cached_ratio",
+						b.ideal_all.ratio);
+		}
 		cJSON_AddNumberToObject(root, "runs_count", nr);
 		cJSON_AddNumberToObject(root, "time_scale", o->time_scale);
 		json_stats(root, &med);

@@ -82,9 +82,9 @@ static int convo_finish(struct kvbench_opts *o)
 			return -1;
 		}
 	}
-	if (o->trace_start || o->trace_limit) {
-		fprintf(stderr, "kvbench: --trace-start and --trace-limit are for --trace (use "
-				"--conversations)\n");
+	if (o->trace_start || o->trace_limit || o->shard_n) {
+		fprintf(stderr, "kvbench: --trace-start, --trace-limit and --trace-shard are for "
+				"--trace (use --conversations and --seed)\n");
 		return -1;
 	}
 	convo_defaults(c, o->workload);
@@ -147,6 +147,11 @@ int kvbench_opts_finish(struct kvbench_opts *o)
 				o->trace ? "--trace" : "--workload", bad);
 			return -1;
 		}
+	}
+	if (o->trace_epoch > 0 && (o->runs > 1 || (!o->trace && o->workload == CONVO_NONE))) {
+		fprintf(stderr, "kvbench: --trace-epoch is for one run (--runs 1) of --trace or "
+				"--workload\n");
+		return -1;
 	}
 	if (!o->nt) {
 		fprintf(stderr, "kvbench: give --url URL[,URL...] (see --help)\n");
@@ -420,9 +425,54 @@ static int parse_trace_speedup(void *cfg, const char *arg)
 	return parse_above0(arg, &((struct kvbench_opts *)cfg)->trace_speedup);
 }
 
+static int parse_trace_epoch(void *cfg, const char *arg)
+{
+	return parse_above0(arg, &((struct kvbench_opts *)cfg)->trace_epoch);
+}
+
+static int show_trace_epoch(const void *cfg, char *buf, size_t n)
+{
+	const struct kvbench_opts *o = cfg;
+
+	if (!(o->trace_epoch > 0))
+		return 0;
+	snprintf(buf, n, "%.3f", o->trace_epoch);
+	return 1;
+}
+
 static int show_trace_speedup(const void *cfg, char *buf, size_t n)
 {
 	snprintf(buf, n, "%g", ((const struct kvbench_opts *)cfg)->trace_speedup);
+	return 1;
+}
+
+/* --trace-shard K/N, 1 <= K <= N <= 1024 */
+static int parse_trace_shard(void *cfg, const char *arg)
+{
+	struct kvbench_opts *o = cfg;
+	unsigned long k, n;
+	char *end;
+
+	errno = 0;
+	k = strtoul(arg, &end, 10);
+	if (end == arg || *end != '/' || errno)
+		return -1;
+	arg = end + 1;
+	n = strtoul(arg, &end, 10);
+	if (end == arg || *end || errno || k < 1 || k > n || n > 1024)
+		return -1;
+	o->shard_k = (uint32_t)k;
+	o->shard_n = (uint32_t)n;
+	return 0;
+}
+
+static int show_trace_shard(const void *cfg, char *buf, size_t n)
+{
+	const struct kvbench_opts *o = cfg;
+
+	if (!o->shard_n)
+		return 0;
+	snprintf(buf, n, "%u/%u", o->shard_k, o->shard_n);
 	return 1;
 }
 
@@ -554,6 +604,15 @@ static const struct opt kvbench_flags[] = {
      "tokens per hash id (by default the trace format's own)"},
     {"trace-start", OPT_U64, F(trace_start), "N", 0, 0, "skip the first N rows"},
     {"trace-limit", OPT_U64, F(trace_limit), "N", 0, 0, "replay at most N rows (0: all)"},
+    {"trace-shard", OPT_FUNC, 0, "K/N", 0, 0,
+     "replay only rows K, K+N, K+2N, ... of those kept (1 <= K <= N <= 1024), on the whole "
+     "trace's clock: N clients with shards 1/N .. N/N together send the trace as one would; "
+     "the JSON adds the whole trace's ideal (trace_all_*)",
+     .parse = parse_trace_shard, .show = show_trace_shard, .flags = OPT_NO_DEFAULT},
+    {"trace-epoch", OPT_FUNC, 0, "S", 0, 0,
+     "start the schedule at Unix time S (seconds, fractions allowed) instead of once "
+     "loaded: clients started apart send on one clock (--runs 1 only)",
+     .parse = parse_trace_epoch, .show = show_trace_epoch, .flags = OPT_NO_DEFAULT},
     {"trace-speedup", OPT_FUNC, 0, "X", 0, 0, "play the schedule X times faster (above 0)",
      .parse = parse_trace_speedup, .show = show_trace_speedup},
     {"trace-max-output", OPT_U32, F(trace_max_output), "N", 0, 0,

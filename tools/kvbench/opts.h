@@ -72,7 +72,9 @@ struct kvbench_opts {
 	uint32_t trace_bt;	    /* --trace-block-tokens: tokens per hash id */
 	size_t trace_start;	    /* --trace-start: rows skipped */
 	size_t trace_limit;	    /* --trace-limit: rows replayed at most (0: all) */
+	uint32_t shard_k, shard_n;  /* --trace-shard K/N: every Nth row from the Kth (n 0: all) */
 	double trace_speedup;	    /* --trace-speedup: the schedule runs this much faster */
+	double trace_epoch;	    /* --trace-epoch: the schedule's start, Unix time (0: now) */
 	uint64_t max_prompt_tokens; /* --max-prompt-tokens: refuse longer prompts (0: no limit) */
 	uint32_t trace_max_output;  /* --trace-max-output: max_tokens cap (0: none) */
 	/* --workload sessions | agent: generated conversations replayed like a trace (convo.h);
