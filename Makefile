@@ -51,7 +51,7 @@ FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 KVSPLICE   := $(if $(wildcard userspace/daemon/main.c),$(BUILD)/kvsplice)
 
-.PHONY: all deps test tests asan fuzz bench demo clean format format-list reference
+.PHONY: all deps test tests asan fuzz bench demo clean format format-list reference image image-clean
 all: $(KVSPLICE) $(TOOLS:%=$(BUILD)/%) $(BENCHES:%=$(BUILD)/bench/%) $(BPF_OBJS)
 
 # Every Debian and npm package the build, tests and demo need; idempotent and quiet.
@@ -80,6 +80,14 @@ demo: deps
 	$(Q)QUICK=$(QUICK) bash tests/node/demo.sh
 
 bench: all
+
+# The image of deploy/Dockerfile, built with podman from Debian's mirror (no Docker engine, no
+# registry): tools/image.sh. Opt-in (podman, runc, mmdebstrap, a few hundred MB of packages);
+# `make test` then runs tests/node/test_image.sh against it (skipped without it).
+image:
+	$(Q)bash tools/image.sh build
+image-clean:
+	$(Q)bash tools/image.sh clean
 
 # Every C source but the generated Unicode tables (tools/unicode/gen_tables.mjs writes them).
 # `make format` rewrites them with .clang-format; tests/style/test_format.sh fails on any that
@@ -149,8 +157,10 @@ $(BUILD)/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/$(1)/*.c)) $(TOO
 endef
 $(foreach t,$(TOOLS),$(eval $(call tool_rule,$(t))))
 
+# bench/fleet runs kvsim's block pool and KV event publisher.
+BENCH_EXTRA_fleet := $(BUILD)/obj/tools/kvsim/kvcache.o $(BUILD)/obj/tools/kvsim/kvevents.o
 define bench_rule
-$(BUILD)/bench/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard bench/$(1)/*.c)) $(LIB)
+$(BUILD)/bench/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard bench/$(1)/*.c)) $(BENCH_EXTRA_$(1)) $(LIB)
 	$$(call msg,LD,$$@)
 	$$(Q)mkdir -p $$(@D)
 	$$(Q)$$(CC) $$(CFLAGS) $$^ $$(LDLIBS) -o $$@

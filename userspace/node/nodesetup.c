@@ -95,6 +95,16 @@ static bool has_cap(unsigned long long set, int cap)
 	return (set >> cap) & 1;
 }
 
+/* Is bpf(2) itself refused? A map of type 0 (unspec) is invalid: the kernel answers EINVAL once
+ * the syscall gets to it, a seccomp filter or an LSM answers EPERM before. */
+static bool bpf_syscall_refused(void)
+{
+	union bpf_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	return syscall(__NR_bpf, BPF_MAP_CREATE, &attr, sizeof(attr)) < 0 && errno == EPERM;
+}
+
 int nodesetup_probe(const struct nodesetup_probe_cfg *cfg, char *cgroup_out, size_t n, char *why,
 		    size_t whylen)
 {
@@ -158,6 +168,15 @@ int nodesetup_probe(const struct nodesetup_probe_cfg *cfg, char *cgroup_out, siz
 			      "(securityContext.capabilities.add: [NET_ADMIN])");
 	if (missing)
 		return missing; /* without the capabilities every type below would look missing */
+	if (bpf_syscall_refused()) {
+		probe_missing(
+		    &missing, why, whylen,
+		    "bpf(2) refused (EPERM) although the capabilities are there: a seccomp "
+		    "profile that allows bpf only with CAP_SYS_ADMIN (RuntimeDefault of "
+		    "containerd < 1.6.9, of containers-common < 0.60: CRI-O, podman) or an "
+		    "LSM policy; give a profile allowing bpf with CAP_BPF");
+		return missing; /* every type below would look missing too */
+	}
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++)
 		if (libbpf_probe_bpf_prog_type(progs[i], NULL) != 1)
 			probe_missing(
